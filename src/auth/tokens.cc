@@ -1,0 +1,106 @@
+#include "auth/tokens.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <cctype>
+#include <vector>
+
+#include "common/random.h"
+
+namespace kvc::auth {
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  }
+  return diff == 0;
+}
+
+Result<std::string> ParseBearer(std::string_view header) {
+  const size_t sp = header.find(' ');
+  if (header.empty() || sp == std::string_view::npos) {
+    return Unauthenticated("Malformed authorization header.");
+  }
+  std::string scheme(header.substr(0, sp));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "bearer") return Unauthenticated("Invalid access token.");
+  std::string_view token = header.substr(sp + 1);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  if (token.empty()) return Unauthenticated("Malformed authorization header.");
+  return std::string(token);
+}
+
+std::string TokenSigner::Mac(std::string_view data) const {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+namespace {
+constexpr std::string_view kPrefix = "kvc1.";
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t p = s.find(sep, start);
+    if (p == std::string_view::npos) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, p - start));
+    start = p + 1;
+  }
+}
+}  // namespace
+
+std::string TokenSigner::Issue(const TokenClaims& c) const {
+  // Claims: version|database|scope|access-token-id|expiry|nonce. None of the fields may contain
+  // '|'; ids are UUIDs or labels we generate.
+  std::string claims = "1|" + c.database_id + "|" + std::to_string(static_cast<int>(c.scope)) +
+                       "|" + c.access_token_id + "|" + std::to_string(c.expires_at_ms) + "|" +
+                       HexEncode(RandomBytes(8));
+  std::string body = Base64UrlEncode(claims);
+  return std::string(kPrefix) + body + "." + Base64UrlEncode(Mac(body));
+}
+
+Result<TokenClaims> TokenSigner::Verify(std::string_view token, int64_t now_ms) const {
+  const Status bad = Unauthenticated(
+      "The authorization token is invalid; repeat the metadata exchange to get a new one.");
+  if (token.substr(0, kPrefix.size()) != kPrefix) return bad;
+  token.remove_prefix(kPrefix.size());
+  const size_t dot = token.find('.');
+  if (dot == std::string_view::npos) return bad;
+  std::string_view body = token.substr(0, dot);
+  std::string mac;
+  if (!Base64UrlDecode(std::string(token.substr(dot + 1)), &mac)) return bad;
+  if (!ConstantTimeEquals(mac, Mac(body))) return bad;
+  std::string claims;
+  if (!Base64UrlDecode(std::string(body), &claims)) return bad;
+  auto parts = Split(claims, '|');
+  if (parts.size() != 6 || parts[0] != "1") return bad;
+  TokenClaims c;
+  c.database_id = std::string(parts[1]);
+  try {
+    int scope = std::stoi(std::string(parts[2]));
+    if (scope < 1 || scope > 3) return bad;
+    c.scope = static_cast<Scope>(scope);
+    c.expires_at_ms = std::stoll(std::string(parts[4]));
+  } catch (...) {
+    return bad;
+  }
+  c.access_token_id = std::string(parts[3]);
+  if (now_ms >= c.expires_at_ms) {
+    return Unauthenticated(
+        "The authorization token has expired; repeat the metadata exchange to get a new one.");
+  }
+  return c;
+}
+
+}  // namespace kvc::auth

@@ -1,0 +1,50 @@
+// Access-token checks and self-contained, signed data-path tokens.
+//
+// A data-path token is `kvc1.<claims>.<mac>` (URL-safe base64 pieces); the MAC is HMAC-SHA256
+// over the claims with a server secret, so it is verified on the hot path without any lookup.
+// It is never the access token itself.
+//
+// Thread-safety: TokenSigner is immutable after construction and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace kvc::auth {
+
+enum class Scope { kRead = 1, kWrite = 2, kAdmin = 3 };  // do not renumber: inside tokens
+
+struct TokenClaims {
+  std::string database_id;
+  Scope scope = Scope::kWrite;
+  std::string access_token_id;  // which access token the exchange used ("bootstrap" for serve's)
+  int64_t expires_at_ms = 0;    // hard end of validity (including any grace period)
+};
+
+// Compares in time independent of where the inputs differ (lengths may leak).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// Extracts the token of an `Authorization: Bearer <token>` header.
+// Errors: Unauthenticated "Malformed authorization header." (missing or no space),
+// Unauthenticated "Invalid access token." (scheme other than bearer, case-insensitive).
+Result<std::string> ParseBearer(std::string_view header);
+
+class TokenSigner {
+ public:
+  // REQUIRES: secret.size() >= 32.
+  explicit TokenSigner(std::string secret) : secret_(std::move(secret)) {}
+
+  std::string Issue(const TokenClaims& claims) const;
+  // Errors: Unauthenticated with a text that mentions authorization (bad format, bad MAC,
+  // expired).
+  Result<TokenClaims> Verify(std::string_view token, int64_t now_ms) const;
+
+ private:
+  std::string Mac(std::string_view data) const;
+  const std::string secret_;
+};
+
+}  // namespace kvc::auth

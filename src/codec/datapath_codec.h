@@ -1,0 +1,30 @@
+// Conversion between KV Connect data-path protobuf bytes and the KV data model.
+// The only place (with storage/) that includes generated protobuf code.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/kv_types.h"
+
+namespace kvc::codec {
+
+// Errors: InvalidArgument "Request protobuf is invalid: ..." for undecodable bytes;
+// InvalidArgument for unknown mutation kinds or value encodings, and KvU64 values that are not
+// 8 bytes.
+Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body);
+Result<AtomicWrite> DecodeAtomicWrite(std::string_view body);
+Result<std::vector<std::string>> DecodeWatch(std::string_view body);
+
+// Output encoders. Reads always carry status=SR_SUCCESS, read_is_strongly_consistent=true.
+std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges);
+std::string EncodeAtomicWriteOutput(const CommitResult& result);
+// One element per watched key, in request order; nullopt = key absent. Every key changed=true.
+std::string EncodeWatchOutput(const std::vector<std::optional<Entry>>& keys);
+
+}  // namespace kvc::codec

@@ -1,0 +1,122 @@
+#include "codec/metadata_json.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/schema.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "codec/embedded_schemas.h"
+
+namespace kvc::codec {
+namespace {
+
+// Compiled schema documents, built once on first use.
+const rapidjson::SchemaDocument* CompiledSchema(std::string_view name) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<rapidjson::SchemaDocument>, std::less<>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second.get();
+  std::string_view text = EmbeddedSchema(name);
+  if (text.empty()) return nullptr;
+  rapidjson::Document d;
+  d.Parse(text.data(), text.size());
+  if (d.HasParseError()) return nullptr;
+  auto doc = std::make_unique<rapidjson::SchemaDocument>(d);
+  auto* raw = doc.get();
+  cache.emplace(std::string(name), std::move(doc));
+  return raw;
+}
+
+Status Validate(const rapidjson::SchemaDocument& schema, const rapidjson::Document& d,
+                const char* what) {
+  rapidjson::SchemaValidator v(schema);
+  if (d.Accept(v)) return Status::Ok();
+  rapidjson::StringBuffer path;
+  v.GetInvalidDocumentPointer().StringifyUriFragment(path);
+  std::string where = path.GetString();
+  if (where == "#") where = "the top level";
+  return InvalidArgument(std::string(what) + " does not match the expected schema at " + where +
+                         " (rule '" + v.GetInvalidSchemaKeyword() + "').");
+}
+
+}  // namespace
+
+std::string_view EmbeddedSchema(std::string_view name) {
+  for (size_t i = 0; i < kEmbeddedSchemaCount; ++i) {
+    if (name == kEmbeddedSchemas[i].name) return kEmbeddedSchemas[i].content;
+  }
+  return {};
+}
+
+Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
+  MetadataRequest req;
+  bool blank = true;
+  for (char c : body) {
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') blank = false;
+  }
+  if (blank) {
+    req.supported_versions = {1};
+    return req;
+  }
+  rapidjson::Document d;
+  d.Parse(body.data(), body.size());
+  if (d.HasParseError()) {
+    return InvalidArgument(std::string("The metadata exchange request body is not valid JSON: ") +
+                           rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
+                           std::to_string(d.GetErrorOffset()) + ").");
+  }
+  const auto* schema = CompiledSchema("metadata-exchange-request.schema.json");
+  if (!schema) return Internal("metadata request schema is missing");
+  KVC_RETURN_IF_ERROR(Validate(*schema, d, "The metadata exchange request"));
+  for (const auto& v : d["supportedVersions"].GetArray()) {
+    req.supported_versions.push_back(v.IsInt64() ? v.GetInt64() : INT64_MAX);
+  }
+  return req;
+}
+
+std::string EncodeMetadataResponse(const MetadataResponse& r) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("version");
+  w.Int(r.version);
+  w.Key("databaseId");
+  w.String(r.database_id.c_str(), static_cast<rapidjson::SizeType>(r.database_id.size()));
+  w.Key("endpoints");
+  w.StartArray();
+  for (const Endpoint& e : r.endpoints) {
+    w.StartObject();
+    w.Key("url");
+    w.String(e.url.c_str(), static_cast<rapidjson::SizeType>(e.url.size()));
+    w.Key("consistency");
+    w.String(e.consistency.c_str(), static_cast<rapidjson::SizeType>(e.consistency.size()));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("token");
+  w.String(r.token.c_str(), static_cast<rapidjson::SizeType>(r.token.size()));
+  w.Key("expiresAt");
+  w.String(r.expires_at.c_str(), static_cast<rapidjson::SizeType>(r.expires_at.size()));
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view json) {
+  const auto* schema = CompiledSchema(schema_name);
+  if (!schema) return NotFound("unknown schema " + std::string(schema_name));
+  rapidjson::Document d;
+  d.Parse(json.data(), json.size());
+  if (d.HasParseError()) {
+    return InvalidArgument(std::string("not valid JSON: ") +
+                           rapidjson::GetParseError_En(d.GetParseError()));
+  }
+  return Validate(*schema, d, "The document");
+}
+
+}  // namespace kvc::codec

@@ -1,0 +1,268 @@
+#include "codec/v8_value.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <utility>
+
+namespace kvc::codec {
+namespace {
+
+// V8 serialization tags and versions. Wire format: do not change.
+constexpr uint8_t kVersionTag = 0xFF;
+constexpr uint8_t kPaddingTag = 0x00;
+constexpr uint8_t kVerifyObjectCountTag = '?';
+constexpr uint8_t kInt32Tag = 'I';
+constexpr uint8_t kUint32Tag = 'U';
+constexpr uint8_t kDoubleTag = 'N';
+constexpr uint8_t kBigIntTag = 'Z';
+constexpr uint32_t kMinReadVersion = 13;
+constexpr uint32_t kMaxReadVersion = 16;
+constexpr uint8_t kWriteVersion = 15;  // every Deno reads it (reference §5)
+
+constexpr size_t kBigIntDigitBytes = 8;               // V8 writes whole 64-bit digits
+constexpr uint32_t kMaxBigIntBytes = (1u << 30) - 1;  // bits 1..30 of the bitfield
+
+constexpr char kEmptyOperand[] = "operand cannot be empty";
+constexpr char kUnsupportedType[] = "unsupported value type";
+constexpr char kInvalidValue[] = "invalid v8 value";
+
+// Cursor over serialized bytes; every read is bounds-checked and fails instead of overrunning.
+class Reader {
+ public:
+  explicit Reader(std::string_view data) : data_(data) {}
+
+  size_t remaining() const { return data_.size() - pos_; }
+
+  bool ReadByte(uint8_t* out) {
+    if (pos_ >= data_.size()) return false;
+    *out = static_cast<uint8_t>(data_[pos_++]);
+    return true;
+  }
+
+  bool ReadBytes(size_t n, std::string_view* out) {
+    if (remaining() < n) return false;
+    *out = data_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+
+  // Unsigned LEB128 limited to 32 bits: at most 5 bytes, and no bits beyond bit 31.
+  bool ReadVarint32(uint32_t* out) {
+    uint32_t value = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      uint8_t byte;
+      if (!ReadByte(&byte)) return false;
+      const uint32_t bits = byte & 0x7F;
+      if (shift == 28 && bits > 0x0F) return false;  // would overflow 32 bits
+      value |= bits << shift;
+      if ((byte & 0x80) == 0) {
+        *out = value;
+        return true;
+      }
+    }
+    return false;  // continuation bit on the fifth byte
+  }
+
+ private:
+  std::string_view data_;
+  size_t pos_ = 0;
+};
+
+void AppendVarint32(uint32_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+std::string Header() {
+  return std::string{static_cast<char>(kVersionTag), static_cast<char>(kWriteVersion)};
+}
+
+// Returns -1, 0, 1 comparing normalised magnitudes.
+int CompareMagnitude(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  for (size_t i = a.size(); i-- > 0;) {
+    if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+  }
+  return 0;
+}
+
+std::vector<uint8_t> AddMagnitude(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  const std::vector<uint8_t>& longer = a.size() >= b.size() ? a : b;
+  const std::vector<uint8_t>& shorter = a.size() >= b.size() ? b : a;
+  std::vector<uint8_t> sum;
+  sum.reserve(longer.size() + 1);
+  unsigned carry = 0;
+  for (size_t i = 0; i < longer.size(); ++i) {
+    const unsigned digit = longer[i] + (i < shorter.size() ? shorter[i] : 0u) + carry;
+    sum.push_back(static_cast<uint8_t>(digit));
+    carry = digit >> 8;
+  }
+  if (carry != 0) sum.push_back(static_cast<uint8_t>(carry));
+  return sum;
+}
+
+// REQUIRES: CompareMagnitude(a, b) >= 0.
+std::vector<uint8_t> SubtractMagnitude(const std::vector<uint8_t>& a,
+                                       const std::vector<uint8_t>& b) {
+  std::vector<uint8_t> diff;
+  diff.reserve(a.size());
+  int borrow = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    int digit = a[i] - (i < b.size() ? b[i] : 0) - borrow;
+    borrow = digit < 0 ? 1 : 0;
+    if (digit < 0) digit += 256;
+    diff.push_back(static_cast<uint8_t>(digit));
+  }
+  assert(borrow == 0);
+  return diff;
+}
+
+}  // namespace
+
+BigInt BigInt::FromU64(uint64_t value) {
+  BigInt result;
+  for (; value != 0; value >>= 8) result.magnitude.push_back(static_cast<uint8_t>(value));
+  return result;
+}
+
+BigInt BigInt::FromI64(int64_t value) {
+  const auto bits = static_cast<uint64_t>(value);
+  // Two's-complement negation in uint64_t is exact even for INT64_MIN.
+  BigInt result = FromU64(value < 0 ? ~bits + 1 : bits);
+  result.negative = value < 0;
+  return result;
+}
+
+int BigInt::Compare(const BigInt& a, const BigInt& b) {
+  if (a.negative != b.negative) return a.negative ? -1 : 1;
+  const int magnitude_order = CompareMagnitude(a.magnitude, b.magnitude);
+  return a.negative ? -magnitude_order : magnitude_order;
+}
+
+BigInt BigInt::Add(const BigInt& a, const BigInt& b) {
+  BigInt result;
+  if (a.negative == b.negative) {
+    result.negative = a.negative;
+    result.magnitude = AddMagnitude(a.magnitude, b.magnitude);
+  } else if (CompareMagnitude(a.magnitude, b.magnitude) >= 0) {
+    result.negative = a.negative;
+    result.magnitude = SubtractMagnitude(a.magnitude, b.magnitude);
+  } else {
+    result.negative = b.negative;
+    result.magnitude = SubtractMagnitude(b.magnitude, a.magnitude);
+  }
+  result.Normalize();
+  return result;
+}
+
+std::optional<uint64_t> BigInt::ToU64() const {
+  if (negative || magnitude.size() > 8) return std::nullopt;
+  uint64_t value = 0;
+  for (size_t i = magnitude.size(); i-- > 0;) value = (value << 8) | magnitude[i];
+  return value;
+}
+
+void BigInt::Normalize() {
+  while (!magnitude.empty() && magnitude.back() == 0) magnitude.pop_back();
+  if (magnitude.empty()) negative = false;
+}
+
+Result<V8Numeric> ParseV8Numeric(std::string_view data) {
+  if (data.empty()) return InvalidArgument(kEmptyOperand);
+  Reader reader(data);
+  uint8_t byte = 0;
+  uint32_t version = 0;
+  if (!reader.ReadByte(&byte) || byte != kVersionTag || !reader.ReadVarint32(&version) ||
+      version < kMinReadVersion || version > kMaxReadVersion) {
+    return InvalidArgument(kInvalidValue);
+  }
+
+  uint8_t tag = kPaddingTag;
+  while (true) {
+    if (!reader.ReadByte(&tag)) return InvalidArgument(kInvalidValue);
+    if (tag == kPaddingTag) continue;
+    if (tag == kVerifyObjectCountTag) {  // a count V8 checks and ignores; the value follows
+      uint32_t unused_count;
+      if (!reader.ReadVarint32(&unused_count)) return InvalidArgument(kInvalidValue);
+      continue;
+    }
+    break;
+  }
+
+  V8Numeric result;
+  switch (tag) {
+    case kInt32Tag: {
+      uint32_t zigzag;
+      if (!reader.ReadVarint32(&zigzag)) return InvalidArgument(kInvalidValue);
+      const uint32_t bits = (zigzag >> 1) ^ (0u - (zigzag & 1));
+      result = V8Numeric::Number(static_cast<int32_t>(bits));
+      break;
+    }
+    case kUint32Tag: {
+      uint32_t value;
+      if (!reader.ReadVarint32(&value)) return InvalidArgument(kInvalidValue);
+      result = V8Numeric::Number(value);
+      break;
+    }
+    case kDoubleTag: {
+      std::string_view bytes;
+      if (!reader.ReadBytes(8, &bytes)) return InvalidArgument(kInvalidValue);
+      uint64_t bits = 0;
+      for (size_t i = 8; i-- > 0;) bits = (bits << 8) | static_cast<uint8_t>(bytes[i]);
+      result = V8Numeric::Number(std::bit_cast<double>(bits));
+      break;
+    }
+    case kBigIntTag: {
+      uint32_t bitfield;
+      if (!reader.ReadVarint32(&bitfield)) return InvalidArgument(kInvalidValue);
+      const size_t length = bitfield >> 1;
+      std::string_view bytes;
+      // Checked against the input before allocating, so absurd lengths cost nothing.
+      if (length > kMaxBigIntBytes || !reader.ReadBytes(length, &bytes)) {
+        return InvalidArgument(kInvalidValue);
+      }
+      BigInt value;
+      value.negative = (bitfield & 1) != 0;
+      value.magnitude.assign(bytes.begin(), bytes.end());
+      value.Normalize();
+      result = V8Numeric::FromBigInt(std::move(value));
+      break;
+    }
+    default:
+      return InvalidArgument(kUnsupportedType);
+  }
+  if (reader.remaining() != 0) return InvalidArgument(kInvalidValue);
+  return result;
+}
+
+std::string EncodeV8Number(double value) {
+  std::string out = Header();
+  out.push_back(static_cast<char>(kDoubleTag));
+  const auto bits = std::bit_cast<uint64_t>(value);
+  for (int shift = 0; shift < 64; shift += 8) out.push_back(static_cast<char>(bits >> shift));
+  return out;
+}
+
+std::string EncodeV8BigInt(const BigInt& value) {
+  const size_t length =
+      (value.magnitude.size() + kBigIntDigitBytes - 1) / kBigIntDigitBytes * kBigIntDigitBytes;
+  assert(length <= kMaxBigIntBytes);
+  const bool negative = value.negative && length != 0;
+  std::string out = Header();
+  out.push_back(static_cast<char>(kBigIntTag));
+  AppendVarint32(static_cast<uint32_t>(length << 1) | (negative ? 1u : 0u), &out);
+  out.append(value.magnitude.begin(), value.magnitude.end());
+  out.append(length - value.magnitude.size(), '\0');
+  return out;
+}
+
+std::string EncodeV8Numeric(const V8Numeric& value) {
+  return value.kind == V8Numeric::Kind::kNumber ? EncodeV8Number(value.number)
+                                                : EncodeV8BigInt(value.bigint);
+}
+
+}  // namespace kvc::codec

@@ -1,0 +1,23 @@
+// Cryptographically secure random bytes from the kernel (getrandom), and helpers built on it.
+// Thread-safety: all functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvc {
+
+// Returns n random bytes. Aborts the process if the kernel cannot supply them (never expected).
+std::string RandomBytes(size_t n);
+// Uniform integer in [lo, hi]. REQUIRES: lo <= hi.
+uint64_t RandomInRange(uint64_t lo, uint64_t hi);
+// A random RFC 4122 version-4 UUID, lowercase and hyphenated.
+std::string NewUuidV4();
+// Lowercase hex of bytes.
+std::string HexEncode(const std::string& bytes);
+// URL-safe base64 without padding.
+std::string Base64UrlEncode(const std::string& bytes);
+// Returns false on invalid input.
+bool Base64UrlDecode(const std::string& text, std::string* out);
+
+}  // namespace kvc

@@ -1,0 +1,16 @@
+// kvconnect: a self-hosted KV Connect server. Composition root: parses the command line and
+// hands over to the subcommand in src/cli/.
+#include <CLI/CLI.hpp>
+
+#include "cli/serve.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvconnect: a self-hosted Deno KV server speaking the KV Connect protocol"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvconnect 0.1.0");
+  kvc::cli::ServeConfig serve;
+  kvc::cli::AddServeCommand(app, &serve);
+  CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("serve")) return kvc::cli::RunServe(serve);
+  return 0;
+}

@@ -1,0 +1,322 @@
+// HTTP/1.1 keep-alive session on Boost.Beast. One request at a time (no pipelining); a fresh
+// parser with body and header limits per request; a timeout before every read; streaming
+// responses use chunked transfer encoding, and a read kept pending during a stream notices when
+// the client goes away.
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <optional>
+
+#include "net/session.h"
+#include "service/http_status.h"
+
+namespace kvc::net {
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+class Http1Session : public Session, public std::enable_shared_from_this<Http1Session> {
+ public:
+  Http1Session(ServerContext* ctx, tcp::socket socket, std::string initial)
+      : ctx_(ctx), stream_(std::move(socket)), heartbeat_(stream_.get_executor()) {
+    auto b = buffer_.prepare(initial.size());
+    std::memcpy(b.data(), initial.data(), initial.size());
+    buffer_.commit(initial.size());
+    boost::system::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  ~Http1Session() override { ctx_->registry.Remove(this); }
+
+  void Start() {
+    ctx_->registry.Add(this, weak_from_this());
+    DoRead();
+  }
+
+  void Shutdown() override {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->shutting_down_ = true;
+      if (self->state_ == State::kReading) {
+        self->Close();
+      } else if (self->state_ == State::kStreaming) {
+        self->EndStream();
+      }
+      // kHandling: closes after the response is written.
+    });
+  }
+
+  // Called (via post) by the stream sink.
+  void QueueChunk(std::string bytes) {
+    if (state_ != State::kStreaming) return;
+    pending_bytes_ += bytes.size();
+    if (pending_bytes_ > ctx_->options.max_stream_buffer_bytes) {
+      spdlog::info("{}: streaming client too slow, closing", peer_);
+      Close();
+      return;
+    }
+    chunks_.push_back(std::move(bytes));
+    WriteChunks();
+  }
+
+  void EndStreamFromSource() {
+    if (state_ == State::kStreaming) EndStream();
+  }
+
+ private:
+  enum class State { kReading, kHandling, kStreaming, kClosed };
+
+  void DoRead() {
+    state_ = State::kReading;
+    if (shutting_down_) {
+      Close();
+      return;
+    }
+    parser_.emplace();
+    parser_->body_limit(ctx_->options.max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(ctx_->options.max_header_bytes));
+    stream_.expires_after(requests_ == 0 ? ctx_->options.request_timeout
+                                         : ctx_->options.idle_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset) {
+      Close();
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      SendErrorAndClose(413, "The request body exceeds the limit of " +
+                                 std::to_string(ctx_->options.max_body_bytes) + " bytes.");
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      SendErrorAndClose(431, "The request headers are too large.");
+      return;
+    }
+    if (ec) {
+      SendErrorAndClose(400, "Malformed HTTP/1.1 request: " + ec.message() + ".");
+      return;
+    }
+    ++requests_;
+    auto req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    service::HttpRequest r;
+    r.method = std::string(req.method_string());
+    std::string target(req.target());
+    auto q = target.find('?');
+    r.path = q == std::string::npos ? target : target.substr(0, q);
+    r.scheme = "http";
+    r.peer = peer_;
+    for (const auto& f : req) {
+      std::string name(f.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (name == "host") r.authority = std::string(f.value());
+      r.headers.emplace_back(std::move(name), std::string(f.value()));
+    }
+    r.body = std::move(req.body());
+    state_ = State::kHandling;
+    stream_.expires_never();
+    auto self = shared_from_this();
+    ctx_->handler->Handle(std::move(r), [self](service::HttpResponse resp) {
+      asio::post(self->stream_.get_executor(),
+                 [self, resp = std::move(resp)]() mutable { self->OnResponse(std::move(resp)); });
+    });
+  }
+
+  void OnResponse(service::HttpResponse resp) {
+    if (state_ == State::kClosed) {
+      if (resp.stream) resp.stream->Cancel();
+      return;
+    }
+    if (resp.stream) {
+      StartStream(std::move(resp));
+      return;
+    }
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(resp.status), version_);
+    res->set(http::field::server, "kvconnect");
+    if (!resp.content_type.empty()) res->set(http::field::content_type, resp.content_type);
+    for (const auto& [k, v] : resp.headers) res->set(k, v);
+    res->body() = std::move(resp.body);
+    const bool close = !keep_alive_ || shutting_down_ || ctx_->stopping;
+    res->keep_alive(!close);
+    res->prepare_payload();
+    stream_.expires_after(ctx_->options.request_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, close](beast::error_code ec, size_t) {
+                        if (ec || close) {
+                          self->Close();
+                          return;
+                        }
+                        self->DoRead();
+                      });
+  }
+
+  void SendErrorAndClose(int status, std::string text) {
+    state_ = State::kHandling;
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(status), 11);
+    res->set(http::field::server, "kvconnect");
+    res->set(http::field::content_type, "text/plain; charset=utf-8");
+    res->body() = std::move(text);
+    res->keep_alive(false);
+    res->prepare_payload();
+    stream_.expires_after(ctx_->options.request_timeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code, size_t) {
+      self->Close();
+    });
+  }
+
+  class Sink : public service::StreamSink {
+   public:
+    explicit Sink(std::weak_ptr<Http1Session> s) : s_(std::move(s)) {}
+    void Send(std::string bytes) override {
+      if (auto s = s_.lock()) {
+        asio::post(s->stream_.get_executor(),
+                   [s, b = std::move(bytes)]() mutable { s->QueueChunk(std::move(b)); });
+      }
+    }
+    void Close() override {
+      if (auto s = s_.lock()) {
+        asio::post(s->stream_.get_executor(), [s] { s->EndStreamFromSource(); });
+      }
+    }
+
+   private:
+    std::weak_ptr<Http1Session> s_;
+  };
+
+  void StartStream(service::HttpResponse resp) {
+    state_ = State::kStreaming;
+    source_ = resp.stream;
+    heartbeat_bytes_ = resp.heartbeat;
+    heartbeat_interval_ = resp.heartbeat_interval;
+    header_res_.emplace(static_cast<http::status>(resp.status), version_);
+    header_res_->set(http::field::server, "kvconnect");
+    if (!resp.content_type.empty()) header_res_->set(http::field::content_type, resp.content_type);
+    header_res_->chunked(true);
+    header_res_->keep_alive(false);
+    serializer_.emplace(*header_res_);
+    writing_ = true;
+    http::async_write_header(stream_, *serializer_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) {
+                                 self->Close();
+                                 return;
+                               }
+                               self->WriteChunks();
+                             });
+    // Watch for the client going away while we stream.
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this()](beast::error_code) {
+                                  if (self->state_ == State::kStreaming) self->Close();
+                                });
+    source_->Start(std::make_shared<Sink>(weak_from_this()));
+    ScheduleHeartbeat();
+  }
+
+  void ScheduleHeartbeat() {
+    if (heartbeat_bytes_.empty() || heartbeat_interval_.count() <= 0) return;
+    heartbeat_.expires_after(heartbeat_interval_);
+    heartbeat_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->state_ != State::kStreaming) return;
+      self->QueueChunk(self->heartbeat_bytes_);
+      self->ScheduleHeartbeat();
+    });
+  }
+
+  void WriteChunks() {
+    if (writing_ || state_ == State::kClosed) return;
+    if (chunks_.empty()) {
+      if (ending_) {
+        writing_ = true;
+        asio::async_write(stream_, http::make_chunk_last(),
+                          [self = shared_from_this()](beast::error_code, size_t) {
+                            self->writing_ = false;
+                            self->Close();
+                          });
+      }
+      return;
+    }
+    writing_ = true;
+    current_ = std::move(chunks_.front());
+    chunks_.pop_front();
+    asio::async_write(stream_, http::make_chunk(asio::buffer(current_)),
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        self->writing_ = false;
+                        self->pending_bytes_ -= self->current_.size();
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->WriteChunks();
+                      });
+  }
+
+  void EndStream() {
+    if (source_) {
+      source_->Cancel();
+      source_.reset();
+    }
+    ending_ = true;
+    heartbeat_.cancel();
+    WriteChunks();
+  }
+
+  void Close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    if (source_) {
+      source_->Cancel();
+      source_.reset();
+    }
+    heartbeat_.cancel();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  ServerContext* ctx_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  asio::steady_timer heartbeat_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string peer_;
+  State state_ = State::kReading;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  bool shutting_down_ = false;
+  uint64_t requests_ = 0;
+
+  // Streaming state.
+  std::shared_ptr<service::StreamSource> source_;
+  std::optional<http::response<http::empty_body>> header_res_;
+  std::optional<http::response_serializer<http::empty_body>> serializer_;
+  std::deque<std::string> chunks_;
+  std::string current_;
+  size_t pending_bytes_ = 0;
+  bool writing_ = false;
+  bool ending_ = false;
+  std::string heartbeat_bytes_;
+  std::chrono::milliseconds heartbeat_interval_{0};
+};
+
+}  // namespace
+
+void StartHttp1Session(ServerContext* ctx, tcp::socket socket, std::string initial) {
+  std::make_shared<Http1Session>(ctx, std::move(socket), std::move(initial))->Start();
+}
+
+}  // namespace kvc::net

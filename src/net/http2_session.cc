@@ -1,0 +1,480 @@
+// HTTP/2 server session (h2c with prior knowledge) on nghttp2. nghttp2 does the framing, flow
+// control and HPACK; this class moves bytes between it and the socket, turns each request stream
+// into a service::HttpRequest, and feeds responses back through data providers, deferring
+// streaming bodies (watch) until bytes arrive.
+#include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "net/session.h"
+#include "service/http_status.h"
+
+namespace kvc::net {
+namespace {
+
+class Http2Session;
+
+struct H2Stream {
+  int32_t id = 0;
+  service::HttpRequest req;
+  size_t header_bytes = 0;
+  bool too_large = false;
+  bool headers_too_large = false;
+  bool dispatched = false;
+  bool responded = false;
+  // Response body.
+  std::string out;
+  size_t out_off = 0;
+  bool eof = false;
+  bool deferred = false;
+  std::shared_ptr<service::StreamSource> source;
+  std::unique_ptr<asio::steady_timer> heartbeat;
+  std::string heartbeat_bytes;
+  std::chrono::milliseconds heartbeat_interval{0};
+};
+
+class Http2Session : public Session, public std::enable_shared_from_this<Http2Session> {
+ public:
+  Http2Session(ServerContext* ctx, tcp::socket socket)
+      : ctx_(ctx), socket_(std::move(socket)), idle_timer_(socket_.get_executor()) {
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  ~Http2Session() override {
+    if (session_) nghttp2_session_del(session_);
+    ctx_->registry.Remove(this);
+  }
+
+  void Start(std::string initial) {
+    ctx_->registry.Add(this, weak_from_this());
+    nghttp2_session_callbacks* cbs;
+    nghttp2_session_callbacks_new(&cbs);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &OnBeginHeaders);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, &OnHeader);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &OnDataChunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &OnFrameRecv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &OnStreamClose);
+    nghttp2_option* opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_max_settings(opt, 64);
+    nghttp2_session_server_new2(&session_, cbs, this, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cbs);
+
+    const auto& o = ctx_->options;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, o.h2_max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(o.h2_initial_window)},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(o.max_header_bytes)},
+    };
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv, std::size(iv));
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                          o.h2_connection_window);
+    if (!Feed(initial.data(), initial.size())) return;
+    ArmIdleTimer();
+    DoWrite();
+    DoRead();
+  }
+
+  void Shutdown() override {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->closed_) return;
+      self->shutting_down_ = true;
+      nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(self->session_),
+                            NGHTTP2_NO_ERROR, nullptr, 0);
+      // End streaming responses; regular in-flight requests complete normally.
+      for (auto& [id, st] : self->streams_) {
+        if (st->source) self->EndStreamBody(st.get());
+      }
+      self->DoWrite();
+    });
+  }
+
+  // --- called on the strand by sinks ---
+  void StreamSend(int32_t id, H2Stream* expected, std::string bytes) {
+    H2Stream* st = Find(id, expected);
+    if (!st || st->eof) return;
+    if (st->out.size() - st->out_off + bytes.size() > ctx_->options.max_stream_buffer_bytes) {
+      spdlog::info("{}: stream {} client too slow, resetting", peer_, id);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+      DoWrite();
+      return;
+    }
+    if (st->out_off > 0 && st->out_off * 2 > st->out.size()) {
+      st->out.erase(0, st->out_off);
+      st->out_off = 0;
+    }
+    st->out += bytes;
+    Resume(st);
+  }
+
+  void StreamClose(int32_t id, H2Stream* expected) {
+    H2Stream* st = Find(id, expected);
+    if (st) EndStreamBody(st);
+  }
+
+ private:
+  H2Stream* Find(int32_t id, H2Stream* expected) {
+    auto it = streams_.find(id);
+    if (it == streams_.end() || it->second.get() != expected) return nullptr;
+    return it->second.get();
+  }
+
+  void Resume(H2Stream* st) {
+    if (st->deferred) {
+      st->deferred = false;
+      nghttp2_session_resume_data(session_, st->id);
+    }
+    DoWrite();
+  }
+
+  void EndStreamBody(H2Stream* st) {
+    if (st->source) {
+      st->source->Cancel();
+      st->source.reset();
+    }
+    if (st->heartbeat) st->heartbeat->cancel();
+    st->eof = true;
+    Resume(st);
+  }
+
+  bool Feed(const char* data, size_t n) {
+    ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
+    if (rv < 0) {
+      spdlog::debug("{}: HTTP/2 protocol error: {}", peer_, nghttp2_strerror(static_cast<int>(rv)));
+      // Let nghttp2 send its GOAWAY if it queued one, then close.
+      DoWrite();
+      close_after_write_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  void DoRead() {
+    if (closed_) return;
+    socket_.async_read_some(asio::buffer(read_buf_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->OnRead(ec, n);
+                            });
+  }
+
+  void OnRead(boost::system::error_code ec, size_t n) {
+    if (closed_) return;
+    if (ec) {
+      Close();
+      return;
+    }
+    activity_ = true;
+    if (!Feed(read_buf_.data(), n)) return;
+    DoWrite();
+    DoRead();
+  }
+
+  void DoWrite() {
+    if (writing_ || closed_) return;
+    write_buf_.clear();
+    while (write_buf_.size() < 256 * 1024) {
+      const uint8_t* data = nullptr;
+      ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) {
+        Close();
+        return;
+      }
+      if (n == 0) break;
+      write_buf_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    if (write_buf_.empty()) {
+      if (close_after_write_ ||
+          (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) ||
+          (shutting_down_ && streams_.empty())) {
+        Close();
+      }
+      return;
+    }
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(write_buf_),
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        self->writing_ = false;
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->DoWrite();
+                      });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [id, st] : streams_) {
+      if (st->source) st->source->Cancel();
+      st->source.reset();
+      if (st->heartbeat) st->heartbeat->cancel();
+    }
+    streams_.clear();
+    idle_timer_.cancel();
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  void ArmIdleTimer() {
+    idle_timer_.expires_after(ctx_->options.idle_timeout);
+    idle_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->closed_) return;
+      if (!self->activity_ && self->streams_.empty()) {
+        nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(self->session_),
+                              NGHTTP2_NO_ERROR, nullptr, 0);
+        self->close_after_write_ = true;
+        self->DoWrite();
+        return;
+      }
+      self->activity_ = false;
+      self->ArmIdleTimer();
+    });
+  }
+
+  void Dispatch(H2Stream* st) {
+    st->dispatched = true;
+    if (st->headers_too_large) {
+      Respond(st, service::ErrorResponse(Status(StatusCode::kInvalidArgument,
+                                                "The request headers are too large.")));
+      return;
+    }
+    if (st->too_large) {
+      Respond(st, service::ErrorResponse(Status(
+                      StatusCode::kPayloadTooLarge,
+                      "The request body exceeds the limit of " +
+                          std::to_string(ctx_->options.max_body_bytes) + " bytes.")));
+      return;
+    }
+    st->req.scheme = st->req.scheme.empty() ? "http" : st->req.scheme;
+    st->req.peer = peer_;
+    auto self = shared_from_this();
+    const int32_t id = st->id;
+    ctx_->handler->Handle(std::move(st->req), [self, id, st](service::HttpResponse resp) {
+      asio::post(self->socket_.get_executor(), [self, id, st, resp = std::move(resp)]() mutable {
+        H2Stream* live = self->closed_ ? nullptr : self->Find(id, st);
+        if (!live) {
+          if (resp.stream) resp.stream->Cancel();
+          return;
+        }
+        self->Respond(live, std::move(resp));
+      });
+    });
+  }
+
+  class Sink : public service::StreamSink {
+   public:
+    Sink(std::weak_ptr<Http2Session> s, int32_t id, H2Stream* st) : s_(std::move(s)), id_(id), st_(st) {}
+    void Send(std::string bytes) override {
+      if (auto s = s_.lock()) {
+        asio::post(s->socket_.get_executor(), [s, id = id_, st = st_, b = std::move(bytes)]() mutable {
+          s->StreamSend(id, st, std::move(b));
+        });
+      }
+    }
+    void Close() override {
+      if (auto s = s_.lock()) {
+        asio::post(s->socket_.get_executor(), [s, id = id_, st = st_] { s->StreamClose(id, st); });
+      }
+    }
+
+   private:
+    std::weak_ptr<Http2Session> s_;
+    int32_t id_;
+    H2Stream* st_;  // identity check only; never dereferenced without Find()
+  };
+
+  void Respond(H2Stream* st, service::HttpResponse resp) {
+    st->responded = true;
+    const std::string status = std::to_string(resp.status);
+    std::vector<std::pair<std::string, std::string>> hdrs;
+    hdrs.emplace_back(":status", status);
+    if (!resp.content_type.empty()) hdrs.emplace_back("content-type", resp.content_type);
+    if (!resp.stream) hdrs.emplace_back("content-length", std::to_string(resp.body.size()));
+    for (auto& h : resp.headers) hdrs.push_back(h);
+    std::vector<nghttp2_nv> nva;
+    for (auto& [k, v] : hdrs) {
+      nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
+                     k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    nghttp2_data_provider prd;
+    prd.source.ptr = st;
+    prd.read_callback = &ReadBody;
+    if (resp.stream) {
+      st->source = resp.stream;
+      st->heartbeat_bytes = resp.heartbeat;
+      st->heartbeat_interval = resp.heartbeat_interval;
+    } else {
+      st->out = std::move(resp.body);
+      st->eof = true;
+    }
+    int rv = nghttp2_submit_response(session_, st->id, nva.data(), nva.size(), &prd);
+    if (rv != 0) {
+      if (st->source) {
+        st->source->Cancel();
+        st->source.reset();
+      }
+      return;
+    }
+    if (st->source) {
+      st->source->Start(std::make_shared<Sink>(weak_from_this(), st->id, st));
+      if (!st->heartbeat_bytes.empty() && st->heartbeat_interval.count() > 0) {
+        st->heartbeat = std::make_unique<asio::steady_timer>(socket_.get_executor());
+        ScheduleHeartbeat(st->id, st);
+      }
+      if (shutting_down_) EndStreamBody(st);
+    }
+    DoWrite();
+  }
+
+  void ScheduleHeartbeat(int32_t id, H2Stream* st) {
+    st->heartbeat->expires_after(st->heartbeat_interval);
+    st->heartbeat->async_wait([self = shared_from_this(), id, st](boost::system::error_code ec) {
+      if (ec) return;
+      H2Stream* live = self->Find(id, st);
+      if (!live || live->eof) return;
+      self->StreamSend(id, st, live->heartbeat_bytes);
+      if (self->Find(id, st)) self->ScheduleHeartbeat(id, st);
+    });
+  }
+
+  // --- nghttp2 callbacks (run inside mem_recv / mem_send, on the strand) ---
+  static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source* source, void*) {
+    auto* st = static_cast<H2Stream*>(source->ptr);
+    const size_t avail = st->out.size() - st->out_off;
+    const size_t n = std::min(avail, length);
+    if (n > 0) {
+      std::memcpy(buf, st->out.data() + st->out_off, n);
+      st->out_off += n;
+    }
+    if (st->out_off == st->out.size()) {
+      st->out.clear();
+      st->out_off = 0;
+      if (st->eof) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+      } else if (n == 0) {
+        st->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+      }
+    }
+    return static_cast<ssize_t>(n);
+  }
+
+  static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    auto* self = static_cast<Http2Session*>(user);
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (self->shutting_down_) {
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                NGHTTP2_REFUSED_STREAM);
+      return 0;
+    }
+    auto st = std::make_unique<H2Stream>();
+    st->id = frame->hd.stream_id;
+    nghttp2_session_set_stream_user_data(session, st->id, st.get());
+    self->streams_[st->id] = std::move(st);
+    return 0;
+  }
+
+  static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                      void* user) {
+    auto* self = static_cast<Http2Session*>(user);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+    if (!st) return 0;
+    st->header_bytes += namelen + valuelen + 32;
+    if (st->header_bytes > self->ctx_->options.max_header_bytes) {
+      st->headers_too_large = true;
+      return 0;
+    }
+    std::string n(reinterpret_cast<const char*>(name), namelen);
+    std::string v(reinterpret_cast<const char*>(value), valuelen);
+    if (n == ":method") {
+      st->req.method = std::move(v);
+    } else if (n == ":path") {
+      auto q = v.find('?');
+      st->req.path = q == std::string::npos ? v : v.substr(0, q);
+    } else if (n == ":scheme") {
+      st->req.scheme = std::move(v);
+    } else if (n == ":authority") {
+      st->req.authority = std::move(v);
+    } else if (!n.empty() && n[0] != ':') {
+      if (n == "host" && st->req.authority.empty()) st->req.authority = v;
+      st->req.headers.emplace_back(std::move(n), std::move(v));
+    }
+    return 0;
+  }
+
+  static int OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
+                         const uint8_t* data, size_t len, void* user) {
+    auto* self = static_cast<Http2Session*>(user);
+    auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+    if (!st || st->too_large) return 0;
+    if (st->req.body.size() + len > self->ctx_->options.max_body_bytes) {
+      st->too_large = true;
+      st->req.body.clear();
+      st->req.body.shrink_to_fit();
+      return 0;
+    }
+    st->req.body.append(reinterpret_cast<const char*>(data), len);
+    return 0;
+  }
+
+  static int OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    auto* self = static_cast<Http2Session*>(user);
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      auto* st = static_cast<H2Stream*>(
+          nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+      if (st && !st->dispatched) self->Dispatch(st);
+    }
+    return 0;
+  }
+
+  static int OnStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
+    auto* self = static_cast<Http2Session*>(user);
+    auto it = self->streams_.find(stream_id);
+    if (it == self->streams_.end()) return 0;
+    H2Stream* st = it->second.get();
+    if (st->source) {
+      st->source->Cancel();
+      st->source.reset();
+    }
+    if (st->heartbeat) st->heartbeat->cancel();
+    // Destroy after this callback returns: nghttp2 may still reference the data source.
+    auto doomed = std::make_shared<std::unique_ptr<H2Stream>>(std::move(it->second));
+    self->streams_.erase(it);
+    asio::post(self->socket_.get_executor(), [doomed] {});
+    return 0;
+  }
+
+  ServerContext* ctx_;
+  tcp::socket socket_;
+  asio::steady_timer idle_timer_;
+  nghttp2_session* session_ = nullptr;
+  std::string peer_;
+  std::array<char, 32 * 1024> read_buf_{};
+  std::string write_buf_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool close_after_write_ = false;
+  bool shutting_down_ = false;
+  bool activity_ = false;
+  std::map<int32_t, std::unique_ptr<H2Stream>> streams_;
+};
+
+}  // namespace
+
+void StartHttp2Session(ServerContext* ctx, tcp::socket socket, std::string initial) {
+  std::make_shared<Http2Session>(ctx, std::move(socket))->Start(std::move(initial));
+}
+
+}  // namespace kvc::net

@@ -1,0 +1,57 @@
+// Server: the Asio listener and I/O threads. One port serves HTTP/2 with prior knowledge (h2c)
+// and HTTP/1.1, told apart by the first bytes of each connection; both session kinds turn
+// requests into service::HttpRequest for the same Handler.
+//
+// Ownership: the Server owns its io_context, threads and sessions; the handler must outlive
+// it.
+// Thread-safety: Start/Stop from one controlling thread; everything else runs on I/O threads,
+// each session on its own strand.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "service/http_types.h"
+
+namespace kvc::net {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 4512;  // 0: pick a free port (see bound_port())
+  int io_threads = 2;
+  size_t max_body_bytes = 4 * 1024 * 1024;   // larger requests get 413
+  size_t max_header_bytes = 16 * 1024;       // request header block limit
+  size_t max_connections = 10000;
+  std::chrono::milliseconds idle_timeout{120000};     // idle keep-alive connections close
+  std::chrono::milliseconds request_timeout{30000};   // whole HTTP/1.1 request must arrive
+  std::chrono::milliseconds detect_timeout{10000};    // first bytes of a connection
+  uint32_t h2_max_concurrent_streams = 1000;
+  int32_t h2_initial_window = 1 << 20;       // per stream
+  int32_t h2_connection_window = 16 << 20;
+  size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped
+};
+
+class ServerImpl;
+
+class Server {
+ public:
+  Server(ServerOptions options, service::Handler* handler);
+  ~Server();
+
+  // Binds and starts the I/O threads. Errors: Unavailable (cannot bind).
+  Status Start();
+  uint16_t bound_port() const;
+  // Stops accepting, lets in-flight requests finish (up to `grace`), ends streams, closes
+  // connections and joins the I/O threads. Idempotent.
+  void Stop(std::chrono::milliseconds grace);
+  size_t connection_count() const;
+
+ private:
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+}  // namespace kvc::net

@@ -1,0 +1,72 @@
+// Internals shared by the listener and the HTTP/1.1 and HTTP/2 sessions.
+//
+// Thread-safety: SessionRegistry is thread-safe. Each session runs on its own strand.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "net/server.h"
+#include "service/http_types.h"
+
+namespace kvc::net {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  // Graceful shutdown: finish in-flight requests, end streams, then close. Thread-safe (posts
+  // to the session's strand).
+  virtual void Shutdown() = 0;
+};
+
+class SessionRegistry {
+ public:
+  void Add(Session* s, std::weak_ptr<Session> w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[s] = std::move(w);
+  }
+  void Remove(Session* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(s);
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sessions_.size();
+  }
+  void ShutdownAll() {
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [_, w] : sessions_) {
+        if (auto s = w.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (auto& s : live) s->Shutdown();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+};
+
+struct ServerContext {
+  ServerOptions options;
+  service::Handler* handler = nullptr;
+  SessionRegistry registry;
+  std::atomic<bool> stopping{false};
+};
+
+// Starts a session for an accepted socket whose first bytes (already read) are `initial`.
+void StartHttp1Session(ServerContext* ctx, tcp::socket socket, std::string initial);
+void StartHttp2Session(ServerContext* ctx, tcp::socket socket, std::string initial);
+
+// The HTTP/2 client connection preface.
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+}  // namespace kvc::net

@@ -1,0 +1,86 @@
+// The protocol-neutral request/response types that both HTTP/1.1 and HTTP/2 sessions (net/)
+// produce and consume, so handlers never know the HTTP version.
+//
+// Thread-safety: HttpRequest/HttpResponse are values. StreamSink implementations must be
+// thread-safe (engine threads call them). StreamSource methods are called by the owning
+// session: Start() once, then Cancel() exactly once when the stream ends for any reason.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kvc::service {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;  // names lowercase
+
+struct HttpRequest {
+  std::string method;
+  std::string path;       // without the query string
+  std::string scheme;     // "http" or "https"
+  std::string authority;  // host[:port] from :authority or Host
+  HeaderList headers;
+  std::string body;
+  std::string peer;  // remote address, for logs
+
+  // First value of a header (name lowercase), or empty.
+  std::string_view Header(std::string_view name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == name) return v;
+    }
+    return {};
+  }
+  bool HasHeader(std::string_view name) const {
+    for (const auto& h : headers) {
+      if (h.first == name) return true;
+    }
+    return false;
+  }
+};
+
+// Receives the bytes of a streaming response body. Thread-safe.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual void Send(std::string bytes) = 0;
+  // Ends the response body.
+  virtual void Close() = 0;
+};
+
+// Produces a streaming response body (e.g. watch frames).
+class StreamSource {
+ public:
+  virtual ~StreamSource() = default;
+  virtual void Start(std::shared_ptr<StreamSink> sink) = 0;
+  // The client went away or the server is shutting down; release resources. After Cancel()
+  // returns, the source must not call the sink again.
+  virtual void Cancel() = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  HeaderList headers;
+  // Streaming responses: body is ignored; the session calls stream->Start and sends
+  // `heartbeat` every `heartbeat_interval` (if non-empty) until the stream ends.
+  std::shared_ptr<StreamSource> stream;
+  std::string heartbeat;
+  std::chrono::milliseconds heartbeat_interval{0};
+};
+
+using Responder = std::function<void(HttpResponse)>;
+
+// A request handler. Handle() must not block: slow work runs elsewhere and `respond` is then
+// called from any thread, exactly once.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  virtual void Handle(HttpRequest request, Responder respond) = 0;
+};
+
+}  // namespace kvc::service

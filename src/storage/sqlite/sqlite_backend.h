@@ -1,0 +1,53 @@
+// SQLite storage backend, file-compatible with Deno's own local KV backend: the same tables
+// (`kv`, `data_version`, `migration_state`, `queue`, `queue_running`) and migrations, so a file
+// made by `Deno.openKv("./x.sqlite")` is served as is and a file we write opens in Deno.
+// We add one table of our own, `kvconnect_meta`, holding the database UUID; Deno ignores it.
+//
+// WAL journal. Sync mode FULL by default: a committed transaction is fsynced before Commit()
+// returns, so it survives power loss.
+//
+// Thread-safety: SqliteBackend is thread-safe; each Reader/Writer owns its own connection and
+// is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "storage/backend.h"
+
+namespace kvc::storage {
+
+enum class SyncMode { kFull, kNormal, kOff };
+
+struct SqliteOptions {
+  SyncMode sync = SyncMode::kFull;
+  int busy_timeout_ms = 5000;
+  int cache_size_kib = 16384;  // per connection
+  bool create_if_missing = true;
+};
+
+class SqliteBackend : public Backend {
+ public:
+  // Opens (creating and migrating if needed) the database file at `path`.
+  static Result<std::unique_ptr<SqliteBackend>> Open(const std::string& path,
+                                                     const SqliteOptions& options);
+  ~SqliteBackend() override;
+
+  const std::string& database_id() const override { return database_id_; }
+  Result<int64_t> LoadDataVersion() override;
+  Result<std::unique_ptr<Reader>> OpenReader() override;
+  Result<std::unique_ptr<Writer>> OpenWriter() override;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  SqliteBackend(std::string path, SqliteOptions options)
+      : path_(std::move(path)), options_(options) {}
+  Status Initialize();
+
+  const std::string path_;
+  const SqliteOptions options_;
+  std::string database_id_;
+};
+
+}  // namespace kvc::storage

@@ -1,0 +1,12 @@
+# Writes a C++ source embedding each file of FILES (a comma-separated list) as a raw string literal.
+string(REPLACE "," ";" FILES "${FILES}")
+set(content "// Generated from schemas/; do not edit.\n#include \"codec/embedded_schemas.h\"\n\nnamespace kvc::codec {\n\nconst EmbeddedFile kEmbeddedSchemas[] = {\n")
+set(count 0)
+foreach(f ${FILES})
+  file(READ ${f} text)
+  get_filename_component(name ${f} NAME)
+  string(APPEND content "  {\"${name}\", R\"KVCEMBED(${text})KVCEMBED\"},\n")
+  math(EXPR count "${count} + 1")
+endforeach()
+string(APPEND content "};\nconst size_t kEmbeddedSchemaCount = ${count};\n\n}  // namespace kvc::codec\n")
+file(WRITE ${OUT} "${content}")
