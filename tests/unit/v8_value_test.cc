@@ -14,8 +14,8 @@
 namespace kvc::codec {
 namespace {
 
-using int128 = __int128;
-using uint128 = unsigned __int128;
+__extension__ typedef __int128 int128;
+__extension__ typedef unsigned __int128 uint128;
 
 // "FF 0F 49" -> the bytes FF 0F 49. Spaces are ignored.
 std::string FromHex(std::string_view hex) {

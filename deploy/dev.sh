@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# kvconnect developer entry point for a Debian 12 machine.
+#   deploy/dev.sh run [serve flags...]  install what is missing, build, start the server
+#   deploy/dev.sh test                  install what is missing, build, run every test
+#   deploy/dev.sh deps | build          the individual steps
+# Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
+  libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev sqlite3 ca-certificates)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+deps() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+  if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "Installing missing packages: ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}"
+  fi
+}
+
+build() {
+  log "Building into $BUILD_DIR"
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+e2e_deps() {
+  log "Installing the pinned Deno CLI and @deno/kv for the end-to-end tests (npm ci)"
+  (cd "$ROOT/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  deps) deps ;;
+  build) deps; build ;;
+  run)
+    deps
+    build
+    log "Starting kvconnect (Ctrl-C to stop)"
+    exec "$BUILD_DIR/kvconnect" serve "$@"
+    ;;
+  test)
+    deps
+    build
+    e2e_deps
+    log "Running tests"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
+      ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
+    ;;
+  *)
+    echo "usage: deploy/dev.sh run [serve flags...] | test | deps | build" >&2
+    exit 2
+    ;;
+esac

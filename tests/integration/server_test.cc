@@ -1,0 +1,354 @@
+// The server in-process on 127.0.0.1:0, driven by our own HTTP/1.1 and HTTP/2 clients:
+// metadata exchange, the data path with Deno's own request bytes (fixtures), watch streams,
+// and bad input of every kind answered with a 4xx text while the server keeps serving.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <rapidjson/document.h>
+#include <sstream>
+
+#include "codec/datapath_codec.h"
+#include "codec/metadata_json.h"
+#include "common/random.h"
+#include "datapath.pb.h"
+#include "engine/engine.h"
+#include "net/server.h"
+#include "service/kv_service.h"
+#include "storage/sqlite/sqlite_backend.h"
+#include "testutil/http_client.h"
+
+namespace kvc {
+namespace {
+namespace fs = std::filesystem;
+namespace pb = com::deno::kv::datapath;
+using testutil::Headers;
+using testutil::Http1Client;
+using testutil::Http2Client;
+
+constexpr char kToken[] = "test-access-token-0123456789";
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(fs::path(KVC_FIXTURES_DIR) / "requests" / name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvc-server-" + HexEncode(RandomBytes(6)));
+    fs::create_directories(dir_);
+    auto b = storage::SqliteBackend::Open((dir_ / "db.sqlite3").string(), {});
+    ASSERT_TRUE(b.ok());
+    auto e = engine::Engine::Open(std::move(*b), {});
+    ASSERT_TRUE(e.ok());
+    engine_ = std::move(*e);
+    service::ServiceOptions so;
+    so.access_token = kToken;
+    so.watch_keepalive = std::chrono::milliseconds(300);
+    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), engine_.get());
+    net::ServerOptions no;
+    no.port = 0;
+    no.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<net::Server>(no, service_.get());
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->bound_port();
+  }
+  void TearDown() override {
+    server_->Stop(std::chrono::milliseconds(2000));
+    engine_->Shutdown();
+    fs::remove_all(dir_);
+  }
+
+  // Runs the metadata exchange over HTTP/2 and returns (token, database id).
+  std::pair<std::string, std::string> Exchange(Http2Client& c) {
+    auto r = c.Post("/", {{"authorization", std::string("Bearer ") + kToken},
+                          {"content-type", "application/json"}},
+                    R"({"supportedVersions":[1,2,3]})");
+    EXPECT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    return {d["token"].GetString(), d["databaseId"].GetString()};
+  }
+  Headers DataHeaders(const std::string& token, const std::string& db) {
+    return {{"authorization", "Bearer " + token},
+            {"x-denokv-version", "3"},
+            {"x-denokv-database-id", db}};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<service::KvService> service_;
+  std::unique_ptr<net::Server> server_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(ServerTest, MetadataExchangeVersionsAndSchemas) {
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  const Headers auth = {{"authorization", std::string("Bearer ") + kToken}};
+  struct Case {
+    std::string body;
+    int version;
+  } cases[] = {{R"({"supportedVersions":[1,2,3]})", 3},
+               {R"({"supportedVersions":[1,2]})", 2},
+               {R"({"supportedVersions":[1,2,3,4]})", 3},
+               {"", 1}};
+  for (const auto& tc : cases) {
+    auto r = (*c)->Post("/", auth, tc.body);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->headers["content-type"], "application/json");
+    const std::string schema =
+        "metadata-exchange-response-v" + std::to_string(tc.version) + ".schema.json";
+    Status s = codec::ValidateJsonAgainstSchema(schema, r->body);
+    EXPECT_TRUE(s.ok()) << s.message() << "\n" << r->body;
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    EXPECT_EQ(d["version"].GetInt(), tc.version);
+    EXPECT_EQ(d["databaseId"].GetString(), engine_->database_id());
+    EXPECT_NE(std::string(d["token"].GetString()), kToken);  // never the access token
+    if (tc.version == 1) {
+      EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()),
+                "http://127.0.0.1:" + std::to_string(port_) + "/v2");
+    }
+  }
+}
+
+TEST_F(ServerTest, MetadataErrorsAreClear4xx) {
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  const Headers good = {{"authorization", std::string("Bearer ") + kToken}};
+  struct Case {
+    Headers headers;
+    std::string body;
+    int status;
+    std::string text;
+  } cases[] = {
+      {good, "{nope", 400, "not valid JSON"},
+      {good, R"({"supportedVersions":[4,5]})", 400, "could not negotiate"},
+      {good, R"({"supportedVersions":"3"})", 400, "supportedVersions"},
+      {{}, R"({"supportedVersions":[3]})", 401, "Malformed authorization header."},
+      {{{"authorization", "Bearer wrong-token-123456"}}, R"({"supportedVersions":[3]})", 401,
+       "Invalid access token."},
+      {{{"authorization", "Basic abc"}}, R"({"supportedVersions":[3]})", 401,
+       "Invalid access token."},
+  };
+  for (const auto& tc : cases) {
+    auto r = (*c)->Post("/", tc.headers, tc.body);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, tc.status) << r->body;
+    EXPECT_NE(r->body.find(tc.text), std::string::npos) << r->body;
+  }
+  auto r = (*c)->Request("GET", "/", good, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 405);
+  r = (*c)->Post("/nowhere", good, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+}
+
+TEST_F(ServerTest, DenoFixturesOverHttp2) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto [token, db] = Exchange(**c);
+  const Headers h = DataHeaders(token, db);
+  for (const char* f : {"atomic_write_preload.bin", "atomic_write_set.bin",
+                        "atomic_write_sum.bin", "atomic_write_sum.bin"}) {
+    auto r = (*c)->Post("/v2/atomic_write", h, Fixture(f));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << f << ": " << r->body;
+    EXPECT_EQ(r->headers["content-type"], "application/x-protobuf");
+    pb::AtomicWriteOutput out;
+    ASSERT_TRUE(out.ParseFromString(r->body));
+    EXPECT_EQ(out.status(), pb::AW_SUCCESS);
+    EXPECT_EQ(out.versionstamp().size(), 10u);
+  }
+  // check_set checks that "cas" does not exist, then sets it: succeeds once, then conflicts.
+  for (int i = 0; i < 2; ++i) {
+    auto r = (*c)->Post("/v2/atomic_write", h, Fixture("atomic_write_check_set.bin"));
+    ASSERT_TRUE(r.ok());
+    pb::AtomicWriteOutput out;
+    ASSERT_TRUE(out.ParseFromString(r->body));
+    EXPECT_EQ(out.status(), i == 0 ? pb::AW_SUCCESS : pb::AW_CHECK_FAILURE);
+  }
+  auto r = (*c)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_list100.bin"));
+  ASSERT_TRUE(r.ok());
+  pb::SnapshotReadOutput out;
+  ASSERT_TRUE(out.ParseFromString(r->body));
+  EXPECT_EQ(out.status(), pb::SR_SUCCESS);
+  EXPECT_TRUE(out.read_is_strongly_consistent());
+  ASSERT_EQ(out.ranges_size(), 1);
+  EXPECT_EQ(out.ranges(0).values_size(), 100);
+  r = (*c)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_getmany10.bin"));
+  ASSERT_TRUE(out.ParseFromString(r->body));
+  ASSERT_EQ(out.ranges_size(), 10);
+  for (const auto& range : out.ranges()) EXPECT_EQ(range.values_size(), 1);
+  // Multiplexing: many reads in flight on one connection.
+  std::vector<std::tuple<std::string, Headers, std::string>> many(
+      50, {"/v2/snapshot_read", h, Fixture("snapshot_read_get.bin")});
+  auto rs = (*c)->PostMany(many);
+  ASSERT_TRUE(rs.ok());
+  for (const auto& one : *rs) {
+    ASSERT_EQ(one.status, 200);
+    ASSERT_TRUE(out.ParseFromString(one.body));
+    EXPECT_EQ(out.ranges(0).values_size(), 1);
+  }
+}
+
+TEST_F(ServerTest, DataPathBadInputIs4xxAndServerKeepsServing) {
+  auto c2 = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c2.ok());
+  auto [token, db] = Exchange(**c2);
+  auto c1 = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c1.ok());
+  const Headers h = DataHeaders(token, db);
+  pb::AtomicWrite bad_enc;
+  auto* m = bad_enc.add_mutations();
+  m->set_key(std::string("\x02k\x00", 3));
+  m->set_mutation_type(pb::M_SET);
+  m->mutable_value()->set_data("x");
+  m->mutable_value()->set_encoding(static_cast<pb::ValueEncoding>(7));
+  pb::AtomicWrite bad_kind = bad_enc;
+  bad_kind.mutable_mutations(0)->mutable_value()->set_encoding(pb::VE_BYTES);
+  bad_kind.mutable_mutations(0)->set_mutation_type(static_cast<pb::MutationType>(42));
+  pb::AtomicWrite bad_le64 = bad_enc;
+  bad_le64.mutable_mutations(0)->mutable_value()->set_encoding(pb::VE_LE64);
+  pb::AtomicWrite too_many_checks;
+  for (int i = 0; i < 101; ++i) too_many_checks.add_checks()->set_key("k");
+
+  struct Case {
+    std::string path;
+    Headers headers;
+    std::string body;
+    int status;
+    std::string text;
+  } cases[] = {
+      {"/v2/atomic_write", h, "\xff\xff\xff garbage", 400, "Request protobuf is invalid"},
+      {"/v2/snapshot_read", h, "\x0a\xff", 400, "Request protobuf is invalid"},
+      {"/v2/atomic_write", h, bad_enc.SerializeAsString(), 400, "value encoding 7 is unknown"},
+      {"/v2/atomic_write", h, bad_kind.SerializeAsString(), 400, "Invalid mutation kind"},
+      {"/v2/atomic_write", h, bad_le64.SerializeAsString(), 400, "8 bytes"},
+      {"/v2/atomic_write", h, too_many_checks.SerializeAsString(), 400, "Too many checks"},
+      {"/v2/atomic_write", {{"x-denokv-version", "3"}, {"x-denokv-database-id", db}}, "", 401,
+       "Malformed authorization header."},
+      {"/v2/atomic_write", DataHeaders("kvc1.forged.token", db), "", 401, "authorization"},
+      {"/v2/atomic_write", DataHeaders(kToken, db), "", 401, "authorization"},
+      {"/v2/atomic_write", DataHeaders(token, "00000000-0000-0000-0000-000000000000"), "", 400,
+       "Invalid database id."},
+      {"/v2/atomic_write",
+       {{"authorization", "Bearer " + token}, {"x-denokv-version", "9"},
+        {"x-denokv-database-id", db}},
+       "", 400, "protocol version"},
+      {"/v2/nothing", h, "", 404, "Resource not found."},
+      {"/v2/atomic_write", h, std::string(2 << 20, 'x'), 413, "exceeds the limit"},
+  };
+  for (const auto& tc : cases) {
+    for (int proto = 1; proto <= 2; ++proto) {
+      auto r = proto == 1 ? (*c1)->Post(tc.path, tc.headers, tc.body)
+                          : (*c2)->Post(tc.path, tc.headers, tc.body);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->status, tc.status) << "HTTP/" << proto << " " << tc.text << ": " << r->body;
+      EXPECT_NE(r->body.find(tc.text), std::string::npos) << r->body;
+      if (proto == 1 && r->status == 413) {
+        c1 = Http1Client::Connect("127.0.0.1", port_);  // 413 closes an HTTP/1.1 connection
+        ASSERT_TRUE(c1.ok());
+      }
+    }
+  }
+  // Nothing of the failed writes is visible, and the server still answers.
+  auto r = (*c2)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_list100.bin"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  // Raw garbage on a fresh connection gets a 400 and a close.
+  auto raw = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(raw.ok());
+  auto text = (*raw)->SendRaw("NOT HTTP AT ALL\r\n\r\n", std::chrono::milliseconds(3000));
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("400"), std::string::npos) << *text;
+  auto h2raw = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(h2raw.ok());
+  auto bad_h2 = (*h2raw)->SendRaw(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(64, '\xff'),
+                                  std::chrono::milliseconds(3000));
+  ASSERT_TRUE(bad_h2.ok());  // the server sends GOAWAY and closes
+  r = (*c2)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, WatchStreamsOverBothProtocols) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto [token, db] = Exchange(**c);
+  const Headers h = DataHeaders(token, db);
+  pb::Watch watch;
+  watch.add_keys()->set_key(std::string("\x02w\x00", 3));
+  watch.add_keys()->set_key(std::string("\x02" "absent\x00", 8));
+  pb::AtomicWrite set;
+  auto* m = set.add_mutations();
+  m->set_key(std::string("\x02w\x00", 3));
+  m->set_mutation_type(pb::M_SET);
+  m->mutable_value()->set_data("v1");
+  m->mutable_value()->set_encoding(pb::VE_BYTES);
+
+  for (int proto = 1; proto <= 2; ++proto) {
+    std::unique_ptr<testutil::StreamReader> reader;
+    std::unique_ptr<Http1Client> h1;
+    if (proto == 1) {
+      h1 = std::move(*Http1Client::Connect("127.0.0.1", port_));
+      reader = std::move(*h1->OpenStream("/v2/watch", h, watch.SerializeAsString()));
+    } else {
+      auto s = (*c)->OpenStream("/v2/watch", h, watch.SerializeAsString());
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      reader = std::move(*s);
+    }
+    ASSERT_EQ(reader->status(), 200);
+    EXPECT_EQ(reader->headers().at("content-type"), "application/octet-stream");
+    testutil::FrameReader frames(reader.get());
+    auto next_data = [&]() -> pb::WatchOutput {
+      for (int i = 0; i < 20; ++i) {
+        auto f = frames.Next(std::chrono::milliseconds(3000));
+        EXPECT_TRUE(f.ok()) << f.status().ToString();
+        if (!f.ok() || !f->has_value()) break;
+        if ((*f)->empty()) continue;  // keep-alive
+        pb::WatchOutput out;
+        EXPECT_TRUE(out.ParseFromString(**f));
+        return out;
+      }
+      ADD_FAILURE() << "no data frame";
+      return {};
+    };
+    auto first = next_data();
+    EXPECT_EQ(first.status(), pb::SR_SUCCESS);
+    ASSERT_EQ(first.keys_size(), 2);
+    EXPECT_TRUE(first.keys(0).changed());
+    EXPECT_TRUE(first.keys(1).changed());
+    EXPECT_FALSE(first.keys(1).has_entry_if_changed());
+    m->mutable_value()->set_data("v" + std::to_string(proto + 10));
+    auto w = (*c)->Post("/v2/atomic_write", h, set.SerializeAsString());
+    ASSERT_TRUE(w.ok());
+    ASSERT_EQ(w->status, 200);
+    auto second = next_data();
+    ASSERT_EQ(second.keys_size(), 2);
+    EXPECT_EQ(second.keys(0).entry_if_changed().value(), "v" + std::to_string(proto + 10));
+    // Keep-alive frames (every 300 ms here) arrive while nothing changes.
+    bool saw_keepalive = false;
+    for (int i = 0; i < 5 && !saw_keepalive; ++i) {
+      auto f = frames.Next(std::chrono::milliseconds(2000));
+      ASSERT_TRUE(f.ok());
+      saw_keepalive = f->has_value() && (*f)->empty();
+    }
+    EXPECT_TRUE(saw_keepalive);
+  }
+  // Cancelled streams release their subscriptions.
+  for (int i = 0; i < 100 && engine_->watch_count() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(engine_->watch_count(), 0u);
+}
+
+}  // namespace
+}  // namespace kvc

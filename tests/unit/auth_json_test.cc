@@ -1,0 +1,99 @@
+// Data-path tokens, bearer parsing and the metadata-exchange JSON codec.
+#include <gtest/gtest.h>
+
+#include "auth/tokens.h"
+#include "codec/metadata_json.h"
+#include "common/clock.h"
+
+namespace kvc {
+namespace {
+
+TEST(Tokens, IssueVerifyAndTamper) {
+  auth::TokenSigner signer(std::string(32, 's'));
+  auth::TokenClaims c{"0b6f3a8e-1111-4222-8333-444455556666", auth::Scope::kRead, "tok1",
+                      NowUnixMs() + 60000};
+  std::string t = signer.Issue(c);
+  auto v = signer.Verify(t, NowUnixMs());
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->database_id, c.database_id);
+  EXPECT_EQ(v->scope, auth::Scope::kRead);
+  EXPECT_EQ(v->access_token_id, "tok1");
+  EXPECT_NE(signer.Issue(c), t);  // nonce: tokens are never reused
+
+  std::string tampered = t;
+  tampered[8] = tampered[8] == 'A' ? 'B' : 'A';
+  auto bad = signer.Verify(tampered, NowUnixMs());
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(bad.status().message().find("authorization"), std::string::npos);
+
+  auth::TokenSigner other(std::string(32, 'o'));
+  EXPECT_FALSE(other.Verify(t, NowUnixMs()).ok());
+  EXPECT_FALSE(signer.Verify(t, c.expires_at_ms).ok());  // expired
+  EXPECT_FALSE(signer.Verify("", 0).ok());
+  EXPECT_FALSE(signer.Verify("kvc1.", 0).ok());
+  EXPECT_FALSE(signer.Verify("kvc1.!!!.???", 0).ok());
+}
+
+TEST(Tokens, ParseBearer) {
+  EXPECT_EQ(*auth::ParseBearer("Bearer abc"), "abc");
+  EXPECT_EQ(*auth::ParseBearer("bEaReR abc"), "abc");
+  EXPECT_EQ(auth::ParseBearer("").status().message(), "Malformed authorization header.");
+  EXPECT_EQ(auth::ParseBearer("abc").status().message(), "Malformed authorization header.");
+  EXPECT_EQ(auth::ParseBearer("Basic abc").status().message(), "Invalid access token.");
+  EXPECT_TRUE(auth::ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(auth::ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(auth::ConstantTimeEquals("abc", "abcd"));
+}
+
+TEST(MetadataJson, RequestParsing) {
+  auto r = codec::ParseMetadataRequest(R"({"supportedVersions":[1,2,3]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->supported_versions, (std::vector<int64_t>{1, 2, 3}));
+  r = codec::ParseMetadataRequest("");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->supported_versions, (std::vector<int64_t>{1}));
+  r = codec::ParseMetadataRequest("{not json");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("not valid JSON"), std::string::npos);
+  r = codec::ParseMetadataRequest(R"({"supportedVersions":"3"})");
+  EXPECT_NE(r.status().message().find("supportedVersions"), std::string::npos)
+      << r.status().message();
+  r = codec::ParseMetadataRequest(R"({})");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  r = codec::ParseMetadataRequest(R"([1,2])");
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MetadataJson, ResponsesMatchSchemas) {
+  codec::MetadataResponse m;
+  m.version = 3;
+  m.database_id = "0b6f3a8e-1111-4222-8333-444455556666";
+  m.endpoints = {{"/v2", "strong"}};
+  m.token = "kvc1.abc.def";
+  m.expires_at = FormatRfc3339Utc(NowUnixMs() + 3600000);
+  std::string json = codec::EncodeMetadataResponse(m);
+  EXPECT_TRUE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v3.schema.json", json)
+                  .ok());
+  m.version = 1;
+  m.endpoints = {{"http://127.0.0.1:4512/v2", "strong"}};
+  json = codec::EncodeMetadataResponse(m);
+  EXPECT_TRUE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v1.schema.json", json)
+                  .ok());
+  // The schemas reject what clients reject.
+  m.endpoints = {{"/v2/", "strong"}};
+  EXPECT_FALSE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v1.schema.json",
+                                                codec::EncodeMetadataResponse(m))
+                   .ok());
+  EXPECT_FALSE(codec::ValidateJsonAgainstSchema(
+                   "metadata-exchange-response-v3.schema.json",
+                   R"({"version":3,"uuid":"x","endpoints":[],"token":"t","expiresAt":"x"})")
+                   .ok());
+}
+
+TEST(Clock, Rfc3339) {
+  EXPECT_EQ(FormatRfc3339Utc(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(FormatRfc3339Utc(1700000000123), "2023-11-14T22:13:20.123Z");
+}
+
+}  // namespace
+}  // namespace kvc

@@ -1,0 +1,64 @@
+// Keeps the dependency direction of STYLE.md true: net -> service -> {auth, codec, engine} ->
+// storage -> common, with engine allowed to use codec's pure value codecs. Nothing below net
+// includes Asio/Beast/nghttp2; only codec/ and storage/ include protobuf, RapidJSON or sqlite3.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+
+TEST(Layering, IncludesFollowTheDependencyDirection) {
+  const std::map<std::string, std::set<std::string>> allowed = {
+      {"common", {"common"}},
+      {"storage", {"storage", "common"}},
+      {"codec", {"codec", "storage", "common"}},
+      {"engine", {"engine", "codec", "storage", "common"}},
+      {"auth", {"auth", "common"}},
+      {"service", {"service", "auth", "codec", "engine", "storage", "common"}},
+      {"net", {"net", "service", "common"}},
+      {"cli", {"cli", "net", "service", "auth", "codec", "engine", "storage", "common"}},
+  };
+  const std::regex inc(R"re(#include\s+[<"]([^">]+)[">])re");
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(KVC_SOURCE_DIR) / "src")) {
+    if (!entry.is_regular_file()) continue;
+    const auto rel = fs::relative(entry.path(), fs::path(KVC_SOURCE_DIR) / "src");
+    const std::string layer = rel.begin()->string();
+    if (!allowed.count(layer)) continue;  // main.cc
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, inc)) continue;
+      const std::string header = m[1];
+      const bool network = header.rfind("boost/asio", 0) == 0 ||
+                           header.rfind("boost/beast", 0) == 0 ||
+                           header.rfind("nghttp2", 0) == 0;
+      if (network) {
+        EXPECT_TRUE(layer == "net") << rel << " includes " << header;
+      }
+      const bool data_libs = header.rfind("google/protobuf", 0) == 0 ||
+                             header.find(".pb.h") != std::string::npos ||
+                             header.rfind("rapidjson", 0) == 0 || header == "sqlite3.h";
+      if (data_libs) {
+        EXPECT_TRUE(layer == "codec" || layer == "storage") << rel << " includes " << header;
+      }
+      const auto slash = header.find('/');
+      if (slash == std::string::npos) continue;
+      const std::string target = header.substr(0, slash);
+      if (!allowed.count(target)) continue;  // system or third-party header
+      EXPECT_TRUE(allowed.at(layer).count(target)) << rel << " (" << layer << ") includes "
+                                                    << header;
+    }
+  }
+  EXPECT_GT(files, 20);
+}
+
+}  // namespace
