@@ -30,7 +30,10 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
-  ~Http1Session() override { ctx_->registry.Remove(this); }
+  ~Http1Session() override {
+    if (source_) source_->Cancel();
+    ctx_->registry.Remove(this);
+  }
 
   void Start() {
     ctx_->registry.Add(this, weak_from_this());

@@ -44,6 +44,11 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   ~Http2Session() override {
+    // Streams left open (e.g. the I/O loop stopped after the shutdown grace period) must still
+    // release their sources, which hold engine subscriptions.
+    for (auto& [id, st] : streams_) {
+      if (st->source) st->source->Cancel();
+    }
     if (session_) nghttp2_session_del(session_);
     ctx_->registry.Remove(this);
   }
