@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,6 +110,8 @@ bool ParseAddr(const std::string& addr, std::string* host, uint16_t* port) {
 }  // namespace
 
 int RunServe(ServeConfig c) {
+  // Logs go to stderr; stdout carries only the start-up banner.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kvconnect"));
   spdlog::set_level(spdlog::level::from_str(c.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (!ParseAddr(c.addr, &c.net.host, &c.net.port)) {
@@ -214,7 +217,7 @@ int RunServe(ServeConfig c) {
   int sig = 0;
   sigwait(&set, &sig);
   spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  server.Stop(std::chrono::milliseconds(c.shutdown_grace_ms));
+  (void)server.Stop(std::chrono::milliseconds(c.shutdown_grace_ms));
   (*engine)->Shutdown();
   spdlog::info("shutdown complete");
   return 0;

@@ -174,7 +174,10 @@ void Engine::WriterLoop() {
         write_queue_.pop_front();
       }
     }
-    if (!batch.empty()) CommitBatch(batch);
+    if (!batch.empty()) {
+      CommitBatch(batch);
+      batch.clear();  // release the callbacks (and whatever they hold) now
+    }
     const int64_t now = NowUnixMs();
     bool due;
     {

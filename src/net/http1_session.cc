@@ -37,6 +37,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
 
   void Start() {
     ctx_->registry.Add(this, weak_from_this());
+    // A connection accepted while the server shuts down gets its request answered and closes.
+    shutting_down_ = ctx_->stopping;
     DoRead();
   }
 
@@ -74,7 +76,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
 
   void DoRead() {
     state_ = State::kReading;
-    if (shutting_down_) {
+    if (shutting_down_ && requests_ > 0) {
       Close();
       return;
     }

@@ -79,6 +79,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
                                           o.h2_connection_window);
     if (!Feed(initial.data(), initial.size())) return;
+    // A connection accepted while the server shuts down is told to go away at once.
+    if (ctx_->stopping) Shutdown();
     ArmIdleTimer();
     DoWrite();
     DoRead();
@@ -88,6 +90,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     asio::post(socket_.get_executor(), [self = shared_from_this()] {
       if (self->closed_) return;
       self->shutting_down_ = true;
+      spdlog::debug("{}: HTTP/2 shutdown with {} open streams", self->peer_, self->streams_.size());
       nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
                             nghttp2_session_get_last_proc_stream_id(self->session_),
                             NGHTTP2_NO_ERROR, nullptr, 0);
@@ -215,6 +218,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void Close() {
     if (closed_) return;
     closed_ = true;
+    spdlog::debug("{}: HTTP/2 connection closed", peer_);
     for (auto& [id, st] : streams_) {
       if (st->source) st->source->Cancel();
       st->source.reset();

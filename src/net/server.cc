@@ -34,9 +34,10 @@ class Detector : public std::enable_shared_from_this<Detector> {
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
-    if (ec) {
+    if (ec || ctx_->stopping) {
       timer_.cancel();
-      return;  // closed before sending anything useful
+      socket_.close(ec);
+      return;  // closed before sending anything useful, or we are shutting down
     }
     len_ += n;
     const std::string_view got(buf_.data(), len_);
@@ -89,8 +90,8 @@ class ServerImpl {
     return Status::Ok();
   }
 
-  void Stop(std::chrono::milliseconds grace) {
-    if (stopped_) return;
+  bool Stop(std::chrono::milliseconds grace) {
+    if (stopped_) return true;
     stopped_ = true;
     ctx_.stopping = true;
     asio::post(acceptor_.get_executor(), [this] {
@@ -102,7 +103,8 @@ class ServerImpl {
     while (ctx_.registry.size() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (ctx_.registry.size() > 0) {
+    const bool drained = ctx_.registry.size() == 0;
+    if (!drained) {
       spdlog::warn("{} connections still open after the shutdown grace period; closing them",
                    ctx_.registry.size());
     }
@@ -111,6 +113,7 @@ class ServerImpl {
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
+    return drained;
   }
 
   uint16_t port() const { return port_; }
@@ -147,10 +150,10 @@ class ServerImpl {
 
 Server::Server(ServerOptions options, service::Handler* handler)
     : impl_(std::make_unique<ServerImpl>(std::move(options), handler)) {}
-Server::~Server() { Stop(std::chrono::milliseconds(0)); }
+Server::~Server() { (void)Stop(std::chrono::milliseconds(0)); }
 Status Server::Start() { return impl_->Start(); }
 uint16_t Server::bound_port() const { return impl_->port(); }
-void Server::Stop(std::chrono::milliseconds grace) { impl_->Stop(grace); }
+bool Server::Stop(std::chrono::milliseconds grace) { return impl_->Stop(grace); }
 size_t Server::connection_count() const { return impl_->connections(); }
 
 }  // namespace kvc::net

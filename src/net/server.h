@@ -46,8 +46,9 @@ class Server {
   Status Start();
   uint16_t bound_port() const;
   // Stops accepting, lets in-flight requests finish (up to `grace`), ends streams, closes
-  // connections and joins the I/O threads. Idempotent.
-  void Stop(std::chrono::milliseconds grace);
+  // connections and joins the I/O threads. Idempotent. Returns true if every connection ended
+  // within the grace period (false: some were cut off).
+  bool Stop(std::chrono::milliseconds grace);
   size_t connection_count() const;
 
  private:

@@ -57,7 +57,7 @@ class ServerTest : public ::testing::Test {
     port_ = server_->bound_port();
   }
   void TearDown() override {
-    server_->Stop(std::chrono::milliseconds(2000));
+    (void)server_->Stop(std::chrono::milliseconds(2000));
     engine_->Shutdown();
     fs::remove_all(dir_);
   }
@@ -347,6 +347,38 @@ TEST_F(ServerTest, WatchStreamsOverBothProtocols) {
   for (int i = 0; i < 100 && engine_->watch_count() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  EXPECT_EQ(engine_->watch_count(), 0u);
+}
+
+TEST_F(ServerTest, GracefulShutdownDrainsOpenWatchesAndConnections) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto [token, db] = Exchange(**c);
+  const Headers h = DataHeaders(token, db);
+  pb::Watch watch;
+  watch.add_keys()->set_key(std::string("\x02g\x00", 3));
+  auto stream = (*c)->OpenStream("/v2/watch", h, watch.SerializeAsString());
+  ASSERT_TRUE(stream.ok());
+  testutil::FrameReader frames(stream->get());
+  auto first = frames.Next(std::chrono::milliseconds(3000));
+  ASSERT_TRUE(first.ok() && first->has_value());
+  // A write just before shutdown must not keep its connection alive.
+  auto w = (*c)->Post("/v2/atomic_write", h, Fixture("atomic_write_set.bin"));
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->status, 200);
+  auto h1 = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(h1.ok());
+  ASSERT_TRUE((*h1)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_get.bin")).ok());
+  // Generous grace: the test fails only if connections linger until it runs out.
+  EXPECT_TRUE(server_->Stop(std::chrono::milliseconds(20000)));
+  EXPECT_EQ(server_->connection_count(), 0u);
+  // The watch stream ended cleanly and the subscription is gone.
+  bool ended = false;
+  for (int i = 0; i < 50 && !ended; ++i) {
+    auto f = frames.Next(std::chrono::milliseconds(100));
+    ended = !f.ok();
+  }
+  EXPECT_TRUE(ended);
   EXPECT_EQ(engine_->watch_count(), 0u);
 }
 
