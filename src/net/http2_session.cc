@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <vector>
 
 #include "net/session.h"
 #include "service/http_status.h"
@@ -94,10 +95,13 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
                             nghttp2_session_get_last_proc_stream_id(self->session_),
                             NGHTTP2_NO_ERROR, nullptr, 0);
-      // End streaming responses; regular in-flight requests complete normally.
+      // End streaming responses; regular in-flight requests complete normally. Ending a stream
+      // may close it (and erase it from streams_) once written, so collect first and write once.
+      std::vector<H2Stream*> streaming;
       for (auto& [id, st] : self->streams_) {
-        if (st->source) self->EndStreamBody(st.get());
+        if (st->source) streaming.push_back(st.get());
       }
+      for (H2Stream* st : streaming) self->EndStreamBody(st, /*write=*/false);
       self->DoWrite();
     });
   }
@@ -132,22 +136,24 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     return it->second.get();
   }
 
-  void Resume(H2Stream* st) {
+  // Makes nghttp2 poll the stream's body again; writes unless told not to (callers iterating
+  // streams_ must not write, since a write can close and erase streams).
+  void Resume(H2Stream* st, bool write = true) {
     if (st->deferred) {
       st->deferred = false;
       nghttp2_session_resume_data(session_, st->id);
     }
-    DoWrite();
+    if (write) DoWrite();
   }
 
-  void EndStreamBody(H2Stream* st) {
+  void EndStreamBody(H2Stream* st, bool write = true) {
     if (st->source) {
       st->source->Cancel();
       st->source.reset();
     }
     if (st->heartbeat) st->heartbeat->cancel();
     st->eof = true;
-    Resume(st);
+    Resume(st, write);
   }
 
   bool Feed(const char* data, size_t n) {

@@ -118,6 +118,33 @@ TEST_F(ServerTest, MetadataExchangeVersionsAndSchemas) {
   }
 }
 
+TEST_F(ServerTest, ProtocolVersion1DataPath) {
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto meta = (*c)->Post("/", {{"authorization", std::string("Bearer ") + kToken}}, "");
+  ASSERT_TRUE(meta.ok());
+  rapidjson::Document d;
+  d.Parse(meta->body.c_str());
+  ASSERT_EQ(d["version"].GetInt(), 1);
+  const std::string token = d["token"].GetString();
+  const Headers v1 = {{"authorization", "Bearer " + token},
+                      {"x-transaction-domain-id", d["databaseId"].GetString()}};
+  auto w = (*c)->Post("/v2/atomic_write", v1, Fixture("atomic_write_set.bin"));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->status, 200) << w->body;
+  auto r = (*c)->Post("/v2/snapshot_read", v1, Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(r.ok());
+  pb::SnapshotReadOutput out;
+  ASSERT_TRUE(out.ParseFromString(r->body));
+  ASSERT_EQ(out.ranges_size(), 1);
+  EXPECT_EQ(out.ranges(0).values_size(), 1);
+  // Without the domain id header the request is refused.
+  auto bad = (*c)->Post("/v2/snapshot_read", {{"authorization", "Bearer " + token}},
+                        Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+}
+
 TEST_F(ServerTest, MetadataErrorsAreClear4xx) {
   auto c = Http1Client::Connect("127.0.0.1", port_);
   ASSERT_TRUE(c.ok());

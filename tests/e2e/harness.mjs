@@ -1,0 +1,482 @@
+// Test harness for the kvconnect end-to-end suite.
+//
+// * startServer(): runs `kvconnect serve` on a free 127.0.0.1 port with a fresh
+//   data dir (or a given --sqlite-path) and a random 24-char access token, waits
+//   until the port accepts TCP connections, and keeps the last lines of its
+//   stderr/stdout for failure reports.
+// * runDeno(): runs one of the Deno scripts under ./deno with KV_URL,
+//   DENO_KV_ACCESS_TOKEN etc. and returns {code, signal, stdout, stderr, summary}.
+// * Every child process is registered and SIGKILLed when this process exits,
+//   so a failing or interrupted test never leaves servers behind.
+//
+// Environment:
+//   KVCONNECT_BIN       path of the kvconnect binary (required for server tests)
+//   DENO_BIN            override the Deno binary (default: the npm "deno" package)
+//   E2E_LOCAL_BACKEND=1 self-check mode: run the Deno scripts / Node client tests
+//                       against local SQLite files instead of a server
+//   E2E_VERBOSE=1       echo server and Deno output while tests run
+//   E2E_KEEP=1          keep temporary data dirs
+
+import { spawn, spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const E2E_DIR = path.dirname(fileURLToPath(import.meta.url));
+export const DENO_SCRIPTS_DIR = path.join(E2E_DIR, "deno");
+export const LOCAL_BACKEND = process.env.E2E_LOCAL_BACKEND === "1";
+const VERBOSE = process.env.E2E_VERBOSE === "1";
+const EXPECTED_DENO_VERSION = "2.9.6";
+
+// ---------------------------------------------------------------------------
+// Child-process bookkeeping
+
+const liveChildren = new Set();
+
+function track(child) {
+  liveChildren.add(child);
+  child.once("exit", () => liveChildren.delete(child));
+  return child;
+}
+
+export function killAllChildren() {
+  for (const child of liveChildren) {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+process.on("exit", killAllChildren);
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.once(sig, () => {
+    killAllChildren();
+    process.exit(128 + (os.constants.signals[sig] ?? 1));
+  });
+}
+
+function waitForExit(child) {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
+  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+}
+
+/** Keeps the last `max` lines written to a stream. */
+class LineTail {
+  constructor(max = 400, prefix = "") {
+    this.max = max;
+    this.prefix = prefix;
+    this.lines = [];
+    this.partial = "";
+  }
+  push(chunk) {
+    const text = this.partial + chunk.toString("utf8");
+    const parts = text.split("\n");
+    this.partial = parts.pop();
+    for (const line of parts) {
+      this.lines.push(line);
+      if (VERBOSE) process.stderr.write(`${this.prefix}${line}\n`);
+    }
+    if (this.lines.length > this.max) this.lines.splice(0, this.lines.length - this.max);
+  }
+  text(n = 60) {
+    const all = this.partial ? [...this.lines, this.partial] : this.lines;
+    return all.slice(-n).join("\n");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Binaries
+
+export function kvconnectBin() {
+  const bin = process.env.KVCONNECT_BIN;
+  if (!bin) {
+    throw new Error(
+      "KVCONNECT_BIN is not set. Build the server and run e.g.\n" +
+        "  cd tests/e2e && KVCONNECT_BIN=../../build/kvconnect npm test",
+    );
+  }
+  const abs = path.resolve(process.cwd(), bin);
+  let st;
+  try {
+    st = fs.statSync(abs);
+  } catch {
+    throw new Error(`KVCONNECT_BIN=${bin} does not exist (resolved to ${abs})`);
+  }
+  if (!st.isFile()) throw new Error(`KVCONNECT_BIN=${abs} is not a file`);
+  try {
+    fs.accessSync(abs, fs.constants.X_OK);
+  } catch {
+    throw new Error(`KVCONNECT_BIN=${abs} is not executable`);
+  }
+  return abs;
+}
+
+let denoBinCache;
+
+export function denoBin() {
+  if (denoBinCache) return denoBinCache;
+  let bin = process.env.DENO_BIN;
+  if (!bin) {
+    const candidates = [
+      path.join(E2E_DIR, "node_modules", "deno", process.platform === "win32" ? "deno.exe" : "deno"),
+      path.join(E2E_DIR, "node_modules", "@deno", `${process.platform}-${process.arch}-glibc`, "deno"),
+      path.join(E2E_DIR, "node_modules", "@deno", `${process.platform}-${process.arch}`, "deno"),
+      path.join(E2E_DIR, "node_modules", ".bin", "deno"),
+    ];
+    bin = candidates.find((c) => fs.existsSync(c));
+    if (!bin) {
+      throw new Error(`Deno not found under ${E2E_DIR}/node_modules; run \`npm ci\` in tests/e2e first`);
+    }
+  }
+  const r = spawnSync(bin, ["--version"], { encoding: "utf8", timeout: 30_000 });
+  if (r.status !== 0) {
+    throw new Error(`\`${bin} --version\` failed (status ${r.status}): ${r.stderr || r.error}`);
+  }
+  const m = /deno (\S+)/.exec(r.stdout);
+  if (!process.env.DENO_BIN && (!m || m[1] !== EXPECTED_DENO_VERSION)) {
+    throw new Error(`expected deno ${EXPECTED_DENO_VERSION}, got: ${r.stdout.trim()}`);
+  }
+  denoBinCache = bin;
+  return bin;
+}
+
+// ---------------------------------------------------------------------------
+// Temp dirs, ports, tokens
+
+const tempDirs = [];
+
+export async function makeTempDir(prefix = "kvconnect-e2e-") {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+export async function removeTempDirs() {
+  if (process.env.E2E_KEEP === "1") return;
+  for (const dir of tempDirs.splice(0)) {
+    await fsp.rm(dir, { recursive: true, force: true }).catch(() => {});
+  }
+}
+
+export function randomToken(len = 24) {
+  return crypto.randomBytes(len).toString("base64url").slice(0, len);
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function tryConnect(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: "127.0.0.1", port });
+    const done = (ok) => {
+      sock.removeAllListeners();
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(1000, () => done(false));
+    sock.once("connect", () => done(true));
+    sock.once("error", () => done(false));
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Resolves like `promise`, or with `onTimeout` after `ms`; the timer is cleared
+ * either way so it never keeps the test process alive.
+ */
+export async function withTimeout(promise, ms, onTimeout) {
+  let timer;
+  const t = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(onTimeout), ms);
+  });
+  try {
+    return await Promise.race([promise, t]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Server
+
+/**
+ * Starts `kvconnect serve`. Options:
+ *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath
+ *   sqlitePath  serve this one SQLite file (--sqlite-path) instead of --data-dir
+ *   token       access token (default: random 24 chars)
+ *   port        port to use (default: a free one)
+ *   extraArgs   appended to the command line
+ *   readyTimeoutMs  default 20 s
+ */
+export async function startServer(opts = {}) {
+  const bin = kvconnectBin();
+  const token = opts.token ?? randomToken();
+  const sqlitePath = opts.sqlitePath;
+  const dataDir = sqlitePath ? undefined : (opts.dataDir ?? (await makeTempDir()));
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
+  let lastError;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = opts.port ?? (await freePort());
+    const args = [
+      "serve",
+      "--addr", `127.0.0.1:${port}`,
+      ...(sqlitePath ? ["--sqlite-path", sqlitePath] : ["--data-dir", dataDir]),
+      "--access-token", token,
+      ...(opts.extraArgs ?? []),
+    ];
+    const server = new Server({ bin, args, port, token, dataDir, sqlitePath, opts });
+    try {
+      await server.waitReady(readyTimeoutMs);
+      return server;
+    } catch (e) {
+      lastError = e;
+      await server.kill();
+      const portClash = /in use|EADDRINUSE|address already/i.test(server.logTail(20));
+      if (!portClash || opts.port) break;
+    }
+  }
+  throw lastError;
+}
+
+export class Server {
+  constructor({ bin, args, port, token, dataDir, sqlitePath, opts }) {
+    this.bin = bin;
+    this.args = args;
+    this.port = port;
+    this.token = token;
+    this.dataDir = dataDir;
+    this.sqlitePath = sqlitePath;
+    this.opts = opts;
+    this.url = `http://127.0.0.1:${port}`;
+    this.log = new LineTail(400, `[kvconnect:${port}] `);
+    this.startedAt = Date.now();
+    // Run inside the data dir (or next to the SQLite file) so that nothing the
+    // server writes relative to its working directory lands in the repository.
+    const cwd = dataDir ?? path.dirname(sqlitePath);
+    this.proc = track(spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env }, cwd }));
+    this.proc.stdout.on("data", (d) => this.log.push(d));
+    this.proc.stderr.on("data", (d) => this.log.push(d));
+    this.exited = waitForExit(this.proc);
+    this.proc.once("error", (e) => this.log.push(`spawn error: ${e.message}\n`));
+  }
+
+  get running() {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  logTail(n = 60) {
+    return this.log.text(n);
+  }
+
+  describe() {
+    return `kvconnect ${this.args.join(" ").replace(this.token, "<token>")}`;
+  }
+
+  async waitReady(timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (!this.running) {
+        const { code, signal } = await this.exited;
+        throw new Error(
+          `${this.describe()} exited before accepting connections (code=${code}, signal=${signal}).\n` +
+            `--- server output ---\n${this.logTail()}`,
+        );
+      }
+      if (await tryConnect(this.port)) return;
+      await sleep(50);
+    }
+    throw new Error(
+      `${this.describe()} did not accept connections on port ${this.port} within ${timeoutMs} ms.\n` +
+        `--- server output ---\n${this.logTail()}`,
+    );
+  }
+
+  /** Sends `signal` (default SIGTERM) and waits; SIGKILLs after `timeoutMs`. */
+  async stop(signal = "SIGTERM", timeoutMs = 10_000) {
+    if (!this.running) return { ...(await this.exited), forced: false };
+    this.proc.kill(signal);
+    const res = await withTimeout(this.exited, timeoutMs, null);
+    if (res) return { ...res, forced: false };
+    this.proc.kill("SIGKILL");
+    return { ...(await this.exited), forced: true };
+  }
+
+  async kill() {
+    return await this.stop("SIGKILL", 5_000);
+  }
+
+  /** A new server on the same data dir / SQLite file and token (new port unless given). */
+  async restart(opts = {}) {
+    await this.stop();
+    return await startServer({
+      ...this.opts,
+      dataDir: this.dataDir,
+      sqlitePath: this.sqlitePath,
+      token: this.token,
+      port: opts.port,
+      ...opts,
+    });
+  }
+}
+
+/**
+ * Runs `fn(server)` with a fresh server; on failure the server's output tail is
+ * appended to the error; the server is always stopped.
+ */
+export async function withServer(opts, fn) {
+  const server = await startServer(opts);
+  try {
+    return await fn(server);
+  } catch (e) {
+    throw annotate(e, server);
+  } finally {
+    await server.kill();
+  }
+}
+
+export function annotate(err, ...servers) {
+  const tails = servers
+    .filter(Boolean)
+    .map((s) => `--- ${s.describe()} (last output) ---\n${s.logTail(80)}`)
+    .join("\n");
+  if (err instanceof Error) {
+    if (!err.message.includes("--- kvconnect")) err.message += `\n${tails}`;
+    return err;
+  }
+  return new Error(`${String(err)}\n${tails}`);
+}
+
+// ---------------------------------------------------------------------------
+// Deno scripts
+
+export function denoEnv(extra = {}) {
+  const cacheDir = path.join(E2E_DIR, ".cache", "deno");
+  fs.mkdirSync(cacheDir, { recursive: true });
+  const noProxy = ["127.0.0.1", "localhost", "::1", process.env.NO_PROXY ?? process.env.no_proxy]
+    .filter(Boolean).join(",");
+  return {
+    ...process.env,
+    DENO_DIR: cacheDir,
+    DENO_NO_UPDATE_CHECK: "1",
+    DENO_NO_PACKAGE_JSON: "1",
+    NO_COLOR: "1",
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+    ...extra,
+  };
+}
+
+/**
+ * Runs a Deno script (a file name under ./deno or an absolute path).
+ *   kvUrl      -> env KV_URL (server.url or a SQLite file path)
+ *   token      -> env DENO_KV_ACCESS_TOKEN
+ *   env        extra environment
+ *   timeoutMs  hard kill after this long (the script's own watchdog fires 5 s earlier)
+ *   onStdoutLine(line)  called for every complete stdout line as it arrives
+ * Returns { code, signal, stdout, stderr, summary, timedOut, proc }.
+ */
+export function spawnDeno(script, { kvUrl, token, env = {}, timeoutMs = 60_000, onStdoutLine } = {}) {
+  const file = path.isAbsolute(script) ? script : path.join(DENO_SCRIPTS_DIR, script);
+  const args = [
+    "run", "--unstable-kv", "-A", "--no-prompt", "--no-check", "--no-config", "--no-lock", "--no-npm", file,
+  ];
+  const fullEnv = denoEnv({
+    KV_SCRIPT_TIMEOUT_MS: String(Math.max(1_000, timeoutMs - 5_000)),
+    ...(kvUrl !== undefined ? { KV_URL: kvUrl } : {}),
+    ...(token !== undefined ? { DENO_KV_ACCESS_TOKEN: token } : {}),
+    ...env,
+  });
+  const proc = track(spawn(denoBin(), args, { stdio: ["ignore", "pipe", "pipe"], env: fullEnv, cwd: E2E_DIR }));
+  const name = path.basename(file);
+  let stdout = "";
+  let stderr = "";
+  let partial = "";
+  proc.stdout.on("data", (d) => {
+    const s = d.toString("utf8");
+    stdout += s;
+    if (VERBOSE) process.stderr.write(`[${name} stdout] ${s}`);
+    if (onStdoutLine) {
+      const parts = (partial + s).split("\n");
+      partial = parts.pop();
+      for (const line of parts) onStdoutLine(line);
+    }
+  });
+  proc.stderr.on("data", (d) => {
+    stderr += d.toString("utf8");
+    if (VERBOSE) process.stderr.write(`[${name} stderr] ${d}`);
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, timeoutMs);
+  const done = new Promise((resolve) => {
+    proc.once("error", (e) => {
+      stderr += `spawn error: ${e.message}\n`;
+    });
+    proc.once("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, summary: parseSummary(stdout), timedOut, script: name });
+    });
+  });
+  return { proc, done };
+}
+
+export async function runDeno(script, opts = {}) {
+  return await spawnDeno(script, opts).done;
+}
+
+function parseSummary(stdout) {
+  const lines = stdout.trim().split("\n").reverse();
+  for (const line of lines) {
+    if (!line.startsWith("{")) continue;
+    try {
+      return JSON.parse(line);
+    } catch {
+      // not JSON
+    }
+  }
+  return null;
+}
+
+export function describeRun(res) {
+  return [
+    `deno ${res.script}: exit code=${res.code} signal=${res.signal}${res.timedOut ? " (TIMED OUT, killed)" : ""}`,
+    `--- stdout ---\n${res.stdout.slice(-4000)}`,
+    `--- stderr ---\n${res.stderr.slice(-6000)}`,
+  ].join("\n");
+}
+
+/** Throws unless the script exited 0 with an {ok:true} summary; returns the summary. */
+export function expectDenoOk(res, ...servers) {
+  if (res.code !== 0 || !res.summary || res.summary.ok !== true) {
+    throw annotate(new Error(`Deno script failed.\n${describeRun(res)}`), ...servers);
+  }
+  return res.summary;
+}
+
+/** Throws unless the script failed (non-zero exit). */
+export function expectDenoFailure(res, ...servers) {
+  if (res.code === 0) {
+    throw annotate(new Error(`Deno script was expected to fail but succeeded.\n${describeRun(res)}`), ...servers);
+  }
+  return res;
+}
