@@ -32,8 +32,7 @@ void AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--sync", c->sync, "Durability: full (fsync every commit), normal, off")
       ->check(CLI::IsMember({"full", "normal", "off"}))
       ->capture_default_str();
-  s->add_option("--log-level", c->log_level, "trace|debug|info|warn|error")
-      ->capture_default_str();
+  s->add_option("--log-level", c->log_level, "trace|debug|info|warn|error")->capture_default_str();
   s->add_option("--io-threads", c->net.io_threads, "Network I/O threads")->capture_default_str();
   s->add_option("--reader-threads", c->engine.reader_threads, "SQLite reader threads")
       ->capture_default_str();
@@ -65,8 +64,8 @@ void AddServeCommand(CLI::App& app, ServeConfig* c) {
 namespace {
 
 // Reads a secret file, or creates it with `make()` and mode 0600.
-Result<std::string> LoadOrCreateSecret(const fs::path& path, const std::function<std::string()>& make,
-                                       bool* created) {
+Result<std::string> LoadOrCreateSecret(const fs::path& path,
+                                       const std::function<std::string()>& make, bool* created) {
   *created = false;
   std::error_code ec;
   if (fs::exists(path, ec)) {
@@ -137,8 +136,8 @@ int RunServe(ServeConfig c) {
   }
   const fs::path token_path = fs::path(c.data_dir) / "access-token";
   if (c.access_token.empty()) {
-    auto t = LoadOrCreateSecret(token_path, [] { return "kvc_" + HexEncode(RandomBytes(24)); },
-                                &token_created);
+    auto t = LoadOrCreateSecret(
+        token_path, [] { return "kvc_" + HexEncode(RandomBytes(24)); }, &token_created);
     if (!t.ok()) {
       std::cerr << "error: " << t.status().message() << "\n";
       return 1;
@@ -151,8 +150,9 @@ int RunServe(ServeConfig c) {
     return 2;
   }
   bool secret_created = false;
-  auto secret = LoadOrCreateSecret(fs::path(c.data_dir) / "server-secret",
-                                   [] { return HexEncode(RandomBytes(32)); }, &secret_created);
+  auto secret = LoadOrCreateSecret(
+      fs::path(c.data_dir) / "server-secret", [] { return HexEncode(RandomBytes(32)); },
+      &secret_created);
   if (!secret.ok()) {
     std::cerr << "error: " << secret.status().message() << "\n";
     return 1;
@@ -193,8 +193,9 @@ int RunServe(ServeConfig c) {
     return 1;
   }
   const std::string url =
-      "http://" + (c.net.host.find(':') != std::string::npos ? "[" + c.net.host + "]" : c.net.host) +
-      ":" + std::to_string(server.bound_port());
+      "http://" +
+      (c.net.host.find(':') != std::string::npos ? "[" + c.net.host + "]" : c.net.host) + ":" +
+      std::to_string(server.bound_port());
   spdlog::info("kvconnect listening on {} (database {} at {})", url, (*engine)->database_id(),
                db_path);
   std::cout << "\nkvconnect is serving " << db_path << " at " << url << "\n";
@@ -204,8 +205,9 @@ int RunServe(ServeConfig c) {
               << "\n\nUse it from Deno:\n\n  DENO_KV_ACCESS_TOKEN=" << c.access_token
               << " deno run --unstable-kv -A app.ts\n\n  // app.ts\n  const kv = await "
                  "Deno.openKv(\""
-              << url << "\");\n  await kv.set([\"hello\"], \"world\");\n  console.log((await "
-                        "kv.get([\"hello\"])).value);\n\n";
+              << url
+              << "\");\n  await kv.set([\"hello\"], \"world\");\n  console.log((await "
+                 "kv.get([\"hello\"])).value);\n\n";
   } else {
     std::cout << "Clients authenticate with the access token you configured.\n"
               << "From Deno: DENO_KV_ACCESS_TOKEN=<token> deno run --unstable-kv -A app.ts with "

@@ -59,15 +59,26 @@ Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
     out.sum_max = m.sum_max();
     out.sum_clamp = m.sum_clamp();
     switch (m.mutation_type()) {
-      case pb::M_SET: out.type = MutationType::kSet; break;
-      case pb::M_DELETE: out.type = MutationType::kDelete; break;
-      case pb::M_SUM: out.type = MutationType::kSum; break;
-      case pb::M_MAX: out.type = MutationType::kMax; break;
-      case pb::M_MIN: out.type = MutationType::kMin; break;
+      case pb::M_SET:
+        out.type = MutationType::kSet;
+        break;
+      case pb::M_DELETE:
+        out.type = MutationType::kDelete;
+        break;
+      case pb::M_SUM:
+        out.type = MutationType::kSum;
+        break;
+      case pb::M_MAX:
+        out.type = MutationType::kMax;
+        break;
+      case pb::M_MIN:
+        out.type = MutationType::kMin;
+        break;
       case pb::M_SET_SUFFIX_VERSIONSTAMPED_KEY:
         out.type = MutationType::kSetSuffixVersionstampedKey;
         break;
-      default: return InvalidArgument("Invalid mutation kind or arguments.");
+      default:
+        return InvalidArgument("Invalid mutation kind or arguments.");
     }
     if (out.type != MutationType::kDelete) {
       if (!m.has_value()) return InvalidArgument("Invalid mutation kind or arguments.");
@@ -84,8 +95,7 @@ Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
     Enqueue out;
     out.payload = e.payload();
     out.deadline_ms = e.deadline_ms();
-    out.keys_if_undelivered.assign(e.keys_if_undelivered().begin(),
-                                   e.keys_if_undelivered().end());
+    out.keys_if_undelivered.assign(e.keys_if_undelivered().begin(), e.keys_if_undelivered().end());
     out.backoff_schedule.assign(e.backoff_schedule().begin(), e.backoff_schedule().end());
     w.enqueues.push_back(std::move(out));
   }

@@ -4,17 +4,28 @@ namespace kvc {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kPayloadTooLarge: return "PAYLOAD_TOO_LARGE";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kMethodNotAllowed: return "METHOD_NOT_ALLOWED";
-    case StatusCode::kUnsupportedMedia: return "UNSUPPORTED_MEDIA_TYPE";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kPayloadTooLarge:
+      return "PAYLOAD_TOO_LARGE";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kMethodNotAllowed:
+      return "METHOD_NOT_ALLOWED";
+    case StatusCode::kUnsupportedMedia:
+      return "UNSUPPORTED_MEDIA_TYPE";
   }
   return "UNKNOWN";
 }

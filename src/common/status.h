@@ -72,7 +72,7 @@ const char* StatusCodeName(StatusCode code);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok());
   }
@@ -99,9 +99,9 @@ class [[nodiscard]] Result {
 }  // namespace kvc
 
 // Propagates a non-OK Status from an expression returning Status.
-#define KVC_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::kvc::Status kvc_status_ = (expr);    \
+#define KVC_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::kvc::Status kvc_status_ = (expr);        \
     if (!kvc_status_.ok()) return kvc_status_; \
   } while (0)
 

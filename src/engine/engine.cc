@@ -193,7 +193,8 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     for (WriteJob& j : batch) j.done(s);
   };
   if (failed_) {
-    fail_all(Unavailable("The database is unavailable after a storage failure; restart the server."));
+    fail_all(
+        Unavailable("The database is unavailable after a storage failure; restart the server."));
     return;
   }
   Status s = writer_->Begin();

@@ -37,7 +37,7 @@ namespace kvc::engine {
 
 struct EngineOptions {
   int reader_threads = 2;
-  size_t max_batch_writes = 512;       // writes per group commit at most
+  size_t max_batch_writes = 512;          // writes per group commit at most
   int64_t max_sweep_interval_ms = 60000;  // expiry sweep at least this often
   Limits limits;
 };

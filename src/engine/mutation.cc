@@ -4,6 +4,7 @@
 #include <string>
 
 #include "codec/v8_value.h"
+#include "common/bytes.h"
 
 namespace kvc::engine {
 namespace {
@@ -12,24 +13,16 @@ using codec::BigInt;
 using codec::V8Numeric;
 using storage::StoredRow;
 
-uint64_t ReadLe64(const std::string& b) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[static_cast<size_t>(i)]);
-  return v;
-}
-
-std::string WriteLe64(uint64_t v) {
-  std::string b(8, '\0');
-  for (int i = 0; i < 8; ++i) b[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return b;
-}
-
 const char* OpName(MutationType t) {
   switch (t) {
-    case MutationType::kSum: return "sum";
-    case MutationType::kMin: return "min";
-    case MutationType::kMax: return "max";
-    default: return "?";
+    case MutationType::kSum:
+      return "sum";
+    case MutationType::kMin:
+      return "min";
+    case MutationType::kMax:
+      return "max";
+    default:
+      return "?";
   }
 }
 
@@ -47,21 +40,28 @@ Result<StoredRow> ApplyLe64(const Mutation& m, const std::optional<StoredRow>& e
   if (m.value.data.size() != 8) {
     return InvalidArgument("A KvU64 value must be exactly 8 bytes.");
   }
-  const uint64_t operand = ReadLe64(m.value.data);
+  const uint64_t operand = DecodeLe64(m.value.data);
   if (!existing) return MakeRow(m.value.data, ValueEncoding::kLe64, version);
   if (existing->encoding != ValueEncoding::kLe64 || existing->value.size() != 8) {
     return InvalidArgument(std::string("Failed to perform '") + OpName(m.type) +
                            "' mutation on a non-U64 value in the database");
   }
-  const uint64_t old = ReadLe64(existing->value);
+  const uint64_t old = DecodeLe64(existing->value);
   uint64_t result = 0;
   switch (m.type) {
-    case MutationType::kSum: result = old + operand; break;  // wraps mod 2^64
-    case MutationType::kMin: result = old < operand ? old : operand; break;
-    case MutationType::kMax: result = old > operand ? old : operand; break;
-    default: return Internal("not a numeric mutation");
+    case MutationType::kSum:
+      result = old + operand;
+      break;  // wraps mod 2^64
+    case MutationType::kMin:
+      result = old < operand ? old : operand;
+      break;
+    case MutationType::kMax:
+      result = old > operand ? old : operand;
+      break;
+    default:
+      return Internal("not a numeric mutation");
   }
-  return MakeRow(WriteLe64(result), ValueEncoding::kLe64, version);
+  return MakeRow(EncodeLe64(result), ValueEncoding::kLe64, version);
 }
 
 const char* KindName(V8Numeric::Kind k) {
@@ -106,7 +106,7 @@ Result<StoredRow> ApplyV8Sum(const Mutation& m, const std::optional<StoredRow>& 
     if (operand->kind == V8Numeric::Kind::kBigInt && !min && !max && !m.sum_clamp &&
         existing->value.size() == 8) {
       if (auto u = operand->bigint.ToU64()) {
-        return MakeRow(WriteLe64(ReadLe64(existing->value) + *u), ValueEncoding::kLe64, version);
+        return MakeRow(EncodeLe64(DecodeLe64(existing->value) + *u), ValueEncoding::kLe64, version);
       }
     }
     return InvalidArgument(std::string("Cannot sum KvU64 with ") + KindName(operand->kind));

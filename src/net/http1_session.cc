@@ -85,17 +85,15 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     parser_->header_limit(static_cast<uint32_t>(ctx_->options.max_header_bytes));
     stream_.expires_after(requests_ == 0 ? ctx_->options.request_timeout
                                          : ctx_->options.idle_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
     if (state_ == State::kClosed) return;
-    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
       Close();
       return;
     }
@@ -170,8 +168,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
 
   void SendErrorAndClose(int status, std::string text) {
     state_ = State::kHandling;
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(status), 11);
+    auto res =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     res->set(http::field::server, "kvconnect");
     res->set(http::field::content_type, "text/plain; charset=utf-8");
     res->body() = std::move(text);

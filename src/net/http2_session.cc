@@ -77,8 +77,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(o.max_header_bytes)},
     };
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv, std::size(iv));
-    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                          o.h2_connection_window);
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, o.h2_connection_window);
     if (!Feed(initial.data(), initial.size())) return;
     // A connection accepted while the server shuts down is told to go away at once.
     if (ctx_->stopping) Shutdown();
@@ -257,15 +256,15 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void Dispatch(H2Stream* st) {
     st->dispatched = true;
     if (st->headers_too_large) {
-      Respond(st, service::ErrorResponse(Status(StatusCode::kInvalidArgument,
-                                                "The request headers are too large.")));
+      Respond(st, service::ErrorResponse(
+                      Status(StatusCode::kInvalidArgument, "The request headers are too large.")));
       return;
     }
     if (st->too_large) {
-      Respond(st, service::ErrorResponse(Status(
-                      StatusCode::kPayloadTooLarge,
-                      "The request body exceeds the limit of " +
-                          std::to_string(ctx_->options.max_body_bytes) + " bytes.")));
+      Respond(st, service::ErrorResponse(Status(StatusCode::kPayloadTooLarge,
+                                                "The request body exceeds the limit of " +
+                                                    std::to_string(ctx_->options.max_body_bytes) +
+                                                    " bytes.")));
       return;
     }
     st->req.scheme = st->req.scheme.empty() ? "http" : st->req.scheme;
@@ -286,12 +285,14 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   class Sink : public service::StreamSink {
    public:
-    Sink(std::weak_ptr<Http2Session> s, int32_t id, H2Stream* st) : s_(std::move(s)), id_(id), st_(st) {}
+    Sink(std::weak_ptr<Http2Session> s, int32_t id, H2Stream* st)
+        : s_(std::move(s)), id_(id), st_(st) {}
     void Send(std::string bytes) override {
       if (auto s = s_.lock()) {
-        asio::post(s->socket_.get_executor(), [s, id = id_, st = st_, b = std::move(bytes)]() mutable {
-          s->StreamSend(id, st, std::move(b));
-        });
+        asio::post(s->socket_.get_executor(),
+                   [s, id = id_, st = st_, b = std::move(bytes)]() mutable {
+                     s->StreamSend(id, st, std::move(b));
+                   });
       }
     }
     void Close() override {
@@ -361,8 +362,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   // --- nghttp2 callbacks (run inside mem_recv / mem_send, on the strand) ---
-  static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
-                          uint32_t* flags, nghttp2_data_source* source, void*) {
+  static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                          nghttp2_data_source* source, void*) {
     auto* st = static_cast<H2Stream*>(source->ptr);
     const size_t avail = st->out.size() - st->out_off;
     const size_t n = std::min(avail, length);
@@ -399,11 +400,11 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
-                      void* user) {
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
     auto* self = static_cast<Http2Session*>(user);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+    auto* st =
+        static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
     if (!st) return 0;
     st->header_bytes += namelen + valuelen + 32;
     if (st->header_bytes > self->ctx_->options.max_header_bytes) {
@@ -428,8 +429,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     return 0;
   }
 
-  static int OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
-                         const uint8_t* data, size_t len, void* user) {
+  static int OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data,
+                         size_t len, void* user) {
     auto* self = static_cast<Http2Session*>(user);
     auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
     if (!st || st->too_large) return 0;

@@ -26,11 +26,10 @@ class Detector : public std::enable_shared_from_this<Detector> {
 
  private:
   void Read() {
-    socket_.async_read_some(
-        asio::buffer(buf_.data() + len_, buf_.size() - len_),
-        [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-          self->OnRead(ec, n);
-        });
+    socket_.async_read_some(asio::buffer(buf_.data() + len_, buf_.size() - len_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->OnRead(ec, n);
+                            });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
@@ -121,21 +120,21 @@ class ServerImpl {
 
  private:
   void Accept() {
-    acceptor_.async_accept(asio::make_strand(ioc_), [this](boost::system::error_code ec,
-                                                           tcp::socket socket) {
-      if (ec) {
-        if (ec == asio::error::operation_aborted || ctx_.stopping) return;
-        spdlog::warn("accept failed: {}", ec.message());
-      } else if (ctx_.registry.size() >= ctx_.options.max_connections) {
-        boost::system::error_code ignored;
-        socket.close(ignored);  // over the connection limit
-      } else {
-        boost::system::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Detector>(&ctx_, std::move(socket))->Start();
-      }
-      if (!ctx_.stopping) Accept();
-    });
+    acceptor_.async_accept(asio::make_strand(ioc_),
+                           [this](boost::system::error_code ec, tcp::socket socket) {
+                             if (ec) {
+                               if (ec == asio::error::operation_aborted || ctx_.stopping) return;
+                               spdlog::warn("accept failed: {}", ec.message());
+                             } else if (ctx_.registry.size() >= ctx_.options.max_connections) {
+                               boost::system::error_code ignored;
+                               socket.close(ignored);  // over the connection limit
+                             } else {
+                               boost::system::error_code ignored;
+                               socket.set_option(tcp::no_delay(true), ignored);
+                               std::make_shared<Detector>(&ctx_, std::move(socket))->Start();
+                             }
+                             if (!ctx_.stopping) Accept();
+                           });
   }
 
   ServerContext ctx_;

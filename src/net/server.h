@@ -23,14 +23,14 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 4512;  // 0: pick a free port (see bound_port())
   int io_threads = 2;
-  size_t max_body_bytes = 4 * 1024 * 1024;   // larger requests get 413
-  size_t max_header_bytes = 16 * 1024;       // request header block limit
+  size_t max_body_bytes = 4 * 1024 * 1024;  // larger requests get 413
+  size_t max_header_bytes = 16 * 1024;      // request header block limit
   size_t max_connections = 10000;
-  std::chrono::milliseconds idle_timeout{120000};     // idle keep-alive connections close
-  std::chrono::milliseconds request_timeout{30000};   // whole HTTP/1.1 request must arrive
-  std::chrono::milliseconds detect_timeout{10000};    // first bytes of a connection
+  std::chrono::milliseconds idle_timeout{120000};    // idle keep-alive connections close
+  std::chrono::milliseconds request_timeout{30000};  // whole HTTP/1.1 request must arrive
+  std::chrono::milliseconds detect_timeout{10000};   // first bytes of a connection
   uint32_t h2_max_concurrent_streams = 1000;
-  int32_t h2_initial_window = 1 << 20;       // per stream
+  int32_t h2_initial_window = 1 << 20;  // per stream
   int32_t h2_connection_window = 16 << 20;
   size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped
 };

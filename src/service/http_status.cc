@@ -4,17 +4,28 @@ namespace kvc::service {
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kUnauthenticated: return 401;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kMethodNotAllowed: return 405;
-    case StatusCode::kPayloadTooLarge: return 413;
-    case StatusCode::kUnsupportedMedia: return 415;
-    case StatusCode::kResourceExhausted: return 429;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kMethodNotAllowed:
+      return 405;
+    case StatusCode::kPayloadTooLarge:
+      return 413;
+    case StatusCode::kUnsupportedMedia:
+      return 415;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }

@@ -50,8 +50,7 @@ void Guarded(Responder& respond, F&& f) {
 
 }  // namespace
 
-KvService::KvService(ServiceOptions options, std::string server_secret,
-                     engine::Engine* default_db)
+KvService::KvService(ServiceOptions options, std::string server_secret, engine::Engine* default_db)
     : options_(std::move(options)), signer_(std::move(server_secret)), default_db_(default_db) {
   by_id_[default_db_->database_id()] = default_db_;
 }
@@ -125,8 +124,7 @@ void KvService::HandleMetadata(const HttpRequest& req, Responder& respond) {
           "Protocol version 1 needs a Host header to build the absolute endpoint URL.")));
       return;
     }
-    m.endpoints.push_back(
-        {req.scheme + "://" + req.authority + options_.endpoint_path, "strong"});
+    m.endpoints.push_back({req.scheme + "://" + req.authority + options_.endpoint_path, "strong"});
   } else {
     m.endpoints.push_back({options_.endpoint_path, "strong"});
   }
@@ -183,16 +181,15 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
       respond(ErrorResponse(ranges.status()));
       return;
     }
-    engine->SnapshotRead(std::move(*ranges),
-                         [respond](Result<engine::ReadResult> r) mutable {
-                           Guarded(respond, [&] {
-                             if (!r.ok()) {
-                               respond(ErrorResponse(r.status()));
-                               return;
-                             }
-                             respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
-                           });
-                         });
+    engine->SnapshotRead(std::move(*ranges), [respond](Result<engine::ReadResult> r) mutable {
+      Guarded(respond, [&] {
+        if (!r.ok()) {
+          respond(ErrorResponse(r.status()));
+          return;
+        }
+        respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
+      });
+    });
     return;
   }
   if (is_write) {

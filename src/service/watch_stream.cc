@@ -78,7 +78,8 @@ void WatchStream::OnRead(Result<engine::ReadResult> result) {
     std::string payload = codec::EncodeWatchOutput(entries);
     std::string frame(4, '\0');
     const uint32_t n = static_cast<uint32_t>(payload.size());
-    for (int i = 0; i < 4; ++i) frame[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+    for (int i = 0; i < 4; ++i)
+      frame[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
     frame += payload;
     if (sink_) sink_->Send(std::move(frame));
   }

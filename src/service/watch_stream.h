@@ -36,7 +36,7 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
   const std::vector<std::string> keys_;
 
   std::mutex mu_;
-  std::shared_ptr<StreamSink> sink_;                             // guarded by mu_
+  std::shared_ptr<StreamSink> sink_;                              // guarded by mu_
   std::unique_ptr<engine::WatchHub::Subscription> subscription_;  // guarded by mu_
   bool cancelled_ = false;                                        // guarded by mu_
   bool reading_ = false;                                          // guarded by mu_

@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!v.ok()) return 0;
   auto again = kvc::codec::ParseV8Numeric(kvc::codec::EncodeV8Numeric(*v));
   if (!again.ok() || again->kind != v->kind) std::abort();
-  if (v->kind == kvc::codec::V8Numeric::Kind::kBigInt && !(again->bigint == v->bigint)) std::abort();
+  if (v->kind == kvc::codec::V8Numeric::Kind::kBigInt && !(again->bigint == v->bigint))
+    std::abort();
   if (v->kind == kvc::codec::V8Numeric::Kind::kNumber && !std::isnan(v->number) &&
       again->number != v->number) {
     std::abort();

@@ -1,5 +1,7 @@
 // The engine on a real SQLite file: differential test against an in-memory model, atomicity,
 // versionstamps across restarts, expiry, watch notification and concurrent group commit.
+#include "engine/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "common/random.h"
-#include "engine/engine.h"
 #include "storage/sqlite/sqlite_backend.h"
 
 namespace kvc::engine {
@@ -44,7 +45,8 @@ class EngineTest : public ::testing::Test {
   }
   Result<ReadResult> Read(std::vector<ReadRange> ranges) {
     std::promise<Result<ReadResult>> p;
-    engine_->SnapshotRead(std::move(ranges), [&](Result<ReadResult> r) { p.set_value(std::move(r)); });
+    engine_->SnapshotRead(std::move(ranges),
+                          [&](Result<ReadResult> r) { p.set_value(std::move(r)); });
     return p.get_future().get();
   }
   std::vector<Entry> All() {
@@ -95,8 +97,9 @@ struct Model {
   int Apply(const AtomicWrite& w, int64_t version) {
     for (const Check& c : w.checks) {
       auto it = rows.find(c.key);
-      if (c.versionstamp.empty() ? it != rows.end()
-                                 : (it == rows.end() || Stamp(it->second.version) != c.versionstamp))
+      if (c.versionstamp.empty()
+              ? it != rows.end()
+              : (it == rows.end() || Stamp(it->second.version) != c.versionstamp))
         return 0;
     }
     auto next = rows;
@@ -113,8 +116,9 @@ struct Model {
         if (it != next.end()) {
           if (it->second.enc != ValueEncoding::kLe64) return -1;
           uint64_t old = 0;
-          for (int i = 7; i >= 0; --i) old = (old << 8) | static_cast<unsigned char>(it->second.value[i]);
-          result = m.type == MutationType::kSum ? old + op
+          for (int i = 7; i >= 0; --i)
+            old = (old << 8) | static_cast<unsigned char>(it->second.value[i]);
+          result = m.type == MutationType::kSum   ? old + op
                    : m.type == MutationType::kMin ? std::min(old, op)
                                                   : std::max(old, op);
         }
@@ -149,12 +153,24 @@ TEST_F(EngineTest, DifferentialAgainstModel) {
     for (int m = 0; m < nmut; ++m) {
       const std::string& k = keys[rng() % keys.size()];
       switch (rng() % 6) {
-        case 0: w.mutations.push_back(Set(k, "v" + std::to_string(rng() % 100))); break;
-        case 1: w.mutations.push_back(Del(k)); break;
-        case 2: w.mutations.push_back(Le64Op(k, MutationType::kSum, rng())); break;
-        case 3: w.mutations.push_back(Le64Op(k, MutationType::kMin, rng() % 1000)); break;
-        case 4: w.mutations.push_back(Le64Op(k, MutationType::kMax, rng() % 1000)); break;
-        default: w.mutations.push_back(Le64Op(k, MutationType::kSum, UINT64_MAX)); break;
+        case 0:
+          w.mutations.push_back(Set(k, "v" + std::to_string(rng() % 100)));
+          break;
+        case 1:
+          w.mutations.push_back(Del(k));
+          break;
+        case 2:
+          w.mutations.push_back(Le64Op(k, MutationType::kSum, rng()));
+          break;
+        case 3:
+          w.mutations.push_back(Le64Op(k, MutationType::kMin, rng() % 1000));
+          break;
+        case 4:
+          w.mutations.push_back(Le64Op(k, MutationType::kMax, rng() % 1000));
+          break;
+        default:
+          w.mutations.push_back(Le64Op(k, MutationType::kSum, UINT64_MAX));
+          break;
       }
     }
     auto r = Write(w);
@@ -296,7 +312,6 @@ TEST_F(EngineTest, ConcurrentWritersGroupCommitAndKeepEveryIncrement) {
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(r->ranges[0][0].value[i]);
   EXPECT_EQ(v, static_cast<uint64_t>(kThreads * kPerThread));
 }
-
 
 }  // namespace
 }  // namespace kvc::engine

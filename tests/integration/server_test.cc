@@ -1,11 +1,13 @@
 // The server in-process on 127.0.0.1:0, driven by our own HTTP/1.1 and HTTP/2 clients:
 // metadata exchange, the data path with Deno's own request bytes (fixtures), watch streams,
 // and bad input of every kind answered with a 4xx text while the server keeps serving.
+#include "net/server.h"
+
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 
 #include <filesystem>
 #include <fstream>
-#include <rapidjson/document.h>
 #include <sstream>
 
 #include "codec/datapath_codec.h"
@@ -13,7 +15,6 @@
 #include "common/random.h"
 #include "datapath.pb.h"
 #include "engine/engine.h"
-#include "net/server.h"
 #include "service/kv_service.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "testutil/http_client.h"
@@ -64,9 +65,10 @@ class ServerTest : public ::testing::Test {
 
   // Runs the metadata exchange over HTTP/2 and returns (token, database id).
   std::pair<std::string, std::string> Exchange(Http2Client& c) {
-    auto r = c.Post("/", {{"authorization", std::string("Bearer ") + kToken},
-                          {"content-type", "application/json"}},
-                    R"({"supportedVersions":[1,2,3]})");
+    auto r = c.Post(
+        "/",
+        {{"authorization", std::string("Bearer ") + kToken}, {"content-type", "application/json"}},
+        R"({"supportedVersions":[1,2,3]})");
     EXPECT_TRUE(r.ok());
     EXPECT_EQ(r->status, 200) << r->body;
     rapidjson::Document d;
@@ -159,9 +161,13 @@ TEST_F(ServerTest, MetadataErrorsAreClear4xx) {
       {good, R"({"supportedVersions":[4,5]})", 400, "could not negotiate"},
       {good, R"({"supportedVersions":"3"})", 400, "supportedVersions"},
       {{}, R"({"supportedVersions":[3]})", 401, "Malformed authorization header."},
-      {{{"authorization", "Bearer wrong-token-123456"}}, R"({"supportedVersions":[3]})", 401,
+      {{{"authorization", "Bearer wrong-token-123456"}},
+       R"({"supportedVersions":[3]})",
+       401,
        "Invalid access token."},
-      {{{"authorization", "Basic abc"}}, R"({"supportedVersions":[3]})", 401,
+      {{{"authorization", "Basic abc"}},
+       R"({"supportedVersions":[3]})",
+       401,
        "Invalid access token."},
   };
   for (const auto& tc : cases) {
@@ -183,8 +189,8 @@ TEST_F(ServerTest, DenoFixturesOverHttp2) {
   ASSERT_TRUE(c.ok());
   auto [token, db] = Exchange(**c);
   const Headers h = DataHeaders(token, db);
-  for (const char* f : {"atomic_write_preload.bin", "atomic_write_set.bin",
-                        "atomic_write_sum.bin", "atomic_write_sum.bin"}) {
+  for (const char* f : {"atomic_write_preload.bin", "atomic_write_set.bin", "atomic_write_sum.bin",
+                        "atomic_write_sum.bin"}) {
     auto r = (*c)->Post("/v2/atomic_write", h, Fixture(f));
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->status, 200) << f << ": " << r->body;
@@ -260,16 +266,22 @@ TEST_F(ServerTest, DataPathBadInputIs4xxAndServerKeepsServing) {
       {"/v2/atomic_write", h, bad_kind.SerializeAsString(), 400, "Invalid mutation kind"},
       {"/v2/atomic_write", h, bad_le64.SerializeAsString(), 400, "8 bytes"},
       {"/v2/atomic_write", h, too_many_checks.SerializeAsString(), 400, "Too many checks"},
-      {"/v2/atomic_write", {{"x-denokv-version", "3"}, {"x-denokv-database-id", db}}, "", 401,
+      {"/v2/atomic_write",
+       {{"x-denokv-version", "3"}, {"x-denokv-database-id", db}},
+       "",
+       401,
        "Malformed authorization header."},
       {"/v2/atomic_write", DataHeaders("kvc1.forged.token", db), "", 401, "authorization"},
       {"/v2/atomic_write", DataHeaders(kToken, db), "", 401, "authorization"},
       {"/v2/atomic_write", DataHeaders(token, "00000000-0000-0000-0000-000000000000"), "", 400,
        "Invalid database id."},
       {"/v2/atomic_write",
-       {{"authorization", "Bearer " + token}, {"x-denokv-version", "9"},
+       {{"authorization", "Bearer " + token},
+        {"x-denokv-version", "9"},
         {"x-denokv-database-id", db}},
-       "", 400, "protocol version"},
+       "",
+       400,
+       "protocol version"},
       {"/v2/nothing", h, "", 404, "Resource not found."},
       {"/v2/atomic_write", h, std::string(2 << 20, 'x'), 413, "exceeds the limit"},
   };
@@ -298,8 +310,9 @@ TEST_F(ServerTest, DataPathBadInputIs4xxAndServerKeepsServing) {
   EXPECT_NE(text->find("400"), std::string::npos) << *text;
   auto h2raw = Http1Client::Connect("127.0.0.1", port_);
   ASSERT_TRUE(h2raw.ok());
-  auto bad_h2 = (*h2raw)->SendRaw(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(64, '\xff'),
-                                  std::chrono::milliseconds(3000));
+  auto bad_h2 =
+      (*h2raw)->SendRaw(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(64, '\xff'),
+                        std::chrono::milliseconds(3000));
   ASSERT_TRUE(bad_h2.ok());  // the server sends GOAWAY and closes
   r = (*c2)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_get.bin"));
   ASSERT_TRUE(r.ok());
@@ -313,7 +326,10 @@ TEST_F(ServerTest, WatchStreamsOverBothProtocols) {
   const Headers h = DataHeaders(token, db);
   pb::Watch watch;
   watch.add_keys()->set_key(std::string("\x02w\x00", 3));
-  watch.add_keys()->set_key(std::string("\x02" "absent\x00", 8));
+  watch.add_keys()->set_key(
+      std::string("\x02"
+                  "absent\x00",
+                  8));
   pb::AtomicWrite set;
   auto* m = set.add_mutations();
   m->set_key(std::string("\x02w\x00", 3));

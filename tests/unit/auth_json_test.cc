@@ -72,13 +72,13 @@ TEST(MetadataJson, ResponsesMatchSchemas) {
   m.token = "kvc1.abc.def";
   m.expires_at = FormatRfc3339Utc(NowUnixMs() + 3600000);
   std::string json = codec::EncodeMetadataResponse(m);
-  EXPECT_TRUE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v3.schema.json", json)
-                  .ok());
+  EXPECT_TRUE(
+      codec::ValidateJsonAgainstSchema("metadata-exchange-response-v3.schema.json", json).ok());
   m.version = 1;
   m.endpoints = {{"http://127.0.0.1:4512/v2", "strong"}};
   json = codec::EncodeMetadataResponse(m);
-  EXPECT_TRUE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v1.schema.json", json)
-                  .ok());
+  EXPECT_TRUE(
+      codec::ValidateJsonAgainstSchema("metadata-exchange-response-v1.schema.json", json).ok());
   // The schemas reject what clients reject.
   m.endpoints = {{"/v2/", "strong"}};
   EXPECT_FALSE(codec::ValidateJsonAgainstSchema("metadata-exchange-response-v1.schema.json",

@@ -12,39 +12,16 @@
 #include <string_view>
 #include <vector>
 
+#include "testutil/hex.h"
+
 namespace kvc::codec {
 namespace {
 
 using Key = std::vector<KeyPart>;
 using namespace std::string_literals;
 
-// "02 75 FF" -> the bytes 02 75 FF. Spaces are ignored.
-std::string FromHex(std::string_view hex) {
-  std::string out;
-  int nibbles = 0;
-  unsigned cur = 0;
-  for (char c : hex) {
-    if (c == ' ') continue;
-    const unsigned v = (c >= '0' && c <= '9') ? c - '0' : (c | 0x20) - 'a' + 10;
-    cur = (cur << 4) | v;
-    if (++nibbles % 2 == 0) {
-      out.push_back(static_cast<char>(cur));
-      cur = 0;
-    }
-  }
-  return out;
-}
-
-std::string ToHex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : bytes) {
-    if (!out.empty()) out.push_back(' ');
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 0xF]);
-  }
-  return out;
-}
+using testutil::FromHex;
+using testutil::ToHex;
 
 KeyPart Big(bool negative, std::vector<uint8_t> magnitude_be) {
   Result<KeyPart> part = KeyPart::BigIntFromMagnitude(negative, std::move(magnitude_be));

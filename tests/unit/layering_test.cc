@@ -39,8 +39,7 @@ TEST(Layering, IncludesFollowTheDependencyDirection) {
       if (!std::regex_search(line, m, inc)) continue;
       const std::string header = m[1];
       const bool network = header.rfind("boost/asio", 0) == 0 ||
-                           header.rfind("boost/beast", 0) == 0 ||
-                           header.rfind("nghttp2", 0) == 0;
+                           header.rfind("boost/beast", 0) == 0 || header.rfind("nghttp2", 0) == 0;
       if (network) {
         EXPECT_TRUE(layer == "net") << rel << " includes " << header;
       }
@@ -54,8 +53,8 @@ TEST(Layering, IncludesFollowTheDependencyDirection) {
       if (slash == std::string::npos) continue;
       const std::string target = header.substr(0, slash);
       if (!allowed.count(target)) continue;  // system or third-party header
-      EXPECT_TRUE(allowed.at(layer).count(target)) << rel << " (" << layer << ") includes "
-                                                    << header;
+      EXPECT_TRUE(allowed.at(layer).count(target))
+          << rel << " (" << layer << ") includes " << header;
     }
   }
   EXPECT_GT(files, 20);

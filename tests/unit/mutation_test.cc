@@ -1,27 +1,21 @@
 // Sum/min/max semantics and request-limit texts (engine/mutation, engine/limits).
+#include "engine/mutation.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "codec/v8_value.h"
+#include "common/bytes.h"
 #include "engine/limits.h"
-#include "engine/mutation.h"
 
 namespace kvc::engine {
 namespace {
 
 using storage::StoredRow;
 
-std::string Le64(uint64_t v) {
-  std::string b(8, '\0');
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return b;
-}
-uint64_t FromLe64(const std::string& b) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[i]);
-  return v;
-}
+std::string Le64(uint64_t v) { return EncodeLe64(v); }
+uint64_t FromLe64(const std::string& b) { return DecodeLe64(b); }
 Mutation Op(MutationType t, std::string data, ValueEncoding enc) {
   Mutation m;
   m.key = "k";
@@ -32,8 +26,8 @@ Mutation Op(MutationType t, std::string data, ValueEncoding enc) {
 StoredRow Row(std::string v, ValueEncoding enc) { return StoredRow{std::move(v), enc, 1, 123}; }
 
 TEST(Le64Mutation, AbsentKeyStoresOperandWithoutExpiry) {
-  auto r = ApplyNumericMutation(Op(MutationType::kSum, Le64(5), ValueEncoding::kLe64),
-                                std::nullopt, 7);
+  auto r =
+      ApplyNumericMutation(Op(MutationType::kSum, Le64(5), ValueEncoding::kLe64), std::nullopt, 7);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(FromLe64(r->value), 5u);
   EXPECT_EQ(r->encoding, ValueEncoding::kLe64);
@@ -43,16 +37,16 @@ TEST(Le64Mutation, AbsentKeyStoresOperandWithoutExpiry) {
 
 TEST(Le64Mutation, SumWrapsMinMaxAreUnsigned) {
   auto existing = Row(Le64(UINT64_MAX - 1), ValueEncoding::kLe64);
-  auto sum = ApplyNumericMutation(Op(MutationType::kSum, Le64(3), ValueEncoding::kLe64),
-                                  existing, 2);
+  auto sum =
+      ApplyNumericMutation(Op(MutationType::kSum, Le64(3), ValueEncoding::kLe64), existing, 2);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(FromLe64(sum->value), 1u);
   EXPECT_EQ(sum->expire_at_ms, -1);  // sum clears expiry
-  auto mn = ApplyNumericMutation(Op(MutationType::kMin, Le64(3), ValueEncoding::kLe64),
-                                 existing, 2);
+  auto mn =
+      ApplyNumericMutation(Op(MutationType::kMin, Le64(3), ValueEncoding::kLe64), existing, 2);
   EXPECT_EQ(FromLe64(mn->value), 3u);
-  auto mx = ApplyNumericMutation(Op(MutationType::kMax, Le64(3), ValueEncoding::kLe64),
-                                 existing, 2);
+  auto mx =
+      ApplyNumericMutation(Op(MutationType::kMax, Le64(3), ValueEncoding::kLe64), existing, 2);
   EXPECT_EQ(FromLe64(mx->value), UINT64_MAX - 1);
 }
 
@@ -64,8 +58,8 @@ TEST(Le64Mutation, ErrorsUseReferenceTexts) {
   r = ApplyNumericMutation(Op(MutationType::kMax, Le64(1), ValueEncoding::kLe64), v8, 2);
   EXPECT_EQ(r.status().message(),
             "Failed to perform 'max' mutation on a non-U64 value in the database");
-  r = ApplyNumericMutation(
-      Op(MutationType::kMin, codec::EncodeV8Number(1), ValueEncoding::kV8), std::nullopt, 2);
+  r = ApplyNumericMutation(Op(MutationType::kMin, codec::EncodeV8Number(1), ValueEncoding::kV8),
+                           std::nullopt, 2);
   EXPECT_EQ(r.status().message(), "Failed to perform 'min' mutation on a non-U64 operand");
   r = ApplyNumericMutation(Op(MutationType::kSum, "abc", ValueEncoding::kLe64), std::nullopt, 2);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -74,9 +68,9 @@ TEST(Le64Mutation, ErrorsUseReferenceTexts) {
 codec::V8Numeric Parse(const std::string& v) { return *codec::ParseV8Numeric(v); }
 
 TEST(V8Sum, NumbersAndBigInts) {
-  auto r = ApplyNumericMutation(
-      Op(MutationType::kSum, codec::EncodeV8Number(2.5), ValueEncoding::kV8),
-      Row(codec::EncodeV8Number(1.25), ValueEncoding::kV8), 3);
+  auto r =
+      ApplyNumericMutation(Op(MutationType::kSum, codec::EncodeV8Number(2.5), ValueEncoding::kV8),
+                           Row(codec::EncodeV8Number(1.25), ValueEncoding::kV8), 3);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->encoding, ValueEncoding::kV8);
   EXPECT_DOUBLE_EQ(Parse(r->value).number, 3.75);

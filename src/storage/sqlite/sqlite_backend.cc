@@ -50,8 +50,9 @@ class Connection {
   }
 
   Status Open(const std::string& path, const SqliteOptions& o, bool read_only) {
-    int flags = read_only ? SQLITE_OPEN_READONLY
-                          : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
+    int flags = read_only
+                    ? SQLITE_OPEN_READONLY
+                    : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
     flags |= SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return SqliteError(db_, "open");
@@ -61,8 +62,8 @@ class Connection {
     const char* sync = o.sync == SyncMode::kFull     ? "FULL"
                        : o.sync == SyncMode::kNormal ? "NORMAL"
                                                      : "OFF";
-    std::string pragmas = std::string("pragma synchronous=") + sync +
-                          "; pragma cache_size=-" + std::to_string(o.cache_size_kib) + ";";
+    std::string pragmas = std::string("pragma synchronous=") + sync + "; pragma cache_size=-" +
+                          std::to_string(o.cache_size_kib) + ";";
     return Exec(pragmas.c_str());
   }
 
@@ -136,8 +137,9 @@ class SqliteReader : public Reader {
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin"));
     KVC_ASSIGN_OR_RETURN(end_, conn_.Prepare("commit"));
     KVC_ASSIGN_OR_RETURN(
-        scan_, conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
-                             "and (expiration_ms < 0 or expiration_ms > ?3) order by k asc limit ?4"));
+        scan_,
+        conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
+                      "and (expiration_ms < 0 or expiration_ms > ?3) order by k asc limit ?4"));
     KVC_ASSIGN_OR_RETURN(
         scan_rev_,
         conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
@@ -367,9 +369,9 @@ Status SqliteBackend::Initialize() {
     const int64_t n = static_cast<int64_t>(std::size(kMigrations));
     for (int64_t v = current + 1; v <= n; ++v) {
       KVC_RETURN_IF_ERROR(c.Exec(kMigrations[v - 1]));
-      KVC_RETURN_IF_ERROR(c.Exec(
-          ("replace into migration_state (k, version) values (0, " + std::to_string(v) + ")")
-              .c_str()));
+      KVC_RETURN_IF_ERROR(
+          c.Exec(("replace into migration_state (k, version) values (0, " + std::to_string(v) + ")")
+                     .c_str()));
     }
     KVC_ASSIGN_OR_RETURN(sqlite3_stmt * get,
                          c.Prepare("select v from kvconnect_meta where k = 'database_id'"));
@@ -378,8 +380,9 @@ Status SqliteBackend::Initialize() {
       database_id_ = reinterpret_cast<const char*>(sqlite3_column_text(get, 0));
     } else {
       database_id_ = NewUuidV4();
-      KVC_ASSIGN_OR_RETURN(sqlite3_stmt * put,
-                           c.Prepare("insert into kvconnect_meta (k, v) values ('database_id', ?1)"));
+      KVC_ASSIGN_OR_RETURN(
+          sqlite3_stmt * put,
+          c.Prepare("insert into kvconnect_meta (k, v) values ('database_id', ?1)"));
       StmtScope put_scope(put);
       BindText(put, 1, database_id_);
       if (sqlite3_step(put) != SQLITE_DONE) return SqliteError(c.db(), "store database id");
