@@ -111,9 +111,14 @@ Result<StoredRow> ApplyV8Sum(const Mutation& m, const std::optional<StoredRow>& 
     }
     return InvalidArgument(std::string("Cannot sum KvU64 with ") + KindName(operand->kind));
   }
-  if (existing->encoding != ValueEncoding::kV8) return InvalidArgument("Invalid sum operand");
+  if (existing->encoding != ValueEncoding::kV8) {
+    return InvalidArgument("Cannot sum: the stored value is a Uint8Array, not a number or bigint");
+  }
   auto old = codec::ParseV8Numeric(existing->value);
-  if (!old.ok()) return InvalidArgument(old.status().message());
+  if (!old.ok()) {
+    return InvalidArgument("Cannot sum: the stored value is not a number or bigint (" +
+                           old.status().message() + ")");
+  }
   if (old->kind != operand->kind) {
     return InvalidArgument(std::string("Cannot sum ") + KindName(old->kind) + " with " +
                            KindName(operand->kind));

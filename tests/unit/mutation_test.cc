@@ -97,6 +97,19 @@ TEST(V8Sum, MismatchedKindsAreRejected) {
   EXPECT_EQ(r.status().message(), "Cannot sum KvU64 with Number");
 }
 
+TEST(V8Sum, NonNumericStoredValuesAreExplained) {
+  const std::string object = "\xff\x0f\x6f\x22\x01\x61\x49\x02\x7b\x01";  // {a:1}
+  auto r = ApplyNumericMutation(
+      Op(MutationType::kSum, codec::EncodeV8BigInt(codec::BigInt::FromU64(1)), ValueEncoding::kV8),
+      Row(object, ValueEncoding::kV8), 3);
+  EXPECT_EQ(r.status().message(),
+            "Cannot sum: the stored value is not a number or bigint (unsupported value type)");
+  r = ApplyNumericMutation(Op(MutationType::kSum, codec::EncodeV8Number(1), ValueEncoding::kV8),
+                           Row("raw", ValueEncoding::kBytes), 3);
+  EXPECT_EQ(r.status().message(),
+            "Cannot sum: the stored value is a Uint8Array, not a number or bigint");
+}
+
 TEST(V8Sum, BigIntOntoKvU64StaysKvU64) {
   auto r = ApplyNumericMutation(
       Op(MutationType::kSum, codec::EncodeV8BigInt(codec::BigInt::FromU64(2)), ValueEncoding::kV8),
