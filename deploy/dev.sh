@@ -3,7 +3,10 @@
 #   deploy/dev.sh run [serve flags...]  install what is missing, build, start the server
 #   deploy/dev.sh test                  install what is missing, build, run every test
 #   deploy/dev.sh deps | build          the individual steps
-# Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all).
+# Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
+#   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
+#   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
+#   everyday loop short).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,6 +44,17 @@ build() {
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 
+# Builds the unit and integration tests with a sanitizer and runs them; any report fails.
+sanitized() {
+  local san=$1 dir=$2
+  log "Unit and integration tests under -fsanitize=$san ($dir)"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE="$san" >/dev/null
+  cmake --build "$dir" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$dir" --output-on-failure -j "$JOBS" --timeout 900 -L "unit|integration"
+}
+
 e2e_deps() {
   log "Installing the pinned Deno CLI and @deno/kv for the end-to-end tests (npm ci)"
   (cd "$ROOT/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
@@ -64,6 +78,10 @@ case "$cmd" in
     log "Running tests"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
+    if [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; then
+      sanitized "address;undefined" "$BUILD_DIR-asan"
+      sanitized thread "$BUILD_DIR-tsan"
+    fi
     ;;
   *)
     echo "usage: deploy/dev.sh run [serve flags...] | test | deps | build" >&2
