@@ -90,13 +90,20 @@ void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done) {
     done(s);
     return;
   }
+  Status refused;
   {
     std::lock_guard<std::mutex> lock(read_mu_);
     if (read_stop_) {
-      done(Unavailable("The server is shutting down, try again later."));
-      return;
+      refused = Unavailable("The server is shutting down, try again later.");
+    } else if (read_queue_.size() >= options_.max_queued_reads) {
+      refused = Unavailable("The server is overloaded, try again later.");
+    } else {
+      read_queue_.push_back(ReadJob{std::move(ranges), std::move(done)});
     }
-    read_queue_.push_back(ReadJob{std::move(ranges), std::move(done)});
+  }
+  if (!refused.ok()) {
+    done(refused);  // outside the lock: the callback may call back into the engine
+    return;
   }
   read_cv_.notify_one();
 }
@@ -143,13 +150,20 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     done(s);
     return;
   }
+  Status refused;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     if (write_stop_) {
-      done(Unavailable("The server is shutting down, try again later."));
-      return;
+      refused = Unavailable("The server is shutting down, try again later.");
+    } else if (write_queue_.size() >= options_.max_queued_writes) {
+      refused = Unavailable("The server is overloaded, try again later.");
+    } else {
+      write_queue_.push_back(WriteJob{std::move(write), std::move(done)});
     }
-    write_queue_.push_back(WriteJob{std::move(write), std::move(done)});
+  }
+  if (!refused.ok()) {
+    done(refused);
+    return;
   }
   write_cv_.notify_one();
 }
@@ -162,7 +176,8 @@ void Engine::WriterLoop() {
       while (!write_stop_ && write_queue_.empty()) {
         const int64_t now = NowUnixMs();
         int64_t wake = now + options_.max_sweep_interval_ms;
-        if (next_expiry_ms_ >= 0) wake = std::min(wake, next_expiry_ms_);
+        // After a storage failure no sweep runs, so expiries must not wake us (busy loop).
+        if (next_expiry_ms_ >= 0 && !failed_) wake = std::min(wake, next_expiry_ms_);
         if (wake <= now) break;
         write_cv_.wait_for(lock, std::chrono::milliseconds(wake - now));
       }
@@ -242,7 +257,11 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
   }
   if (any_applied) {
     s = writer_->SetDataVersion(version_);
-    if (s.ok()) s = writer_->Commit();
+    if (s.ok()) {
+      s = writer_->Commit();  // rolls back itself on failure
+    } else {
+      writer_->Rollback();
+    }
   } else {
     writer_->Rollback();
   }

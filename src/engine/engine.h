@@ -12,7 +12,8 @@
 // - Expired keys are deleted by the writer at the earliest expiry time (rescheduled as writes
 //   set earlier expiries), and watchers of those keys are notified.
 //
-// Callbacks are invoked on engine threads; they must not block.
+// Callbacks are invoked on engine threads (or inline, for requests refused up front), never
+// while an engine lock is held; they must not block.
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
@@ -39,6 +40,10 @@ struct EngineOptions {
   int reader_threads = 2;
   size_t max_batch_writes = 512;          // writes per group commit at most
   int64_t max_sweep_interval_ms = 60000;  // expiry sweep at least this often
+  // Back-pressure: beyond these many queued requests new ones fail fast with Unavailable (503,
+  // which clients retry) instead of growing memory without bound.
+  size_t max_queued_reads = 10000;
+  size_t max_queued_writes = 10000;
   Limits limits;
 };
 

@@ -228,6 +228,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
                                 });
     source_->Start(std::make_shared<Sink>(weak_from_this()));
     ScheduleHeartbeat();
+    // Shutdown() may have run while this response was being prepared: end the stream now.
+    if (shutting_down_ || ctx_->stopping) EndStream();
   }
 
   void ScheduleHeartbeat() {

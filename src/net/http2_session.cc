@@ -21,6 +21,7 @@ struct H2Stream {
   service::HttpRequest req;
   size_t header_bytes = 0;
   bool too_large = false;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   bool headers_too_large = false;
   bool dispatched = false;
   bool responded = false;
@@ -38,7 +39,7 @@ struct H2Stream {
 class Http2Session : public Session, public std::enable_shared_from_this<Http2Session> {
  public:
   Http2Session(ServerContext* ctx, tcp::socket socket)
-      : ctx_(ctx), socket_(std::move(socket)), idle_timer_(socket_.get_executor()) {
+      : ctx_(ctx), socket_(std::move(socket)), housekeeping_(socket_.get_executor()) {
     boost::system::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -48,6 +49,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     // Streams left open (e.g. the I/O loop stopped after the shutdown grace period) must still
     // release their sources, which hold engine subscriptions.
     for (auto& [id, st] : streams_) {
+      if (!st->dispatched) ReleaseBody(st.get());
       if (st->source) st->source->Cancel();
     }
     if (session_) nghttp2_session_del(session_);
@@ -81,7 +83,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (!Feed(initial.data(), initial.size())) return;
     // A connection accepted while the server shuts down is told to go away at once.
     if (ctx_->stopping) Shutdown();
-    ArmIdleTimer();
+    ArmHousekeeping();
     DoWrite();
     DoRead();
   }
@@ -225,36 +227,61 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     closed_ = true;
     spdlog::debug("{}: HTTP/2 connection closed", peer_);
     for (auto& [id, st] : streams_) {
+      if (!st->dispatched) ReleaseBody(st.get());
       if (st->source) st->source->Cancel();
       st->source.reset();
       if (st->heartbeat) st->heartbeat->cancel();
     }
     streams_.clear();
-    idle_timer_.cancel();
+    housekeeping_.cancel();
     boost::system::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
   }
 
-  void ArmIdleTimer() {
-    idle_timer_.expires_after(ctx_->options.idle_timeout);
-    idle_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+  // Runs every second: resets streams whose request did not complete within request_timeout
+  // (they hold buffered bodies), and closes the connection after idle_timeout without
+  // activity or open streams.
+  void ArmHousekeeping() {
+    housekeeping_.expires_after(std::chrono::seconds(1));
+    housekeeping_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed_) return;
-      if (!self->activity_ && self->streams_.empty()) {
-        nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
-                              nghttp2_session_get_last_proc_stream_id(self->session_),
-                              NGHTTP2_NO_ERROR, nullptr, 0);
-        self->close_after_write_ = true;
-        self->DoWrite();
-        return;
-      }
-      self->activity_ = false;
-      self->ArmIdleTimer();
+      self->Housekeeping();
     });
+  }
+
+  void Housekeeping() {
+    const auto now = std::chrono::steady_clock::now();
+    if (activity_) {
+      last_activity_ = now;
+      activity_ = false;
+    }
+    std::vector<int32_t> stale;
+    for (auto& [id, st] : streams_) {
+      if (!st->dispatched && now - st->started > ctx_->options.request_timeout) stale.push_back(id);
+    }
+    for (int32_t id : stale) {
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    }
+    if (streams_.empty() && now - last_activity_ > ctx_->options.idle_timeout) {
+      nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                            nullptr, 0);
+      close_after_write_ = true;
+    }
+    DoWrite();
+    if (!closed_) ArmHousekeeping();
+  }
+
+  // Undispatched request bodies are accounted per connection and server-wide.
+  void ReleaseBody(H2Stream* st) {
+    pending_body_bytes_ -= st->req.body.size();
+    ctx_->pending_body_bytes -= st->req.body.size();
   }
 
   void Dispatch(H2Stream* st) {
     st->dispatched = true;
+    ReleaseBody(st);
     if (st->headers_too_large) {
       Respond(st, service::ErrorResponse(
                       Status(StatusCode::kInvalidArgument, "The request headers are too large.")));
@@ -271,8 +298,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     st->req.peer = peer_;
     auto self = shared_from_this();
     const int32_t id = st->id;
+    ++inflight_;
     ctx_->handler->Handle(std::move(st->req), [self, id, st](service::HttpResponse resp) {
       asio::post(self->socket_.get_executor(), [self, id, st, resp = std::move(resp)]() mutable {
+        --self->inflight_;
         H2Stream* live = self->closed_ ? nullptr : self->Find(id, st);
         if (!live) {
           if (resp.stream) resp.stream->Cancel();
@@ -333,10 +362,13 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     }
     int rv = nghttp2_submit_response(session_, st->id, nva.data(), nva.size(), &prd);
     if (rv != 0) {
+      spdlog::warn("{}: cannot respond on stream {}: {}", peer_, st->id, nghttp2_strerror(rv));
       if (st->source) {
         st->source->Cancel();
         st->source.reset();
       }
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+      DoWrite();
       return;
     }
     if (st->source) {
@@ -387,7 +419,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     auto* self = static_cast<Http2Session*>(user);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    if (self->shutting_down_) {
+    // Refused streams are retried by clients: used while shutting down and when too many
+    // requests of this connection are still being handled.
+    if (self->shutting_down_ || self->inflight_ >= self->ctx_->options.h2_max_inflight_requests) {
       nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                 NGHTTP2_REFUSED_STREAM);
       return 0;
@@ -433,14 +467,28 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
                          size_t len, void* user) {
     auto* self = static_cast<Http2Session*>(user);
     auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
-    if (!st || st->too_large) return 0;
+    if (!st || st->too_large || st->dispatched) return 0;
     if (st->req.body.size() + len > self->ctx_->options.max_body_bytes) {
+      self->ReleaseBody(st);
       st->too_large = true;
       st->req.body.clear();
       st->req.body.shrink_to_fit();
       return 0;
     }
+    const auto& o = self->ctx_->options;
+    if (self->pending_body_bytes_ + len > o.h2_max_pending_body_bytes ||
+        self->ctx_->pending_body_bytes + len > o.max_pending_body_bytes) {
+      // Too much unfinished upload buffered: refuse this stream (clients may retry).
+      self->ReleaseBody(st);
+      st->req.body.clear();
+      st->req.body.shrink_to_fit();
+      st->too_large = true;
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
+      return 0;
+    }
     st->req.body.append(reinterpret_cast<const char*>(data), len);
+    self->pending_body_bytes_ += len;
+    self->ctx_->pending_body_bytes += len;
     return 0;
   }
 
@@ -460,6 +508,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     auto it = self->streams_.find(stream_id);
     if (it == self->streams_.end()) return 0;
     H2Stream* st = it->second.get();
+    if (!st->dispatched) self->ReleaseBody(st);
     if (st->source) {
       st->source->Cancel();
       st->source.reset();
@@ -474,7 +523,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   ServerContext* ctx_;
   tcp::socket socket_;
-  asio::steady_timer idle_timer_;
+  asio::steady_timer housekeeping_;
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
+  uint32_t inflight_ = 0;          // dispatched requests not yet answered
+  size_t pending_body_bytes_ = 0;  // bodies of undispatched streams
   nghttp2_session* session_ = nullptr;
   std::string peer_;
   std::array<char, 32 * 1024> read_buf_{};

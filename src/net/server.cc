@@ -14,7 +14,10 @@ namespace kvc::net {
 class Detector : public std::enable_shared_from_this<Detector> {
  public:
   Detector(ServerContext* ctx, tcp::socket socket)
-      : ctx_(ctx), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+      : ctx_(ctx), socket_(std::move(socket)), timer_(socket_.get_executor()) {
+    ++ctx_->detecting;
+  }
+  ~Detector() { --ctx_->detecting; }
 
   void Start() {
     timer_.expires_after(ctx_->options.detect_timeout);
@@ -96,6 +99,7 @@ class ServerImpl {
     asio::post(acceptor_.get_executor(), [this] {
       boost::system::error_code ec;
       acceptor_.close(ec);
+      backoff_.cancel();
     });
     ctx_.registry.ShutdownAll();
     const auto deadline = std::chrono::steady_clock::now() + grace;
@@ -119,29 +123,46 @@ class ServerImpl {
   size_t connections() const { return ctx_.registry.size(); }
 
  private:
+  // Runs on the acceptor's strand, like Stop()'s close, so the acceptor is never used
+  // concurrently.
   void Accept() {
     acceptor_.async_accept(asio::make_strand(ioc_),
                            [this](boost::system::error_code ec, tcp::socket socket) {
-                             if (ec) {
-                               if (ec == asio::error::operation_aborted || ctx_.stopping) return;
-                               spdlog::warn("accept failed: {}", ec.message());
-                             } else if (ctx_.registry.size() >= ctx_.options.max_connections) {
-                               boost::system::error_code ignored;
-                               socket.close(ignored);  // over the connection limit
-                             } else {
-                               boost::system::error_code ignored;
-                               socket.set_option(tcp::no_delay(true), ignored);
-                               std::make_shared<Detector>(&ctx_, std::move(socket))->Start();
-                             }
-                             if (!ctx_.stopping) Accept();
+                             OnAccept(ec, std::move(socket));
                            });
+  }
+
+  void OnAccept(boost::system::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted || ctx_.stopping) return;
+      // Out of descriptors or memory: the pending connection stays in the backlog, so
+      // retrying at once would spin. Back off briefly and log sparingly.
+      if (++accept_errors_ % 100 == 1) {
+        spdlog::warn("accept failed ({} times so far): {}", accept_errors_, ec.message());
+      }
+      backoff_.expires_after(std::chrono::milliseconds(100));
+      backoff_.async_wait([this](boost::system::error_code wait_ec) {
+        if (!wait_ec && !ctx_.stopping) Accept();
+      });
+      return;
+    }
+    boost::system::error_code ignored;
+    if (ctx_.registry.size() + ctx_.detecting >= ctx_.options.max_connections) {
+      socket.close(ignored);  // over the connection limit
+    } else {
+      socket.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Detector>(&ctx_, std::move(socket))->Start();
+    }
+    if (!ctx_.stopping) Accept();
   }
 
   ServerContext ctx_;
   asio::io_context ioc_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{
       asio::make_work_guard(ioc_)};
-  tcp::acceptor acceptor_{ioc_};
+  tcp::acceptor acceptor_{asio::make_strand(ioc_)};
+  asio::steady_timer backoff_{acceptor_.get_executor()};
+  uint64_t accept_errors_ = 0;  // acceptor strand only
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
   bool stopped_ = false;

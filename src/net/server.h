@@ -30,6 +30,14 @@ struct ServerOptions {
   std::chrono::milliseconds request_timeout{30000};  // whole HTTP/1.1 request must arrive
   std::chrono::milliseconds detect_timeout{10000};   // first bytes of a connection
   uint32_t h2_max_concurrent_streams = 1000;
+  // Requests dispatched on one HTTP/2 connection and not yet answered; beyond this new streams
+  // are refused (REFUSED_STREAM, which clients retry). Reset streams count until answered.
+  uint32_t h2_max_inflight_requests = 1000;
+  // Request bodies received but not yet dispatched (no END_STREAM yet), per connection and
+  // server-wide; a stream that would exceed either is refused. Streams that do not finish
+  // their request within request_timeout are reset.
+  size_t h2_max_pending_body_bytes = 64 << 20;
+  size_t max_pending_body_bytes = 512 << 20;
   int32_t h2_initial_window = 1 << 20;  // per stream
   int32_t h2_connection_window = 16 << 20;
   size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped

@@ -60,6 +60,8 @@ struct ServerContext {
   service::Handler* handler = nullptr;
   SessionRegistry registry;
   std::atomic<bool> stopping{false};
+  std::atomic<size_t> detecting{0};           // connections still being sniffed
+  std::atomic<size_t> pending_body_bytes{0};  // undispatched HTTP/2 request bodies
 };
 
 // Starts a session for an accepted socket whose first bytes (already read) are `initial`.

@@ -13,11 +13,14 @@ void WatchStream::Start(std::shared_ptr<StreamSink> sink) {
   auto self = shared_from_this();
   // Subscribe before the first read so no change between the two is missed.
   auto sub = engine_->Subscribe(keys_, [self](int64_t version) { self->OnChange(version); });
-  std::lock_guard<std::mutex> lock(mu_);
-  sink_ = std::move(sink);
-  if (cancelled_) return;  // `sub` is destroyed outside the lock below
-  subscription_ = std::move(sub);
-  StartReadLocked();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sink_ = std::move(sink);
+    if (cancelled_) return;  // `sub` is destroyed after the lock is released
+    subscription_ = std::move(sub);
+    reading_ = true;
+  }
+  StartRead();
 }
 
 void WatchStream::Cancel() {
@@ -33,17 +36,19 @@ void WatchStream::Cancel() {
 }
 
 void WatchStream::OnChange(int64_t version) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cancelled_ || version <= seen_version_) return;
-  if (reading_) {
-    pending_ = true;
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_ || version <= seen_version_) return;
+    if (reading_) {
+      pending_ = true;
+      return;
+    }
+    reading_ = true;
   }
-  StartReadLocked();
+  StartRead();
 }
 
-void WatchStream::StartReadLocked() {
-  reading_ = true;
+void WatchStream::StartRead() {
   std::vector<ReadRange> ranges;
   ranges.reserve(keys_.size());
   for (const std::string& k : keys_) {
@@ -55,13 +60,17 @@ void WatchStream::StartReadLocked() {
 }
 
 void WatchStream::OnRead(Result<engine::ReadResult> result) {
+  if (HandleRead(std::move(result))) StartRead();
+}
+
+bool WatchStream::HandleRead(Result<engine::ReadResult> result) {
   std::lock_guard<std::mutex> lock(mu_);
   reading_ = false;
-  if (cancelled_) return;
+  if (cancelled_) return false;
   if (!result.ok()) {
     // A transient read failure ends the stream; the client reconnects and gets a snapshot.
     if (sink_) sink_->Close();
-    return;
+    return false;
   }
   seen_version_ = std::max(seen_version_, result->version);
   std::vector<std::optional<Entry>> entries(keys_.size());
@@ -85,8 +94,10 @@ void WatchStream::OnRead(Result<engine::ReadResult> result) {
   }
   if (pending_) {
     pending_ = false;
-    StartReadLocked();
+    reading_ = true;
+    return true;  // the caller reads again, without holding mu_
   }
+  return false;
 }
 
 }  // namespace kvc::service

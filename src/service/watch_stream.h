@@ -29,8 +29,11 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
 
  private:
   void OnChange(int64_t version);
-  void StartReadLocked();
+  // REQUIRES: reading_ was set under mu_; mu_ not held (the engine may call back inline).
+  void StartRead();
   void OnRead(Result<engine::ReadResult> result);
+  // Sends a frame if anything changed. Returns true if another read must start.
+  bool HandleRead(Result<engine::ReadResult> result);
 
   engine::Engine* const engine_;
   const std::vector<std::string> keys_;

@@ -3,11 +3,17 @@
 // and bad input of every kind answered with a 4xx text while the server keeps serving.
 #include "net/server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
 #include <rapidjson/document.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "codec/datapath_codec.h"
@@ -53,6 +59,7 @@ class ServerTest : public ::testing::Test {
     net::ServerOptions no;
     no.port = 0;
     no.max_body_bytes = 1 << 20;
+    TuneServer(no);
     server_ = std::make_unique<net::Server>(no, service_.get());
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->bound_port();
@@ -80,6 +87,8 @@ class ServerTest : public ::testing::Test {
             {"x-denokv-version", "3"},
             {"x-denokv-database-id", db}};
   }
+
+  virtual void TuneServer(net::ServerOptions&) {}
 
   fs::path dir_;
   std::unique_ptr<engine::Engine> engine_;
@@ -423,6 +432,111 @@ TEST_F(ServerTest, GracefulShutdownDrainsOpenWatchesAndConnections) {
   }
   EXPECT_TRUE(ended);
   EXPECT_EQ(engine_->watch_count(), 0u);
+}
+
+// Uploads that never finish must not pin memory: over a per-connection budget streams are
+// refused, and streams that do not complete within request_timeout are reset.
+class StalledUploadTest : public ServerTest {
+ protected:
+  void TuneServer(net::ServerOptions& o) override {
+    o.h2_max_pending_body_bytes = 100 * 1024;
+    o.request_timeout = std::chrono::milliseconds(1500);
+  }
+};
+
+struct StallingClient {
+  int fd = -1;
+  nghttp2_session* session = nullptr;
+  std::map<int32_t, uint32_t> closed;  // stream id -> RST error code
+  std::string chunk = std::string(40 * 1024, 'x');
+  std::map<int32_t, size_t> sent;  // body bytes handed to nghttp2 per stream
+
+  static ssize_t Read(nghttp2_session*, int32_t id, uint8_t* buf, size_t len, uint32_t*,
+                      nghttp2_data_source*, void* user) {
+    auto* self = static_cast<StallingClient*>(user);
+    size_t& done = self->sent[id];
+    if (done == self->chunk.size()) return NGHTTP2_ERR_DEFERRED;  // never END_STREAM
+    const size_t n = std::min(len, self->chunk.size() - done);
+    std::memcpy(buf, self->chunk.data() + done, n);
+    done += n;
+    return static_cast<ssize_t>(n);
+  }
+  static int OnClose(nghttp2_session*, int32_t id, uint32_t code, void* user) {
+    static_cast<StallingClient*>(user)->closed[id] = code;
+    return 0;
+  }
+  bool Pump(std::chrono::milliseconds budget) {
+    const auto end = std::chrono::steady_clock::now() + budget;
+    while (std::chrono::steady_clock::now() < end) {
+      const uint8_t* out;
+      ssize_t n;
+      while ((n = nghttp2_session_mem_send(session, &out)) > 0) {
+        if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) return false;
+      }
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) {
+        uint8_t buf[65536];
+        ssize_t r = ::recv(fd, buf, sizeof(buf), 0);
+        if (r <= 0) return false;
+        if (nghttp2_session_mem_recv(session, buf, static_cast<size_t>(r)) < 0) return false;
+      }
+    }
+    return true;
+  }
+};
+
+TEST_F(StalledUploadTest, BudgetRefusesAndDeadlineResets) {
+  StallingClient c;
+  c.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port_);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(c.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  nghttp2_session_callbacks* cbs;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &StallingClient::OnClose);
+  nghttp2_session_client_new(&c.session, cbs, &c);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_submit_settings(c.session, NGHTTP2_FLAG_NONE, nullptr, 0);
+  const std::string authority = "127.0.0.1:" + std::to_string(port_);
+  auto nv = [](const char* k, const std::string& v) {
+    return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(k)),
+                      reinterpret_cast<uint8_t*>(const_cast<char*>(v.data())), std::strlen(k),
+                      v.size(), NGHTTP2_NV_FLAG_NONE};
+  };
+  const std::string post = "POST", scheme = "http", path = "/v2/atomic_write";
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    nghttp2_nv hdrs[] = {nv(":method", post), nv(":scheme", scheme), nv(":authority", authority),
+                         nv(":path", path)};
+    nghttp2_data_provider prd{};
+    prd.read_callback = &StallingClient::Read;
+    ids.push_back(nghttp2_submit_request(c.session, nullptr, hdrs, 4, &prd, nullptr));
+  }
+  // 5 x 40 KiB against a 100 KiB budget: the later streams are refused at once.
+  ASSERT_TRUE(c.Pump(std::chrono::milliseconds(700)));
+  int refused = 0;
+  for (auto& [id, code] : c.closed) refused += code == NGHTTP2_REFUSED_STREAM;
+  EXPECT_GE(refused, 2);
+  // The server keeps serving others meanwhile.
+  auto other = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(other.ok());
+  auto [token, db] = Exchange(**other);
+  auto r =
+      (*other)->Post("/v2/snapshot_read", DataHeaders(token, db), Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  // The streams that fit the budget are reset once request_timeout passes.
+  for (int i = 0; i < 80 && c.closed.size() < ids.size(); ++i) {
+    ASSERT_TRUE(c.Pump(std::chrono::milliseconds(100)));
+  }
+  EXPECT_EQ(c.closed.size(), ids.size());
+  int cancelled = 0;
+  for (auto& [id, code] : c.closed) cancelled += code == NGHTTP2_CANCEL;
+  EXPECT_GE(cancelled, 1);
+  nghttp2_session_del(c.session);
+  ::close(c.fd);
 }
 
 }  // namespace
