@@ -50,6 +50,28 @@ void AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--h2-max-streams", c->net.h2_max_concurrent_streams,
                 "HTTP/2 concurrent streams per connection")
       ->capture_default_str();
+  s->add_option("--h2-max-inflight", c->net.h2_max_inflight_requests,
+                "HTTP/2 requests being handled per connection before new streams are refused")
+      ->capture_default_str();
+  s->add_option("--h2-max-pending-body-bytes", c->net.h2_max_pending_body_bytes,
+                "Unfinished HTTP/2 request bodies buffered per connection")
+      ->capture_default_str();
+  s->add_option("--max-pending-body-bytes", c->net.max_pending_body_bytes,
+                "Unfinished HTTP/2 request bodies buffered server-wide")
+      ->capture_default_str();
+  s->add_option("--max-queued-reads", c->engine.max_queued_reads,
+                "Reads waiting for a reader before new ones get 503")
+      ->capture_default_str();
+  s->add_option("--max-queued-writes", c->engine.max_queued_writes,
+                "Writes waiting for the writer before new ones get 503")
+      ->capture_default_str();
+  s->add_option_function<int64_t>(
+      "--request-timeout-ms",
+      [c](int64_t v) { c->net.request_timeout = std::chrono::milliseconds(v); },
+      "A request must arrive completely within this time (default 30000)");
+  s->add_option_function<int64_t>(
+      "--idle-timeout-ms", [c](int64_t v) { c->net.idle_timeout = std::chrono::milliseconds(v); },
+      "Idle connections close after this time (default 120000)");
   s->add_option("--shutdown-grace-ms", c->shutdown_grace_ms,
                 "How long in-flight requests may take on shutdown")
       ->capture_default_str();
