@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 #include <cctype>
 #include <vector>
@@ -17,6 +18,62 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
   }
   return diff == 0;
+}
+
+Result<Scope> ParseScope(std::string_view name) {
+  if (name == "read") return Scope::kRead;
+  if (name == "write") return Scope::kWrite;
+  if (name == "admin") return Scope::kAdmin;
+  return InvalidArgument("unknown scope '" + std::string(name) +
+                         "'; expected read, write or admin");
+}
+
+const char* ScopeName(Scope scope) {
+  switch (scope) {
+    case Scope::kRead:
+      return "read";
+    case Scope::kWrite:
+      return "write";
+    case Scope::kAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+namespace {
+constexpr std::string_view kAccessPrefix = "kvt_";
+constexpr size_t kIdHex = 16;
+constexpr size_t kSecretHex = 64;
+
+bool IsLowerHex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::string HashAccessToken(std::string_view token) {
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), out);
+  return HexEncode(std::string(reinterpret_cast<const char*>(out), sizeof out));
+}
+
+NewAccessToken GenerateAccessToken() {
+  NewAccessToken t;
+  t.id = HexEncode(RandomBytes(kIdHex / 2));
+  t.token = std::string(kAccessPrefix) + t.id + "_" + HexEncode(RandomBytes(kSecretHex / 2));
+  t.hash = HashAccessToken(t.token);
+  return t;
+}
+
+std::string AccessTokenId(std::string_view token) {
+  if (token.size() != kAccessPrefix.size() + kIdHex + 1 + kSecretHex) return {};
+  if (token.substr(0, kAccessPrefix.size()) != kAccessPrefix) return {};
+  std::string_view id = token.substr(kAccessPrefix.size(), kIdHex);
+  if (token[kAccessPrefix.size() + kIdHex] != '_') return {};
+  if (!IsLowerHex(id) || !IsLowerHex(token.substr(kAccessPrefix.size() + kIdHex + 1))) return {};
+  return std::string(id);
 }
 
 Result<std::string> ParseBearer(std::string_view header) {

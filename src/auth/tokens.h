@@ -17,6 +17,23 @@ namespace kvc::auth {
 
 enum class Scope { kRead = 1, kWrite = 2, kAdmin = 3 };  // do not renumber: inside tokens
 
+// "read" | "write" | "admin". Errors: InvalidArgument naming the accepted values.
+Result<Scope> ParseScope(std::string_view name);
+const char* ScopeName(Scope scope);
+
+// A new access token `kvt_<id>_<secret>` (id: 16 hex digits, secret: 64 hex digits). Only
+// `hash` is stored; `token` is shown once.
+struct NewAccessToken {
+  std::string token;
+  std::string id;
+  std::string hash;
+};
+NewAccessToken GenerateAccessToken();
+// Hex SHA-256 of a whole access token (the secret has 256 random bits, so no slow KDF).
+std::string HashAccessToken(std::string_view token);
+// The id part of a `kvt_` access token, or an empty string if `token` is not shaped like one.
+std::string AccessTokenId(std::string_view token);
+
 struct TokenClaims {
   std::string database_id;
   Scope scope = Scope::kWrite;

@@ -13,14 +13,27 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/data_dir.h"
+#include "codec/config_json.h"
 #include "common/random.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
 
-void AddServeCommand(CLI::App& app, ServeConfig* c) {
+CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   CLI::App* s = app.add_subcommand("serve", "Run the KV Connect server");
-  s->add_option("--addr", c->addr, "Listen address HOST:PORT")->capture_default_str();
+  s->add_option("--config", c->config_file,
+                "JSON configuration file (keys: these flags with '_' for '-'; flags win)");
+  s->add_option("--addr", c->addr,
+                "Listen address HOST:PORT (TLS when --tls-cert is given without --tls-addr)")
+      ->capture_default_str();
+  s->add_option("--tls-addr", c->tls_addr, "A second listener HOST:PORT speaking TLS");
+  s->add_option("--tls-cert", c->tls_cert, "PEM certificate chain (leaf first); reread on SIGHUP");
+  s->add_option("--tls-key", c->tls_key, "PEM private key; reread on SIGHUP");
+  s->add_option_function<int64_t>(
+      "--tls-handshake-timeout-ms",
+      [c](int64_t v) { c->net.tls_handshake_timeout = std::chrono::milliseconds(v); },
+      "A TLS handshake must finish within this time (default 10000)");
   s->add_option("--data-dir", c->data_dir, "Data directory (databases, token, server secret)")
       ->capture_default_str();
   s->add_option("--sqlite-path", c->sqlite_path,
@@ -65,6 +78,16 @@ void AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--max-queued-writes", c->engine.max_queued_writes,
                 "Writes waiting for the writer before new ones get 503")
       ->capture_default_str();
+  s->add_option("--h2-initial-window", c->net.h2_initial_window,
+                "HTTP/2 flow-control window per stream")
+      ->capture_default_str();
+  s->add_option("--h2-connection-window", c->net.h2_connection_window,
+                "HTTP/2 flow-control window per connection")
+      ->capture_default_str();
+  s->add_option_function<int64_t>(
+      "--header-timeout-ms",
+      [c](int64_t v) { c->net.header_timeout = std::chrono::milliseconds(v); },
+      "An HTTP/1.1 header block must arrive within this time (default 10000)");
   s->add_option_function<int64_t>(
       "--request-timeout-ms",
       [c](int64_t v) { c->net.request_timeout = std::chrono::milliseconds(v); },
@@ -81,35 +104,57 @@ void AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--token-grace-ms", c->service.token_grace_ms,
                 "Data-path tokens stay valid this long after expiresAt")
       ->capture_default_str();
+  s->add_option("--catalog-poll-ms", c->directory.poll_ms,
+                "How often the catalog is checked for revocations and database changes")
+      ->capture_default_str();
+  s->add_option("--rate-limit-rps", c->service.rate_limit_rps,
+                "Requests per second per access token unless the token sets its own (0: off)")
+      ->capture_default_str();
+  s->add_option("--rate-limit-burst", c->service.rate_limit_burst,
+                "Requests an access token may make at once (token bucket size)")
+      ->capture_default_str();
+  s->add_option("--bootstrap-rate-limit-rps", c->service.bootstrap_rate_limit_rps,
+                "Requests per second for the bootstrap token (0: unlimited)")
+      ->capture_default_str();
+  return s;
+}
+
+Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config) {
+  if (config.config_file.empty()) return Status::Ok();
+  std::ifstream in(config.config_file);
+  if (!in) return InvalidArgument("cannot read config file " + config.config_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto entries = codec::ParseConfigFile(ss.str());
+  if (!entries.ok()) {
+    return InvalidArgument("config file " + config.config_file + ": " +
+                           entries.status().message());
+  }
+  for (const auto& [key, value] : *entries) {
+    std::string flag = "--" + key;
+    for (char& ch : flag) {
+      if (ch == '_') ch = '-';
+    }
+    CLI::Option* opt = nullptr;
+    try {
+      opt = serve->get_option(flag);
+    } catch (const CLI::OptionNotFound&) {
+      return InvalidArgument("config file " + config.config_file + ": key '" + key +
+                             "' has no matching flag " + flag);
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    try {
+      opt->add_result(value);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return InvalidArgument("config file " + config.config_file + ": invalid value for '" +
+                             key + "': " + e.what());
+    }
+  }
+  return Status::Ok();
 }
 
 namespace {
-
-// Reads a secret file, or creates it with `make()` and mode 0600.
-Result<std::string> LoadOrCreateSecret(const fs::path& path,
-                                       const std::function<std::string()>& make, bool* created) {
-  *created = false;
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string v = ss.str();
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
-    if (v.empty()) return Internal("secret file " + path.string() + " is empty");
-    return v;
-  }
-  std::string v = make();
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return Internal("cannot create " + path.string() + ": " + std::strerror(errno));
-  std::string line = v + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ok = ::fsync(fd) == 0 && ok;
-  ::close(fd);
-  if (!ok) return Internal("cannot write " + path.string());
-  *created = true;
-  return v;
-}
 
 bool ParseAddr(const std::string& addr, std::string* host, uint16_t* port) {
   auto colon = addr.rfind(':');
@@ -139,16 +184,44 @@ int RunServe(ServeConfig c) {
     std::cerr << "error: --addr must be HOST:PORT, got '" << c.addr << "'\n";
     return 2;
   }
-  std::error_code ec;
-  fs::create_directories(c.data_dir, ec);
-  if (ec) {
-    std::cerr << "error: cannot create data directory " << c.data_dir << ": " << ec.message()
-              << "\n";
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    std::cerr << "error: --tls-cert and --tls-key go together\n";
+    return 2;
+  }
+  if (!c.tls_addr.empty()) {
+    if (c.tls_cert.empty()) {
+      std::cerr << "error: --tls-addr needs --tls-cert and --tls-key\n";
+      return 2;
+    }
+    if (!ParseAddr(c.tls_addr, &c.net.tls_host, &c.net.tls_port)) {
+      std::cerr << "error: --tls-addr must be HOST:PORT, got '" << c.tls_addr << "'\n";
+      return 2;
+    }
+  } else {
+    c.net.tls = !c.tls_cert.empty();
+  }
+  c.net.tls_cert_file = c.tls_cert;
+  c.net.tls_key_file = c.tls_key;
+
+  storage::SqliteOptions so;
+  so.sync = c.sync == "full"     ? storage::SyncMode::kFull
+            : c.sync == "normal" ? storage::SyncMode::kNormal
+                                 : storage::SyncMode::kOff;
+  auto dd = OpenDataDir(c.data_dir, so);
+  if (!dd.ok()) {
+    std::cerr << "error: " << dd.status().message() << "\n";
     return 1;
   }
-  fs::permissions(c.data_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (!c.sqlite_path.empty()) {
+    Status s = PointDefaultAt(*dd, c.sqlite_path, so);
+    if (!s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      return 1;
+    }
+  }
 
-  // Access token: flag, then environment, then the data directory (generated on first start).
+  // Bootstrap access token: flag, then environment, then the data directory (generated on
+  // first start).
   bool token_from_file = false, token_created = false;
   if (c.access_token.empty()) {
     if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
@@ -156,7 +229,7 @@ int RunServe(ServeConfig c) {
   if (c.access_token.empty()) {
     if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e && *e) c.access_token = e;
   }
-  const fs::path token_path = fs::path(c.data_dir) / "access-token";
+  const fs::path token_path = dd->root / "access-token";
   if (c.access_token.empty()) {
     auto t = LoadOrCreateSecret(
         token_path, [] { return "kvc_" + HexEncode(RandomBytes(24)); }, &token_created);
@@ -173,38 +246,38 @@ int RunServe(ServeConfig c) {
   }
   bool secret_created = false;
   auto secret = LoadOrCreateSecret(
-      fs::path(c.data_dir) / "server-secret", [] { return HexEncode(RandomBytes(32)); },
-      &secret_created);
+      dd->root / "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created);
   if (!secret.ok()) {
     std::cerr << "error: " << secret.status().message() << "\n";
     return 1;
   }
 
-  const std::string db_path =
-      c.sqlite_path.empty() ? (fs::path(c.data_dir) / "default.sqlite3").string() : c.sqlite_path;
-  storage::SqliteOptions so;
-  so.sync = c.sync == "full"     ? storage::SyncMode::kFull
-            : c.sync == "normal" ? storage::SyncMode::kNormal
-                                 : storage::SyncMode::kOff;
-  auto backend = storage::SqliteBackend::Open(db_path, so);
-  if (!backend.ok()) {
-    std::cerr << "error: cannot open database " << db_path << ": " << backend.status().message()
-              << "\n";
-    return 1;
-  }
-  auto engine = engine::Engine::Open(std::move(*backend), c.engine);
-  if (!engine.ok()) {
-    std::cerr << "error: cannot start the engine: " << engine.status().message() << "\n";
+  c.directory.engine = c.engine;
+  storage::SqliteOptions open_existing = so;
+  open_existing.create_if_missing = false;
+  DataDir* data = &*dd;
+  service::Directory directory(
+      data->catalog.get(),
+      [data, open_existing](const storage::DatabaseRecord& rec)
+          -> Result<std::unique_ptr<storage::Backend>> {
+        KVC_ASSIGN_OR_RETURN(auto b,
+                             storage::SqliteBackend::Open(data->Resolve(rec.path), open_existing));
+        return std::unique_ptr<storage::Backend>(std::move(b));
+      },
+      c.directory);
+  if (Status s = directory.Start(); !s.ok()) {
+    std::cerr << "error: cannot open the databases: " << s.message() << "\n";
     return 1;
   }
   c.service.access_token = c.access_token;
-  service::KvService service(c.service, *secret, engine->get());
+  service::KvService service(c.service, *secret, &directory);
 
-  // Block the termination signals before starting threads so only sigwait sees them.
+  // Block the signals before starting threads so only sigwait sees them.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -212,17 +285,25 @@ int RunServe(ServeConfig c) {
   Status s = server.Start();
   if (!s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
+    directory.Stop();
     return 1;
   }
-  const std::string url =
-      "http://" +
-      (c.net.host.find(':') != std::string::npos ? "[" + c.net.host + "]" : c.net.host) + ":" +
-      std::to_string(server.bound_port());
-  spdlog::info("kvconnect listening on {} (database {} at {})", url, (*engine)->database_id(),
-               db_path);
-  std::cout << "\nkvconnect is serving " << db_path << " at " << url << "\n";
+  auto url_of = [](bool tls, const std::string& host, uint16_t port) {
+    return std::string(tls ? "https://" : "http://") +
+           (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+           std::to_string(port);
+  };
+  const std::string url = url_of(c.net.tls, c.net.host, server.bound_port());
+  const std::string tls_url =
+      c.net.tls_host.empty() ? "" : url_of(true, c.net.tls_host, server.bound_tls_port());
+  auto snap = directory.snapshot();
+  spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
+               tls_url.empty() ? "" : " and " + tls_url, snap->by_id.size(), dd->root.string());
+  std::cout << "\nkvconnect is serving " << snap->by_id.size() << " database(s) from "
+            << dd->root.string() << " at " << url << (tls_url.empty() ? "" : " and " + tls_url)
+            << "\n";
   if (token_from_file) {
-    std::cout << "Access token (kept in " << token_path.string() << ", mode 0600"
+    std::cout << "Bootstrap access token (kept in " << token_path.string() << ", mode 0600"
               << (token_created ? ", generated now" : "") << "):\n\n  " << c.access_token
               << "\n\nUse it from Deno:\n\n  DENO_KV_ACCESS_TOKEN=" << c.access_token
               << " deno run --unstable-kv -A app.ts\n\n  // app.ts\n  const kv = await "
@@ -236,13 +317,32 @@ int RunServe(ServeConfig c) {
                  "Deno.openKv(\""
               << url << "\")\n\n";
   }
+  std::cout << "More databases and scoped tokens: kvconnect db create NAME; kvconnect token "
+               "create --db NAME --scope write; then Deno.openKv(\""
+            << url << "/databases/NAME/connect\").\n\n";
   std::cout.flush();
 
-  int sig = 0;
-  sigwait(&set, &sig);
-  spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  while (true) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGHUP) {
+      if (c.net.tls || !c.net.tls_host.empty()) {
+        Status r = server.ReloadTls();
+        if (r.ok()) {
+          spdlog::info("SIGHUP: reloaded the TLS certificate and key");
+        } else {
+          spdlog::error("SIGHUP: keeping the old TLS certificate: {}", r.message());
+        }
+      } else {
+        spdlog::info("SIGHUP: nothing to reload (no TLS)");
+      }
+      continue;
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    break;
+  }
   (void)server.Stop(std::chrono::milliseconds(c.shutdown_grace_ms));
-  (*engine)->Shutdown();
+  directory.Stop();
   spdlog::info("shutdown complete");
   return 0;
 }

@@ -6,13 +6,18 @@
 
 #include "engine/engine.h"
 #include "net/server.h"
+#include "service/directory.h"
 #include "service/kv_service.h"
 #include "storage/sqlite/sqlite_backend.h"
 
 namespace kvc::cli {
 
 struct ServeConfig {
+  std::string config_file;  // JSON, see schemas/config.schema.json
   std::string addr = "127.0.0.1:4512";
+  std::string tls_addr;  // a second, TLS listener
+  std::string tls_cert;
+  std::string tls_key;
   std::string data_dir = "./kvconnect-data";
   std::string sqlite_path;  // empty: <data_dir>/default.sqlite3
   std::string access_token;
@@ -22,9 +27,13 @@ struct ServeConfig {
   net::ServerOptions net;
   engine::EngineOptions engine;
   service::ServiceOptions service;
+  service::DirectoryOptions directory;
 };
 
-void AddServeCommand(CLI::App& app, ServeConfig* config);
+CLI::App* AddServeCommand(CLI::App& app, ServeConfig* config);
+// Applies `config->config_file` (if set) to the options of the `serve` command that were not
+// given on the command line. Returns an error naming the file and the offending key.
+Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config);
 // Runs the server until SIGINT/SIGTERM. Returns the process exit code.
 int RunServe(ServeConfig config);
 

@@ -26,6 +26,8 @@ const char* StatusCodeName(StatusCode code) {
       return "METHOD_NOT_ALLOWED";
     case StatusCode::kUnsupportedMedia:
       return "UNSUPPORTED_MEDIA_TYPE";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
   }
   return "UNKNOWN";
 }

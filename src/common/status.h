@@ -28,6 +28,7 @@ enum class StatusCode {
   kInternal = 8,           // bug or storage failure (500)
   kMethodNotAllowed = 9,   // wrong HTTP method (405)
   kUnsupportedMedia = 10,  // wrong content type (415)
+  kAlreadyExists = 11,     // a resource with that name exists (409)
 };
 
 class [[nodiscard]] Status {
@@ -65,6 +66,12 @@ inline Status Unavailable(std::string msg) {
   return Status(StatusCode::kUnavailable, std::move(msg));
 }
 inline Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
+inline Status AlreadyExists(std::string msg) {
+  return Status(StatusCode::kAlreadyExists, std::move(msg));
+}
+inline Status ResourceExhausted(std::string msg) {
+  return Status(StatusCode::kResourceExhausted, std::move(msg));
+}
 
 const char* StatusCodeName(StatusCode code);
 

@@ -13,20 +13,21 @@
 #include "service/http_status.h"
 
 namespace kvc::net {
-namespace beast = boost::beast;
 namespace http = beast::http;
 
 namespace {
 
-class Http1Session : public Session, public std::enable_shared_from_this<Http1Session> {
+// Stream: beast::tcp_stream (plain) or TlsStream.
+template <class Stream>
+class Http1Session : public Session, public std::enable_shared_from_this<Http1Session<Stream>> {
  public:
-  Http1Session(ServerContext* ctx, tcp::socket socket, std::string initial)
-      : ctx_(ctx), stream_(std::move(socket)), heartbeat_(stream_.get_executor()) {
+  Http1Session(ServerContext* ctx, Stream stream, std::string initial)
+      : ctx_(ctx), stream_(std::move(stream)), heartbeat_(stream_.get_executor()) {
     auto b = buffer_.prepare(initial.size());
     std::memcpy(b.data(), initial.data(), initial.size());
     buffer_.commit(initial.size());
     boost::system::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
+    auto ep = LowestSocket(stream_).remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
@@ -36,14 +37,14 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   }
 
   void Start() {
-    ctx_->registry.Add(this, weak_from_this());
+    ctx_->registry.Add(this, this->weak_from_this());
     // A connection accepted while the server shuts down gets its request answered and closes.
     shutting_down_ = ctx_->stopping;
     DoRead();
   }
 
   void Shutdown() override {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
       self->shutting_down_ = true;
       if (self->state_ == State::kReading) {
         self->Close();
@@ -83,17 +84,68 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     parser_.emplace();
     parser_->body_limit(ctx_->options.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(ctx_->options.max_header_bytes));
-    stream_.expires_after(requests_ == 0 ? ctx_->options.request_timeout
-                                         : ctx_->options.idle_timeout);
+    if (buffer_.size() > 0) {  // the next request has begun to arrive already
+      ReadHeader();
+      return;
+    }
+    // Wait for the first byte (an idle keep-alive connection may wait long), then give the
+    // header block header_timeout and the whole request request_timeout, so a client that
+    // trickles bytes (slowloris) is cut off.
+    beast::get_lowest_layer(stream_).expires_after(
+        requests_ == 0 ? ctx_->options.header_timeout : ctx_->options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = this->shared_from_this()](
+                                                           beast::error_code ec, size_t n) {
+      self->buffer_.commit(n);
+      if (ec) {  // closed, timed out or broken before a request began: nothing to answer
+        self->Close();
+        return;
+      }
+      self->ReadHeader();
+    });
+  }
+
+  void ReadHeader() {
+    if (state_ == State::kClosed) return;
+    beast::get_lowest_layer(stream_).expires_after(ctx_->options.header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec || state_ == State::kClosed) {
+      OnRead(ec);
+      return;
+    }
+    beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
+    const auto& h = parser_->get();
+    if (!parser_->is_done() && beast::iequals(h[http::field::expect], "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                        [self = this->shared_from_this()](beast::error_code wec, size_t) {
+                          if (wec) {
+                            self->Close();
+                            return;
+                          }
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (state_ == State::kClosed) return;
     http::async_read(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
     if (state_ == State::kClosed) return;
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+        ec == asio::ssl::error::stream_truncated) {
       Close();
       return;
     }
@@ -129,8 +181,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     }
     r.body = std::move(req.body());
     state_ = State::kHandling;
-    stream_.expires_never();
-    auto self = shared_from_this();
+    beast::get_lowest_layer(stream_).expires_never();
+    auto self = this->shared_from_this();
     ctx_->handler->Handle(std::move(r), [self](service::HttpResponse resp) {
       asio::post(self->stream_.get_executor(),
                  [self, resp = std::move(resp)]() mutable { self->OnResponse(std::move(resp)); });
@@ -155,9 +207,9 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     const bool close = !keep_alive_ || shutting_down_ || ctx_->stopping;
     res->keep_alive(!close);
     res->prepare_payload();
-    stream_.expires_after(ctx_->options.request_timeout);
+    beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, close](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), res, close](beast::error_code ec, size_t) {
                         if (ec || close) {
                           self->Close();
                           return;
@@ -175,8 +227,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     res->body() = std::move(text);
     res->keep_alive(false);
     res->prepare_payload();
-    stream_.expires_after(ctx_->options.request_timeout);
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code, size_t) {
+    beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
+    http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code, size_t) {
       self->Close();
     });
   }
@@ -213,7 +265,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     serializer_.emplace(*header_res_);
     writing_ = true;
     http::async_write_header(stream_, *serializer_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
                                self->writing_ = false;
                                if (ec) {
                                  self->Close();
@@ -222,11 +274,11 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
                                self->WriteChunks();
                              });
     // Watch for the client going away while we stream.
-    stream_.socket().async_wait(tcp::socket::wait_read,
-                                [self = shared_from_this()](beast::error_code) {
+    LowestSocket(stream_).async_wait(tcp::socket::wait_read,
+                                [self = this->shared_from_this()](beast::error_code) {
                                   if (self->state_ == State::kStreaming) self->Close();
                                 });
-    source_->Start(std::make_shared<Sink>(weak_from_this()));
+    source_->Start(std::make_shared<Sink>(this->weak_from_this()));
     ScheduleHeartbeat();
     // Shutdown() may have run while this response was being prepared: end the stream now.
     if (shutting_down_ || ctx_->stopping) EndStream();
@@ -235,7 +287,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   void ScheduleHeartbeat() {
     if (heartbeat_bytes_.empty() || heartbeat_interval_.count() <= 0) return;
     heartbeat_.expires_after(heartbeat_interval_);
-    heartbeat_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    heartbeat_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec || self->state_ != State::kStreaming) return;
       self->QueueChunk(self->heartbeat_bytes_);
       self->ScheduleHeartbeat();
@@ -248,7 +300,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       if (ending_) {
         writing_ = true;
         asio::async_write(stream_, http::make_chunk_last(),
-                          [self = shared_from_this()](beast::error_code, size_t) {
+                          [self = this->shared_from_this()](beast::error_code, size_t) {
                             self->writing_ = false;
                             self->Close();
                           });
@@ -259,7 +311,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     current_ = std::move(chunks_.front());
     chunks_.pop_front();
     asio::async_write(stream_, http::make_chunk(asio::buffer(current_)),
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
                         self->writing_ = false;
                         self->pending_bytes_ -= self->current_.size();
                         if (ec) {
@@ -289,12 +341,12 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     }
     heartbeat_.cancel();
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.close();
+    LowestSocket(stream_).shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).close();
   }
 
   ServerContext* ctx_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   asio::steady_timer heartbeat_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -321,7 +373,13 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
 }  // namespace
 
 void StartHttp1Session(ServerContext* ctx, tcp::socket socket, std::string initial) {
-  std::make_shared<Http1Session>(ctx, std::move(socket), std::move(initial))->Start();
+  std::make_shared<Http1Session<beast::tcp_stream>>(ctx, beast::tcp_stream(std::move(socket)),
+                                                    std::move(initial))
+      ->Start();
+}
+
+void StartHttp1Session(ServerContext* ctx, TlsStream stream, std::string initial) {
+  std::make_shared<Http1Session<TlsStream>>(ctx, std::move(stream), std::move(initial))->Start();
 }
 
 }  // namespace kvc::net

@@ -14,7 +14,6 @@
 namespace kvc::net {
 namespace {
 
-class Http2Session;
 
 struct H2Stream {
   int32_t id = 0;
@@ -36,12 +35,14 @@ struct H2Stream {
   std::chrono::milliseconds heartbeat_interval{0};
 };
 
-class Http2Session : public Session, public std::enable_shared_from_this<Http2Session> {
+// Stream: tcp::socket (h2c) or TlsStream (h2 negotiated with ALPN).
+template <class Stream>
+class Http2Session : public Session, public std::enable_shared_from_this<Http2Session<Stream>> {
  public:
-  Http2Session(ServerContext* ctx, tcp::socket socket)
-      : ctx_(ctx), socket_(std::move(socket)), housekeeping_(socket_.get_executor()) {
+  Http2Session(ServerContext* ctx, Stream stream)
+      : ctx_(ctx), socket_(std::move(stream)), housekeeping_(socket_.get_executor()) {
     boost::system::error_code ec;
-    auto ep = socket_.remote_endpoint(ec);
+    auto ep = LowestSocket(socket_).remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
@@ -57,7 +58,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   void Start(std::string initial) {
-    ctx_->registry.Add(this, weak_from_this());
+    ctx_->registry.Add(this, this->weak_from_this());
     nghttp2_session_callbacks* cbs;
     nghttp2_session_callbacks_new(&cbs);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &OnBeginHeaders);
@@ -89,7 +90,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   void Shutdown() override {
-    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
       if (self->closed_) return;
       self->shutting_down_ = true;
       spdlog::debug("{}: HTTP/2 shutdown with {} open streams", self->peer_, self->streams_.size());
@@ -172,7 +173,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void DoRead() {
     if (closed_) return;
     socket_.async_read_some(asio::buffer(read_buf_),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                            [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
                               self->OnRead(ec, n);
                             });
   }
@@ -212,7 +213,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     }
     writing_ = true;
     asio::async_write(socket_, asio::buffer(write_buf_),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                      [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (ec) {
                           self->Close();
@@ -235,8 +236,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     streams_.clear();
     housekeeping_.cancel();
     boost::system::error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
-    socket_.close(ec);
+    LowestSocket(socket_).shutdown(tcp::socket::shutdown_both, ec);
+    LowestSocket(socket_).close(ec);
   }
 
   // Runs every second: resets streams whose request did not complete within request_timeout
@@ -244,7 +245,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   // activity or open streams.
   void ArmHousekeeping() {
     housekeeping_.expires_after(std::chrono::seconds(1));
-    housekeeping_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    housekeeping_.async_wait([self = this->shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed_) return;
       self->Housekeeping();
     });
@@ -296,7 +297,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     }
     st->req.scheme = st->req.scheme.empty() ? "http" : st->req.scheme;
     st->req.peer = peer_;
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     const int32_t id = st->id;
     ++inflight_;
     ctx_->handler->Handle(std::move(st->req), [self, id, st](service::HttpResponse resp) {
@@ -372,7 +373,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       return;
     }
     if (st->source) {
-      st->source->Start(std::make_shared<Sink>(weak_from_this(), st->id, st));
+      st->source->Start(std::make_shared<Sink>(this->weak_from_this(), st->id, st));
       if (!st->heartbeat_bytes.empty() && st->heartbeat_interval.count() > 0) {
         st->heartbeat = std::make_unique<asio::steady_timer>(socket_.get_executor());
         ScheduleHeartbeat(st->id, st);
@@ -384,7 +385,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   void ScheduleHeartbeat(int32_t id, H2Stream* st) {
     st->heartbeat->expires_after(st->heartbeat_interval);
-    st->heartbeat->async_wait([self = shared_from_this(), id, st](boost::system::error_code ec) {
+    st->heartbeat->async_wait([self = this->shared_from_this(), id, st](boost::system::error_code ec) {
       if (ec) return;
       H2Stream* live = self->Find(id, st);
       if (!live || live->eof) return;
@@ -522,7 +523,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   ServerContext* ctx_;
-  tcp::socket socket_;
+  Stream socket_;
   asio::steady_timer housekeeping_;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   uint32_t inflight_ = 0;          // dispatched requests not yet answered
@@ -542,7 +543,11 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 }  // namespace
 
 void StartHttp2Session(ServerContext* ctx, tcp::socket socket, std::string initial) {
-  std::make_shared<Http2Session>(ctx, std::move(socket))->Start(std::move(initial));
+  std::make_shared<Http2Session<tcp::socket>>(ctx, std::move(socket))->Start(std::move(initial));
+}
+
+void StartHttp2Session(ServerContext* ctx, TlsStream stream, std::string initial) {
+  std::make_shared<Http2Session<TlsStream>>(ctx, std::move(stream))->Start(std::move(initial));
 }
 
 }  // namespace kvc::net

@@ -1,5 +1,7 @@
 #include "net/server.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include <optional>
@@ -9,36 +11,40 @@
 #include "net/session.h"
 
 namespace kvc::net {
+namespace {
 
 // Reads the first bytes of a connection to tell HTTP/2 prior knowledge from HTTP/1.1.
-class Detector : public std::enable_shared_from_this<Detector> {
+// Stream: tcp::socket (plain) or TlsStream (TLS without ALPN, handshake done).
+template <class Stream>
+class Detector : public std::enable_shared_from_this<Detector<Stream>> {
  public:
-  Detector(ServerContext* ctx, tcp::socket socket)
-      : ctx_(ctx), socket_(std::move(socket)), timer_(socket_.get_executor()) {
+  Detector(ServerContext* ctx, Stream stream)
+      : ctx_(ctx), stream_(std::move(stream)), timer_(stream_.get_executor()) {
     ++ctx_->detecting;
   }
   ~Detector() { --ctx_->detecting; }
 
   void Start() {
     timer_.expires_after(ctx_->options.detect_timeout);
-    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec) self->socket_.close(ec);
+    timer_.async_wait([self = this->shared_from_this()](boost::system::error_code ec) {
+      if (!ec) LowestSocket(self->stream_).close(ec);
     });
     Read();
   }
 
  private:
   void Read() {
-    socket_.async_read_some(asio::buffer(buf_.data() + len_, buf_.size() - len_),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->OnRead(ec, n);
-                            });
+    stream_.async_read_some(
+        asio::buffer(buf_.data() + len_, buf_.size() - len_),
+        [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
+          self->OnRead(ec, n);
+        });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
     if (ec || ctx_->stopping) {
       timer_.cancel();
-      socket_.close(ec);
+      LowestSocket(stream_).close(ec);
       return;  // closed before sending anything useful, or we are shutting down
     }
     len_ += n;
@@ -52,18 +58,135 @@ class Detector : public std::enable_shared_from_this<Detector> {
     timer_.cancel();
     std::string initial(buf_.data(), len_);
     if (prefix_matches) {
-      StartHttp2Session(ctx_, std::move(socket_), std::move(initial));
+      StartHttp2Session(ctx_, std::move(stream_), std::move(initial));
     } else {
-      StartHttp1Session(ctx_, std::move(socket_), std::move(initial));
+      StartHttp1Session(ctx_, std::move(stream_), std::move(initial));
     }
   }
 
   ServerContext* ctx_;
-  tcp::socket socket_;
+  Stream stream_;
   asio::steady_timer timer_;
   std::array<char, 24> buf_{};
   size_t len_ = 0;
 };
+
+// Runs the TLS handshake (bounded by tls_handshake_timeout), then starts the session the
+// negotiated ALPN protocol names, or sniffs when the client offered none.
+class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
+ public:
+  TlsHandshake(ServerContext* ctx, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls)
+      : ctx_(ctx), tls_(std::move(tls)), stream_(beast::tcp_stream(std::move(socket)), *tls_) {
+    ++ctx_->detecting;
+  }
+  ~TlsHandshake() { --ctx_->detecting; }
+
+  void Start() {
+    beast::get_lowest_layer(stream_).expires_after(ctx_->options.tls_handshake_timeout);
+    stream_.async_handshake(asio::ssl::stream_base::server,
+                            [self = shared_from_this()](boost::system::error_code ec) {
+                              self->OnHandshake(ec);
+                            });
+  }
+
+ private:
+  void OnHandshake(boost::system::error_code ec) {
+    beast::get_lowest_layer(stream_).expires_never();
+    if (ec || ctx_->stopping) {
+      spdlog::debug("TLS handshake failed: {}", ec.message());
+      boost::system::error_code ignored;
+      LowestSocket(stream_).close(ignored);
+      return;
+    }
+    const unsigned char* proto = nullptr;
+    unsigned int len = 0;
+    SSL_get0_alpn_selected(stream_.native_handle(), &proto, &len);
+    const std::string_view alpn(reinterpret_cast<const char*>(proto), proto ? len : 0);
+    if (alpn == "h2") {
+      StartHttp2Session(ctx_, std::move(stream_), std::string());
+    } else if (alpn == "http/1.1") {
+      StartHttp1Session(ctx_, std::move(stream_), std::string());
+    } else {
+      std::make_shared<Detector<TlsStream>>(ctx_, std::move(stream_))->Start();
+    }
+  }
+
+  ServerContext* ctx_;
+  std::shared_ptr<asio::ssl::context> tls_;  // outlives stream_'s construction
+  TlsStream stream_;
+};
+
+// Server-side ALPN: h2 if the client offers it, else http/1.1, else no protocol (the client
+// then gets sniffed like a plain connection).
+int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+               unsigned int inlen, void*) {
+  const unsigned char* http11 = nullptr;
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int n = in[i];
+    if (i + 1 + n > inlen) break;
+    const std::string_view p(reinterpret_cast<const char*>(in + i + 1), n);
+    if (p == "h2") {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(n);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    if (p == "http/1.1") http11 = in + i;
+    i += 1 + n;
+  }
+  if (http11) {
+    *out = http11 + 1;
+    *outlen = http11[0];
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+std::string OpensslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "unknown error" : out;
+}
+
+Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& o) {
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return InvalidArgument("TLS needs both a certificate file and a key file");
+  }
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  SSL_CTX* h = ctx->native_handle();
+  ERR_clear_error();
+  SSL_CTX_set_min_proto_version(h, TLS1_2_VERSION);
+  SSL_CTX_set_options(h, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                             SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_SINGLE_DH_USE);
+  // TLS 1.2: forward-secret AEAD suites only (also what HTTP/2 requires); TLS 1.3 suites are
+  // OpenSSL's defaults, all of them modern.
+  if (SSL_CTX_set_cipher_list(h,
+                              "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                              "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                              "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305") != 1) {
+    return Internal("cannot set TLS ciphers: " + OpensslErrors());
+  }
+  if (SSL_CTX_use_certificate_chain_file(h, o.tls_cert_file.c_str()) != 1) {
+    return InvalidArgument("cannot load TLS certificate chain " + o.tls_cert_file + ": " +
+                           OpensslErrors());
+  }
+  if (SSL_CTX_use_PrivateKey_file(h, o.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return InvalidArgument("cannot load TLS private key " + o.tls_key_file + ": " +
+                           OpensslErrors());
+  }
+  if (SSL_CTX_check_private_key(h) != 1) {
+    return InvalidArgument("the TLS private key " + o.tls_key_file +
+                           " does not match the certificate " + o.tls_cert_file);
+  }
+  SSL_CTX_set_alpn_select_cb(h, &SelectAlpn, nullptr);
+  return ctx;
+}
+
+}  // namespace
 
 class ServerImpl {
  public:
@@ -73,22 +196,20 @@ class ServerImpl {
   }
 
   Status Start() {
-    boost::system::error_code ec;
-    auto addr = asio::ip::make_address(ctx_.options.host, ec);
-    if (ec) return Unavailable("invalid listen address '" + ctx_.options.host + "'");
-    tcp::endpoint ep(addr, ctx_.options.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Unavailable("cannot listen on " + ctx_.options.host + ":" +
-                         std::to_string(ctx_.options.port) + ": " + ec.message());
-    }
-    port_ = acceptor_.local_endpoint().port();
-    Accept();
+    const auto& o = ctx_.options;
+    if (o.tls || !o.tls_host.empty()) KVC_RETURN_IF_ERROR(ReloadTls());
+    KVC_RETURN_IF_ERROR(Listen(o.host, o.port, o.tls));
+    if (!o.tls_host.empty()) KVC_RETURN_IF_ERROR(Listen(o.tls_host, o.tls_port, true));
+    for (auto& l : listeners_) Accept(l.get());
     const int n = std::max(1, ctx_.options.io_threads);
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    return Status::Ok();
+  }
+
+  Status ReloadTls() {
+    KVC_ASSIGN_OR_RETURN(auto tls, MakeTlsContext(ctx_.options));
+    std::lock_guard<std::mutex> lock(ctx_.tls_mu);
+    ctx_.tls = std::move(tls);
     return Status::Ok();
   }
 
@@ -96,11 +217,14 @@ class ServerImpl {
     if (stopped_) return true;
     stopped_ = true;
     ctx_.stopping = true;
-    asio::post(acceptor_.get_executor(), [this] {
-      boost::system::error_code ec;
-      acceptor_.close(ec);
-      backoff_.cancel();
-    });
+    for (auto& l : listeners_) {
+      Listener* lp = l.get();
+      asio::post(lp->acceptor.get_executor(), [lp] {
+        boost::system::error_code ec;
+        lp->acceptor.close(ec);
+        lp->backoff.cancel();
+      });
+    }
     ctx_.registry.ShutdownAll();
     const auto deadline = std::chrono::steady_clock::now() + grace;
     while (ctx_.registry.size() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -119,30 +243,61 @@ class ServerImpl {
     return drained;
   }
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return listeners_.empty() ? 0 : listeners_[0]->port; }
+  uint16_t tls_port() const { return listeners_.size() > 1 ? listeners_[1]->port : 0; }
   size_t connections() const { return ctx_.registry.size(); }
 
  private:
-  // Runs on the acceptor's strand, like Stop()'s close, so the acceptor is never used
-  // concurrently.
-  void Accept() {
-    acceptor_.async_accept(asio::make_strand(ioc_),
-                           [this](boost::system::error_code ec, tcp::socket socket) {
-                             OnAccept(ec, std::move(socket));
-                           });
+  struct Listener {
+    explicit Listener(asio::io_context& ioc)
+        : acceptor(asio::make_strand(ioc)), backoff(acceptor.get_executor()) {}
+    tcp::acceptor acceptor;
+    asio::steady_timer backoff;
+    bool tls = false;
+    uint16_t port = 0;
+    uint64_t accept_errors = 0;  // acceptor strand only
+  };
+
+  Status Listen(const std::string& host, uint16_t port, bool tls) {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) return Unavailable("invalid listen address '" + host + "'");
+    auto l = std::make_unique<Listener>(ioc_);
+    l->tls = tls;
+    tcp::endpoint ep(addr, port);
+    l->acceptor.open(ep.protocol(), ec);
+    if (!ec) l->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) l->acceptor.bind(ep, ec);
+    if (!ec) l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                         ec.message());
+    }
+    l->port = l->acceptor.local_endpoint().port();
+    listeners_.push_back(std::move(l));
+    return Status::Ok();
   }
 
-  void OnAccept(boost::system::error_code ec, tcp::socket socket) {
+  // Runs on the acceptor's strand, like Stop()'s close, so the acceptor is never used
+  // concurrently.
+  void Accept(Listener* l) {
+    l->acceptor.async_accept(asio::make_strand(ioc_),
+                             [this, l](boost::system::error_code ec, tcp::socket socket) {
+                               OnAccept(l, ec, std::move(socket));
+                             });
+  }
+
+  void OnAccept(Listener* l, boost::system::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted || ctx_.stopping) return;
       // Out of descriptors or memory: the pending connection stays in the backlog, so
       // retrying at once would spin. Back off briefly and log sparingly.
-      if (++accept_errors_ % 100 == 1) {
-        spdlog::warn("accept failed ({} times so far): {}", accept_errors_, ec.message());
+      if (++l->accept_errors % 100 == 1) {
+        spdlog::warn("accept failed ({} times so far): {}", l->accept_errors, ec.message());
       }
-      backoff_.expires_after(std::chrono::milliseconds(100));
-      backoff_.async_wait([this](boost::system::error_code wait_ec) {
-        if (!wait_ec && !ctx_.stopping) Accept();
+      l->backoff.expires_after(std::chrono::milliseconds(100));
+      l->backoff.async_wait([this, l](boost::system::error_code wait_ec) {
+        if (!wait_ec && !ctx_.stopping) Accept(l);
       });
       return;
     }
@@ -151,20 +306,21 @@ class ServerImpl {
       socket.close(ignored);  // over the connection limit
     } else {
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Detector>(&ctx_, std::move(socket))->Start();
+      if (l->tls) {
+        std::make_shared<TlsHandshake>(&ctx_, std::move(socket), ctx_.TlsContext())->Start();
+      } else {
+        std::make_shared<Detector<tcp::socket>>(&ctx_, std::move(socket))->Start();
+      }
     }
-    if (!ctx_.stopping) Accept();
+    if (!ctx_.stopping) Accept(l);
   }
 
   ServerContext ctx_;
   asio::io_context ioc_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{
       asio::make_work_guard(ioc_)};
-  tcp::acceptor acceptor_{asio::make_strand(ioc_)};
-  asio::steady_timer backoff_{acceptor_.get_executor()};
-  uint64_t accept_errors_ = 0;  // acceptor strand only
+  std::vector<std::unique_ptr<Listener>> listeners_;
   std::vector<std::thread> threads_;
-  uint16_t port_ = 0;
   bool stopped_ = false;
 };
 
@@ -173,6 +329,8 @@ Server::Server(ServerOptions options, service::Handler* handler)
 Server::~Server() { (void)Stop(std::chrono::milliseconds(0)); }
 Status Server::Start() { return impl_->Start(); }
 uint16_t Server::bound_port() const { return impl_->port(); }
+uint16_t Server::bound_tls_port() const { return impl_->tls_port(); }
+Status Server::ReloadTls() { return impl_->ReloadTls(); }
 bool Server::Stop(std::chrono::milliseconds grace) { return impl_->Stop(grace); }
 size_t Server::connection_count() const { return impl_->connections(); }
 

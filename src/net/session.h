@@ -4,6 +4,9 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,7 +18,14 @@
 namespace kvc::net {
 
 namespace asio = boost::asio;
+namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
+// A TLS connection (the handshake is done before a session gets it).
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+inline tcp::socket& LowestSocket(tcp::socket& s) { return s; }
+inline tcp::socket& LowestSocket(beast::tcp_stream& s) { return s.socket(); }
+inline tcp::socket& LowestSocket(TlsStream& s) { return beast::get_lowest_layer(s).socket(); }
 
 class Session {
  public:
@@ -57,6 +67,13 @@ class SessionRegistry {
 
 struct ServerContext {
   ServerOptions options;
+  // The TLS context for new connections; replaced on reload (open connections keep theirs).
+  std::shared_ptr<asio::ssl::context> TlsContext() const {
+    std::lock_guard<std::mutex> lock(tls_mu);
+    return tls;
+  }
+  mutable std::mutex tls_mu;
+  std::shared_ptr<asio::ssl::context> tls;  // guarded by tls_mu
   service::Handler* handler = nullptr;
   SessionRegistry registry;
   std::atomic<bool> stopping{false};
@@ -66,7 +83,9 @@ struct ServerContext {
 
 // Starts a session for an accepted socket whose first bytes (already read) are `initial`.
 void StartHttp1Session(ServerContext* ctx, tcp::socket socket, std::string initial);
+void StartHttp1Session(ServerContext* ctx, TlsStream stream, std::string initial);
 void StartHttp2Session(ServerContext* ctx, tcp::socket socket, std::string initial);
+void StartHttp2Session(ServerContext* ctx, TlsStream stream, std::string initial);
 
 // The HTTP/2 client connection preface.
 inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

@@ -26,6 +26,8 @@ int HttpStatusFor(StatusCode code) {
       return 503;
     case StatusCode::kInternal:
       return 500;
+    case StatusCode::kAlreadyExists:
+      return 409;
   }
   return 500;
 }

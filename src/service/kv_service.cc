@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <exception>
 
 #include "codec/datapath_codec.h"
@@ -50,17 +52,35 @@ void Guarded(Responder& respond, F&& f) {
 
 }  // namespace
 
-KvService::KvService(ServiceOptions options, std::string server_secret, engine::Engine* default_db)
-    : options_(std::move(options)), signer_(std::move(server_secret)), default_db_(default_db) {
-  by_id_[default_db_->database_id()] = default_db_;
+KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory)
+    : options_(std::move(options)), signer_(std::move(server_secret)), directory_(directory) {}
+
+namespace {
+// "/databases/<name-or-id>/connect" -> the name or id; otherwise empty.
+std::string ConnectTarget(const std::string& path) {
+  constexpr std::string_view kPrefix = "/databases/";
+  constexpr std::string_view kSuffix = "/connect";
+  if (path.size() <= kPrefix.size() + kSuffix.size()) return {};
+  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return {};
+  if (path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return {};
+  std::string name = path.substr(kPrefix.size(), path.size() - kPrefix.size() - kSuffix.size());
+  if (name.find('/') != std::string::npos) return {};
+  return name;
 }
+}  // namespace
 
 void KvService::Handle(HttpRequest req, Responder respond) {
   try {
     const std::string path = NormalizePath(req.path);
     const std::string prefix = options_.endpoint_path + "/";
-    const bool is_metadata = path == "/";
-    const bool is_data = path.compare(0, prefix.size(), prefix) == 0;
+    std::string database;
+    if (path == "/") {
+      database = kDefaultDatabase;
+    } else {
+      database = ConnectTarget(path);
+    }
+    const bool is_metadata = !database.empty();
+    const bool is_data = !is_metadata && path.compare(0, prefix.size(), prefix) == 0;
     if (!is_metadata && !is_data) {
       respond(ErrorResponse(NotFound("Resource not found.")));
       return;
@@ -71,7 +91,7 @@ void KvService::Handle(HttpRequest req, Responder respond) {
       return;
     }
     if (is_metadata) {
-      HandleMetadata(req, respond);
+      HandleMetadata(std::move(req), std::move(database), std::move(respond));
     } else {
       HandleDataPath(req, path.substr(prefix.size()), respond);
     }
@@ -81,7 +101,22 @@ void KvService::Handle(HttpRequest req, Responder respond) {
   }
 }
 
-void KvService::HandleMetadata(const HttpRequest& req, Responder& respond) {
+double KvService::RateFor(const std::string& token_id, double token_rate) const {
+  if (token_id == kBootstrapTokenId) return options_.bootstrap_rate_limit_rps;
+  return token_rate >= 0 ? token_rate : options_.rate_limit_rps;
+}
+
+Status KvService::CheckRate(const std::string& token_id, double rate) {
+  if (rate <= 0) return Status::Ok();
+  const double burst = std::max(options_.rate_limit_burst, rate);
+  if (limiter_.Allow(token_id, rate, burst, RateLimiter::Clock::now())) return Status::Ok();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", rate);
+  return ResourceExhausted("Rate limit exceeded for this access token (" + std::string(buf) +
+                           " requests per second); slow down and retry.");
+}
+
+void KvService::HandleMetadata(HttpRequest req, std::string database, Responder respond) {
   // Version negotiation first (as the reference does), then authentication.
   auto parsed = codec::ParseMetadataRequest(req.body);
   if (!parsed.ok()) {
@@ -103,28 +138,98 @@ void KvService::HandleMetadata(const HttpRequest& req, Responder& respond) {
     respond(ErrorResponse(token.status()));
     return;
   }
-  if (!auth::ConstantTimeEquals(*token, options_.access_token)) {
-    respond(ErrorResponse(Unauthenticated("Invalid access token.")));
+  auto call = std::make_shared<MetadataCall>();
+  call->req = std::move(req);
+  call->database = std::move(database);
+  call->version = version;
+  call->token = std::move(*token);
+  AnswerMetadata(std::move(call), directory_->snapshot(), /*may_refresh=*/true,
+                 std::move(respond));
+}
+
+void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
+                               std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
+                               Responder respond) {
+  const int64_t now = NowUnixMs();
+  const Status invalid = Unauthenticated("Invalid access token.");
+  // Who is asking.
+  Principal who;
+  if (!options_.access_token.empty() &&
+      auth::ConstantTimeEquals(call->token, options_.access_token)) {
+    who.token_id = kBootstrapTokenId;
+    who.scope = auth::Scope::kAdmin;
+  } else {
+    const std::string id = auth::AccessTokenId(call->token);
+    if (id.empty()) {
+      respond(ErrorResponse(invalid));
+      return;
+    }
+    const storage::AccessTokenRecord* rec = snap->Token(id);
+    if (!rec && may_refresh) {  // perhaps created since the last poll
+      directory_->RefreshThen([this, call, respond](auto fresh) mutable {
+        AnswerMetadata(std::move(call), std::move(fresh), false, std::move(respond));
+      });
+      return;
+    }
+    if (!rec || !auth::ConstantTimeEquals(auth::HashAccessToken(call->token), rec->hash)) {
+      respond(ErrorResponse(invalid));
+      return;
+    }
+    if (rec->revoked_ms != 0) {
+      respond(ErrorResponse(Unauthenticated("Invalid access token: it has been revoked.")));
+      return;
+    }
+    if (rec->expires_ms != 0 && now >= rec->expires_ms) {
+      respond(ErrorResponse(Unauthenticated("Invalid access token: it has expired.")));
+      return;
+    }
+    who.token_id = rec->id;
+    who.database_id = rec->database_id;
+    who.scope = static_cast<auth::Scope>(rec->scope);
+    who.expires_ms = rec->expires_ms;
+    who.rate = rec->rate_limit;
+  }
+  // Which database.
+  const Directory::Database* db = snap->Find(call->database);
+  if (!db && may_refresh) {  // perhaps created since the last poll
+    directory_->RefreshThen([this, call, respond](auto fresh) mutable {
+      AnswerMetadata(std::move(call), std::move(fresh), false, std::move(respond));
+    });
     return;
   }
-  const int64_t now = NowUnixMs();
+  if (!db) {
+    respond(ErrorResponse(NotFound("Database '" + call->database + "' not found.")));
+    return;
+  }
+  if (!who.database_id.empty() && who.database_id != db->record.id) {
+    respond(ErrorResponse(PermissionDenied("This access token is not valid for database '" +
+                                           call->database + "'.")));
+    return;
+  }
+  if (Status s = CheckRate(who.token_id, RateFor(who.token_id, who.rate)); !s.ok()) {
+    respond(ErrorResponse(s));
+    return;
+  }
+
   const int64_t expires_at = now + options_.metadata_ttl_ms;
   auth::TokenClaims claims;
-  claims.database_id = default_db_->database_id();
-  claims.scope = auth::Scope::kAdmin;
-  claims.access_token_id = "bootstrap";
+  claims.database_id = db->record.id;
+  claims.scope = who.scope;
+  claims.access_token_id = who.token_id;
   claims.expires_at_ms = expires_at + options_.token_grace_ms;
+  if (who.expires_ms != 0) claims.expires_at_ms = std::min(claims.expires_at_ms, who.expires_ms);
 
   codec::MetadataResponse m;
-  m.version = version;
-  m.database_id = default_db_->database_id();
-  if (version == 1) {
-    if (req.authority.empty()) {
+  m.version = call->version;
+  m.database_id = db->record.id;
+  if (call->version == 1) {
+    if (call->req.authority.empty()) {
       respond(ErrorResponse(InvalidArgument(
           "Protocol version 1 needs a Host header to build the absolute endpoint URL.")));
       return;
     }
-    m.endpoints.push_back({req.scheme + "://" + req.authority + options_.endpoint_path, "strong"});
+    m.endpoints.push_back(
+        {call->req.scheme + "://" + call->req.authority + options_.endpoint_path, "strong"});
   } else {
     m.endpoints.push_back({options_.endpoint_path, "strong"});
   }
@@ -137,7 +242,8 @@ void KvService::HandleMetadata(const HttpRequest& req, Responder& respond) {
   respond(std::move(r));
 }
 
-Result<engine::Engine*> KvService::AuthorizeDataPath(const HttpRequest& req, bool write) {
+Result<std::shared_ptr<engine::Engine>> KvService::AuthorizeDataPath(const HttpRequest& req,
+                                                                     bool write) {
   const std::string_view version = req.Header("x-denokv-version");
   std::string_view db_header;
   if (version.empty()) {
@@ -148,16 +254,36 @@ Result<engine::Engine*> KvService::AuthorizeDataPath(const HttpRequest& req, boo
     return InvalidArgument("Expected protocol version 2 or 3 in the x-denokv-version header.");
   }
   KVC_ASSIGN_OR_RETURN(std::string token, auth::ParseBearer(req.Header("authorization")));
-  KVC_ASSIGN_OR_RETURN(auth::TokenClaims claims, signer_.Verify(token, NowUnixMs()));
-  if (db_header.empty() || db_header != claims.database_id) {
-    return InvalidArgument("Invalid database id.");
+  const int64_t now = NowUnixMs();
+  KVC_ASSIGN_OR_RETURN(auth::TokenClaims claims, signer_.Verify(token, now));
+  if (db_header.empty()) return InvalidArgument("Invalid database id.");
+  if (db_header != claims.database_id) {
+    return Unauthenticated(
+        "The authorization token was issued for another database; repeat the metadata "
+        "exchange for this one.");
+  }
+  auto snap = directory_->snapshot();
+  double token_rate = -1;
+  if (claims.access_token_id != kBootstrapTokenId) {
+    const storage::AccessTokenRecord* rec = snap->Token(claims.access_token_id);
+    if (!rec || rec->revoked_ms != 0) {
+      return Unauthenticated(
+          "The authorization token is no longer valid: its access token has been revoked.");
+    }
+    if (rec->expires_ms != 0 && now >= rec->expires_ms) {
+      return Unauthenticated(
+          "The authorization token is no longer valid: its access token has expired.");
+    }
+    token_rate = rec->rate_limit;
   }
   if (write && claims.scope == auth::Scope::kRead) {
     return PermissionDenied("This access token is read-only; writes are not permitted.");
   }
-  auto it = by_id_.find(claims.database_id);
-  if (it == by_id_.end()) return NotFound("The database no longer exists.");
-  return it->second;
+  const Directory::Database* db = snap->Find(claims.database_id);
+  if (!db) return NotFound("The database no longer exists.");
+  KVC_RETURN_IF_ERROR(CheckRate(claims.access_token_id,
+                                RateFor(claims.access_token_id, token_rate)));
+  return db->engine;
 }
 
 void KvService::HandleDataPath(const HttpRequest& req, const std::string& method,
@@ -174,7 +300,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
     respond(ErrorResponse(db.status()));
     return;
   }
-  engine::Engine* engine = *db;
+  std::shared_ptr<engine::Engine> engine = std::move(*db);
   if (is_read) {
     auto ranges = codec::DecodeSnapshotRead(req.body);
     if (!ranges.ok()) {
@@ -222,7 +348,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
   HttpResponse r;
   r.status = 200;
   r.content_type = "application/octet-stream";
-  r.stream = std::make_shared<WatchStream>(engine, std::move(*keys));
+  r.stream = std::make_shared<WatchStream>(std::move(engine), std::move(*keys));
   r.heartbeat = std::string(4, '\0');
   r.heartbeat_interval = options_.watch_keepalive;
   respond(std::move(r));

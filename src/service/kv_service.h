@@ -1,20 +1,28 @@
-// KvService: the KV Connect endpoints. POST / is the metadata exchange; POST
-// /v2/{snapshot_read,atomic_write,watch} is the data path (for protocol versions 1, 2 and 3).
-// It authenticates, decodes (codec/), runs the engine and encodes the answer; every error is
-// a Status mapped to HTTP by service/http_status.cc.
+// KvService: the KV Connect endpoints. POST / (the database named "default") and POST
+// /databases/<name-or-id>/connect are the metadata exchange; POST
+// /v2/{snapshot_read,atomic_write,watch} is the data path (for protocol versions 1, 2 and 3),
+// routed by the database id inside the signed data-path token.
+// It authenticates, rate-limits, decodes (codec/), runs the engine and encodes the answer;
+// every error is a Status mapped to HTTP by service/http_status.cc.
 //
-// Ownership: does not own the engines (the composition root does); they must outlive it.
+// Access tokens: the bootstrap token of `serve` (admin on every database) and the catalog's
+// tokens (one database, one scope, optional expiry, revocable). Data-path tokens carry the
+// access token's id; a revoked or expired access token's data-path tokens stop working as soon
+// as the directory snapshot shows it (within the catalog poll interval).
+//
+// Ownership: does not own the directory; it must outlive the service.
 // Thread-safety: Handle() may be called from any thread concurrently.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "auth/tokens.h"
 #include "engine/engine.h"
+#include "service/directory.h"
 #include "service/http_types.h"
+#include "service/rate_limiter.h"
 
 namespace kvc::service {
 
@@ -27,25 +35,55 @@ struct ServiceOptions {
   int64_t token_grace_ms = 7LL * 24 * 60 * 60 * 1000;
   std::chrono::milliseconds watch_keepalive{5000};
   std::string endpoint_path = "/v2";  // no trailing slash
+  // Requests per second per access token (token bucket), unless the token sets its own rate;
+  // 0: unlimited. The bootstrap token has its own setting (default unlimited).
+  double rate_limit_rps = 10000;
+  double rate_limit_burst = 20000;
+  double bootstrap_rate_limit_rps = 0;
 };
 
 class KvService : public Handler {
  public:
-  // REQUIRES: server_secret.size() >= 32; default_db outlives the service.
-  KvService(ServiceOptions options, std::string server_secret, engine::Engine* default_db);
+  static constexpr const char* kDefaultDatabase = "default";
+  static constexpr const char* kBootstrapTokenId = "bootstrap";
+
+  // REQUIRES: server_secret.size() >= 32; directory outlives the service.
+  KvService(ServiceOptions options, std::string server_secret, Directory* directory);
 
   void Handle(HttpRequest request, Responder respond) override;
 
  private:
-  void HandleMetadata(const HttpRequest& req, Responder& respond);
+  // Who an access token is.
+  struct Principal {
+    std::string token_id;
+    std::string database_id;  // empty: any database (bootstrap)
+    auth::Scope scope = auth::Scope::kRead;
+    int64_t expires_ms = 0;  // 0: never
+    double rate = 0;         // requests per second; 0: unlimited
+  };
+  struct MetadataCall {
+    HttpRequest req;
+    std::string database;  // name or id from the URL
+    int version = 0;
+    std::string token;
+  };
+
+  void HandleMetadata(HttpRequest req, std::string database, Responder respond);
+  // Answers from `snap`; if the token or database is not in it and `may_refresh`, rereads the
+  // catalog first (off this thread) and tries once more.
+  void AnswerMetadata(std::shared_ptr<MetadataCall> call,
+                      std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
+                      Responder respond);
   void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
   // Authenticates a data-path request and returns the engine it addresses.
-  Result<engine::Engine*> AuthorizeDataPath(const HttpRequest& req, bool write);
+  Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write);
+  double RateFor(const std::string& token_id, double token_rate) const;
+  Status CheckRate(const std::string& token_id, double rate);
 
   const ServiceOptions options_;
   const auth::TokenSigner signer_;
-  engine::Engine* const default_db_;
-  std::unordered_map<std::string, engine::Engine*> by_id_;  // immutable after construction
+  Directory* const directory_;
+  RateLimiter limiter_;
 };
 
 }  // namespace kvc::service

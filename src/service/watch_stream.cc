@@ -4,8 +4,8 @@
 
 namespace kvc::service {
 
-WatchStream::WatchStream(engine::Engine* engine, std::vector<std::string> keys)
-    : engine_(engine), keys_(std::move(keys)) {}
+WatchStream::WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys)
+    : engine_(std::move(engine)), keys_(std::move(keys)) {}
 
 WatchStream::~WatchStream() = default;
 

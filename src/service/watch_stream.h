@@ -21,7 +21,7 @@ namespace kvc::service {
 
 class WatchStream : public StreamSource, public std::enable_shared_from_this<WatchStream> {
  public:
-  WatchStream(engine::Engine* engine, std::vector<std::string> keys);
+  WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys);
   ~WatchStream() override;
 
   void Start(std::shared_ptr<StreamSink> sink) override;
@@ -35,7 +35,7 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
   // Sends a frame if anything changed. Returns true if another read must start.
   bool HandleRead(Result<engine::ReadResult> result);
 
-  engine::Engine* const engine_;
+  const std::shared_ptr<engine::Engine> engine_;  // destroyed after subscription_
   const std::vector<std::string> keys_;
 
   std::mutex mu_;

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "service/kv_service.h"
 #include "storage/sqlite/sqlite_backend.h"
+#include "storage/sqlite/sqlite_catalog.h"
 #include "testutil/http_client.h"
 
 namespace kvc {
@@ -47,15 +48,30 @@ class ServerTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("kvc-server-" + HexEncode(RandomBytes(6)));
     fs::create_directories(dir_);
-    auto b = storage::SqliteBackend::Open((dir_ / "db.sqlite3").string(), {});
-    ASSERT_TRUE(b.ok());
-    auto e = engine::Engine::Open(std::move(*b), {});
-    ASSERT_TRUE(e.ok());
-    engine_ = std::move(*e);
+    auto cat = storage::SqliteCatalog::Open((dir_ / "catalog.sqlite3").string());
+    ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+    catalog_ = std::move(*cat);
+    const std::string db_path = (dir_ / "db.sqlite3").string();
+    {
+      auto b = storage::SqliteBackend::Open(db_path, {});
+      ASSERT_TRUE(b.ok());
+      ASSERT_TRUE(catalog_->AddDatabase({(*b)->database_id(), "default", db_path, 1}).ok());
+    }
+    service::DirectoryOptions dopt;
+    dopt.poll_ms = 50;
+    directory_ = std::make_unique<service::Directory>(
+        catalog_.get(),
+        [](const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
+          KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(rec.path, {}));
+          return std::unique_ptr<storage::Backend>(std::move(b));
+        },
+        dopt);
+    ASSERT_TRUE(directory_->Start().ok());
     service::ServiceOptions so;
     so.access_token = kToken;
     so.watch_keepalive = std::chrono::milliseconds(300);
-    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), engine_.get());
+    TuneService(so);
+    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get());
     net::ServerOptions no;
     no.port = 0;
     no.max_body_bytes = 1 << 20;
@@ -66,7 +82,7 @@ class ServerTest : public ::testing::Test {
   }
   void TearDown() override {
     (void)server_->Stop(std::chrono::milliseconds(2000));
-    engine_->Shutdown();
+    directory_->Stop();
     fs::remove_all(dir_);
   }
 
@@ -89,9 +105,15 @@ class ServerTest : public ::testing::Test {
   }
 
   virtual void TuneServer(net::ServerOptions&) {}
+  virtual void TuneService(service::ServiceOptions&) {}
+
+  std::shared_ptr<engine::Engine> engine() const {
+    return directory_->snapshot()->Find("default")->engine;
+  }
 
   fs::path dir_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<storage::SqliteCatalog> catalog_;
+  std::unique_ptr<service::Directory> directory_;
   std::unique_ptr<service::KvService> service_;
   std::unique_ptr<net::Server> server_;
   uint16_t port_ = 0;
@@ -120,7 +142,7 @@ TEST_F(ServerTest, MetadataExchangeVersionsAndSchemas) {
     rapidjson::Document d;
     d.Parse(r->body.c_str());
     EXPECT_EQ(d["version"].GetInt(), tc.version);
-    EXPECT_EQ(d["databaseId"].GetString(), engine_->database_id());
+    EXPECT_EQ(d["databaseId"].GetString(), engine()->database_id());
     EXPECT_NE(std::string(d["token"].GetString()), kToken);  // never the access token
     if (tc.version == 1) {
       EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()),
@@ -282,8 +304,8 @@ TEST_F(ServerTest, DataPathBadInputIs4xxAndServerKeepsServing) {
        "Malformed authorization header."},
       {"/v2/atomic_write", DataHeaders("kvc1.forged.token", db), "", 401, "authorization"},
       {"/v2/atomic_write", DataHeaders(kToken, db), "", 401, "authorization"},
-      {"/v2/atomic_write", DataHeaders(token, "00000000-0000-0000-0000-000000000000"), "", 400,
-       "Invalid database id."},
+      {"/v2/atomic_write", DataHeaders(token, "00000000-0000-0000-0000-000000000000"), "", 401,
+       "authorization token was issued for another database"},
       {"/v2/atomic_write",
        {{"authorization", "Bearer " + token},
         {"x-denokv-version", "9"},
@@ -396,10 +418,10 @@ TEST_F(ServerTest, WatchStreamsOverBothProtocols) {
     EXPECT_TRUE(saw_keepalive);
   }
   // Cancelled streams release their subscriptions.
-  for (int i = 0; i < 100 && engine_->watch_count() > 0; ++i) {
+  for (int i = 0; i < 100 && engine()->watch_count() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(engine_->watch_count(), 0u);
+  EXPECT_EQ(engine()->watch_count(), 0u);
 }
 
 TEST_F(ServerTest, GracefulShutdownDrainsOpenWatchesAndConnections) {
@@ -431,7 +453,7 @@ TEST_F(ServerTest, GracefulShutdownDrainsOpenWatchesAndConnections) {
     ended = !f.ok();
   }
   EXPECT_TRUE(ended);
-  EXPECT_EQ(engine_->watch_count(), 0u);
+  EXPECT_EQ(engine()->watch_count(), 0u);
 }
 
 // Uploads that never finish must not pin memory: over a per-connection budget streams are

@@ -1,0 +1,34 @@
+// `kvconnect db create|list|rename|delete` and `kvconnect token create|list|revoke`: manage the
+// catalog of a data directory, also while `serve` runs on it (it notices within
+// --catalog-poll-ms).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvc::cli {
+
+struct AdminConfig {
+  std::string data_dir = "./kvconnect-data";
+  bool json = false;
+  bool yes = false;
+  std::string name;      // db create / delete
+  std::string new_name;  // db rename
+  std::string db;        // token create / list
+  std::string scope;
+  std::string expires = "never";
+  std::string label;
+  double rate_limit = -1;
+  std::string token;  // token revoke
+  std::string action;
+};
+
+// Registers the `db` and `token` command groups.
+void AddAdminCommands(CLI::App& app, AdminConfig* config);
+// Runs the parsed admin command; returns the process exit code.
+int RunAdmin(CLI::App& app, const AdminConfig& config);
+
+// "30d", "12h", "90m", "45s", "2w" -> milliseconds; "never" or "" -> 0. -1 if malformed.
+int64_t ParseDurationMs(const std::string& text);
+
+}  // namespace kvc::cli

@@ -1,0 +1,50 @@
+// The data directory shared by `serve` and the `db` / `token` subcommands:
+//   catalog.sqlite3       databases and access tokens (storage::SqliteCatalog)
+//   default.sqlite3       the database named "default" (created on first use)
+//   db-<hex>.sqlite3      databases made with `kvconnect db create`
+//   access-token          the bootstrap access token of `serve` (mode 0600)
+//   server-secret         the key that signs data-path tokens (mode 0600)
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "storage/sqlite/sqlite_backend.h"
+#include "storage/sqlite/sqlite_catalog.h"
+
+namespace kvc::cli {
+
+inline constexpr const char* kDefaultDatabase = "default";
+
+// Reads a secret file, or creates it with `make()` and mode 0600 (fsynced).
+Result<std::string> LoadOrCreateSecret(const std::filesystem::path& path,
+                                       const std::function<std::string()>& make, bool* created);
+
+struct DataDir {
+  std::filesystem::path root;
+  std::unique_ptr<storage::SqliteCatalog> catalog;
+
+  // A catalog path (relative to the data directory, or absolute) as a file path.
+  std::string Resolve(const std::string& path) const;
+};
+
+// Creates the directory (mode 0700) and the catalog if needed, and makes sure the database
+// named "default" exists (adopting a default.sqlite3 made before the catalog existed).
+Result<DataDir> OpenDataDir(const std::string& dir, const storage::SqliteOptions& sqlite);
+
+// Creates a new database file and registers it under `name`.
+// Errors: InvalidArgument (bad name), AlreadyExists, Internal.
+Result<storage::DatabaseRecord> CreateDatabase(DataDir& dd, const std::string& name,
+                                               const storage::SqliteOptions& sqlite);
+
+// Makes the database named "default" the given SQLite file (serve --sqlite-path).
+Status PointDefaultAt(DataDir& dd, const std::string& sqlite_path,
+                      const storage::SqliteOptions& sqlite);
+
+// Deletes a database file and its -wal / -shm companions.
+void RemoveDatabaseFiles(const std::string& path);
+
+}  // namespace kvc::cli

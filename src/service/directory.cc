@@ -1,0 +1,167 @@
+#include "service/directory.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace kvc::service {
+
+const Directory::Database* Directory::Snapshot::Find(const std::string& name_or_id) const {
+  auto n = id_by_name.find(name_or_id);
+  auto it = by_id.find(n != id_by_name.end() ? n->second : name_or_id);
+  if (it == by_id.end() && storage::LooksLikeUuid(name_or_id)) {
+    std::string lower = name_or_id;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    it = by_id.find(lower);
+  }
+  return it == by_id.end() ? nullptr : &it->second;
+}
+
+const storage::AccessTokenRecord* Directory::Snapshot::Token(const std::string& id) const {
+  auto it = tokens.find(id);
+  return it == tokens.end() ? nullptr : &it->second;
+}
+
+Directory::Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options)
+    : catalog_(catalog),
+      factory_(std::move(factory)),
+      options_(std::move(options)),
+      snap_(std::make_shared<Snapshot>()) {}
+
+Directory::~Directory() { Stop(); }
+
+Status Directory::Start() {
+  KVC_RETURN_IF_ERROR(Reload(/*force=*/true));
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void Directory::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::shared_ptr<const Snapshot> last;
+  {
+    std::lock_guard<std::mutex> lock(snap_mu_);
+    last = std::move(snap_);
+    snap_ = std::make_shared<Snapshot>();
+  }
+  if (last) {
+    for (const auto& [id, db] : last->by_id) db.engine->Shutdown();
+  }
+  for (auto& e : retired_) e->Shutdown();
+  retired_.clear();
+}
+
+std::shared_ptr<const Directory::Snapshot> Directory::snapshot() const {
+  std::lock_guard<std::mutex> lock(snap_mu_);
+  return snap_;
+}
+
+void Directory::RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      waiting_.push_back(std::move(done));
+      cv_.notify_all();
+      return;
+    }
+  }
+  done(snapshot());  // stopped: answer with what we have
+}
+
+void Directory::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.poll_ms, 10)),
+                 [this] { return stop_ || !waiting_.empty(); });
+    if (stop_) break;
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    lock.unlock();
+    // The change counter tells whether anything changed, so a flood of lookups for unknown
+    // tokens costs one small query per round, not a full reread.
+    Status s = Reload(/*force=*/false);
+    if (!s.ok() && ++failed_reloads_ % 60 == 1) {
+      spdlog::warn("cannot reread the catalog: {}", s.message());
+    }
+    ReapRetired();
+    auto snap = snapshot();
+    for (auto& w : waiting) w(snap);
+    lock.lock();
+  }
+}
+
+Status Directory::Reload(bool force) {
+  KVC_ASSIGN_OR_RETURN(int64_t generation, catalog_->ChangeCounter());
+  auto current = snapshot();
+  if (!force && generation == current->generation) return Status::Ok();
+  KVC_ASSIGN_OR_RETURN(auto dbs, catalog_->ListDatabases());
+  KVC_ASSIGN_OR_RETURN(auto tokens, catalog_->ListTokens());
+
+  auto next = std::make_shared<Snapshot>();
+  next->generation = generation;
+  Status first_error;
+  for (auto& rec : dbs) {
+    Database db;
+    auto old = current->by_id.find(rec.id);
+    if (old != current->by_id.end() && old->second.record.path == rec.path) {
+      db.engine = old->second.engine;
+    } else {
+      auto backend = factory_(rec);
+      if (!backend.ok()) {
+        spdlog::error("cannot open database '{}' ({}): {}", rec.name, rec.path,
+                      backend.status().message());
+        if (first_error.ok()) first_error = backend.status();
+        continue;
+      }
+      if ((*backend)->database_id() != rec.id) {
+        spdlog::error("database file {} has id {}, but the catalog says {}; not serving '{}'",
+                      rec.path, (*backend)->database_id(), rec.id, rec.name);
+        if (first_error.ok()) first_error = Internal("database id mismatch for " + rec.name);
+        continue;
+      }
+      auto engine = engine::Engine::Open(std::move(*backend), options_.engine);
+      if (!engine.ok()) {
+        spdlog::error("cannot start database '{}': {}", rec.name, engine.status().message());
+        if (first_error.ok()) first_error = engine.status();
+        continue;
+      }
+      db.engine = std::shared_ptr<engine::Engine>(std::move(*engine));
+      if (current->generation >= 0) spdlog::info("serving database '{}' ({})", rec.name, rec.id);
+    }
+    next->id_by_name[rec.name] = rec.id;
+    db.record = std::move(rec);
+    next->by_id.emplace(db.record.id, std::move(db));
+  }
+  for (auto& t : tokens) next->tokens.emplace(t.id, std::move(t));
+  for (const auto& [id, db] : current->by_id) {
+    auto it = next->by_id.find(id);
+    if (it == next->by_id.end() || it->second.engine != db.engine) {
+      spdlog::info("database '{}' ({}) is no longer served", db.record.name, id);
+      retired_.push_back(db.engine);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(snap_mu_);
+    snap_ = std::move(next);
+  }
+  return first_error;
+}
+
+void Directory::ReapRetired() {
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (it->use_count() == 1) {
+      (*it)->Shutdown();
+      it = retired_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace kvc::service

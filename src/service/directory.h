@@ -1,0 +1,91 @@
+// Directory: the server's view of the catalog. It keeps an immutable snapshot of databases
+// (each with its running Engine) and access tokens, rereads the catalog when it changes (polled
+// every `poll_ms`, so `kvconnect db ...` and `kvconnect token revoke` take effect within about
+// that long), opens engines for new databases and retires those of removed ones.
+//
+// The hot path only copies a shared_ptr to the current snapshot: no catalog or SQLite access.
+// Catalog and SQLite work happens on the directory's own thread, never on the caller's.
+//
+// Ownership: does not own the catalog (it must outlive the directory); owns the engines.
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "storage/backend.h"
+#include "storage/catalog.h"
+
+namespace kvc::service {
+
+struct DirectoryOptions {
+  int64_t poll_ms = 1000;
+  engine::EngineOptions engine;
+};
+
+class Directory {
+ public:
+  struct Database {
+    storage::DatabaseRecord record;
+    std::shared_ptr<engine::Engine> engine;
+  };
+  struct Snapshot {
+    int64_t generation = -1;
+    std::unordered_map<std::string, Database> by_id;
+    std::unordered_map<std::string, std::string> id_by_name;
+    std::unordered_map<std::string, storage::AccessTokenRecord> tokens;  // by token id
+
+    // By name or id; nullptr if absent.
+    const Database* Find(const std::string& name_or_id) const;
+    const storage::AccessTokenRecord* Token(const std::string& id) const;
+  };
+  using BackendFactory = std::function<Result<std::unique_ptr<storage::Backend>>(
+      const storage::DatabaseRecord&)>;
+
+  Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options);
+  ~Directory();
+
+  // Loads the catalog, opens every database and starts polling. Errors: whatever opening a
+  // database or reading the catalog returned.
+  Status Start();
+  // Stops polling and shuts every engine down. Idempotent.
+  void Stop();
+
+  std::shared_ptr<const Snapshot> snapshot() const;
+  // Rereads the catalog on the directory thread (at once, not at the next poll), then calls
+  // `done` there with the new snapshot. `done` must not block.
+  void RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)> done);
+
+ private:
+  void Loop();
+  // Directory thread (or Start) only.
+  Status Reload(bool force);
+  void ReapRetired();
+
+  storage::Catalog* const catalog_;
+  const BackendFactory factory_;
+  const DirectoryOptions options_;
+
+  mutable std::mutex snap_mu_;
+  std::shared_ptr<const Snapshot> snap_;  // guarded by snap_mu_
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting_;  // guarded by mu_
+  bool stop_ = false;                                                           // guarded by mu_
+  std::thread thread_;
+
+  // Engines of removed databases, shut down once nobody else holds them (directory thread).
+  std::vector<std::shared_ptr<engine::Engine>> retired_;
+  int64_t failed_reloads_ = 0;
+};
+
+}  // namespace kvc::service

@@ -1,0 +1,70 @@
+// Catalog: which databases a server holds and which access tokens may reach them. It lives in
+// the data directory beside the databases and is shared by `kvconnect serve` and the `db` /
+// `token` subcommands, which may run while the server does.
+//
+// Only a hash of each access token is stored; the token itself is shown once when created.
+//
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvc::storage {
+
+struct DatabaseRecord {
+  std::string id;    // UUID, the same as stored inside the database file
+  std::string name;  // unique; see IsValidDatabaseName
+  std::string path;  // file name relative to the data directory, or an absolute path
+  int64_t created_ms = 0;
+};
+
+struct AccessTokenRecord {
+  std::string id;           // public part of the token, unique
+  std::string name;         // free-form label
+  std::string database_id;  // the one database it opens
+  int scope = 0;            // auth::Scope as an integer
+  std::string hash;         // hex SHA-256 of the whole token
+  int64_t created_ms = 0;
+  int64_t expires_ms = 0;  // 0: never
+  int64_t revoked_ms = 0;  // 0: not revoked
+  double rate_limit = -1;  // requests per second; < 0: the server's default; 0: unlimited
+};
+
+// 1-63 characters of [a-z0-9_-], starting with a letter or digit, and not shaped like a UUID.
+bool IsValidDatabaseName(const std::string& name);
+bool LooksLikeUuid(const std::string& s);
+
+class Catalog {
+ public:
+  virtual ~Catalog() = default;
+
+  virtual Result<std::vector<DatabaseRecord>> ListDatabases() = 0;
+  // By name or by id. NotFound if absent.
+  virtual Result<DatabaseRecord> FindDatabase(const std::string& name_or_id) = 0;
+  // AlreadyExists if the name or id is taken.
+  virtual Status AddDatabase(const DatabaseRecord& db) = 0;
+  virtual Status RenameDatabase(const std::string& id, const std::string& new_name) = 0;
+  // Removes the database and revokes its tokens, in one transaction.
+  virtual Status RemoveDatabase(const std::string& id, int64_t now_ms) = 0;
+  // Points an existing database at another file (serve --sqlite-path).
+  virtual Status RebindDatabase(const std::string& name, const std::string& new_id,
+                                const std::string& path) = 0;
+
+  virtual Status AddToken(const AccessTokenRecord& token) = 0;
+  virtual Result<std::vector<AccessTokenRecord>> ListTokens() = 0;
+  virtual Result<AccessTokenRecord> FindToken(const std::string& id) = 0;
+  // NotFound if absent; FailedPrecondition if already revoked.
+  virtual Status RevokeToken(const std::string& id, int64_t now_ms) = 0;
+
+  // A number that changes whenever anyone (any process) commits a change to the catalog; cheap
+  // enough to poll every second.
+  virtual Result<int64_t> ChangeCounter() = 0;
+};
+
+}  // namespace kvc::storage
