@@ -1,0 +1,306 @@
+// Many databases and scoped access tokens through the real HTTP stack (in-process server,
+// catalog and directory as `serve` wires them): isolation, scopes, revocation and expiry,
+// another database's tokens, databases created and deleted while serving, rate limits.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "auth/tokens.h"
+#include "cli/data_dir.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "datapath.pb.h"
+#include "net/server.h"
+#include "service/directory.h"
+#include "service/kv_service.h"
+#include "testutil/http_client.h"
+
+namespace kvc {
+namespace {
+namespace fs = std::filesystem;
+namespace pb = com::deno::kv::datapath;
+using testutil::Headers;
+using testutil::Http2Client;
+
+constexpr char kBootstrap[] = "bootstrap-token-0123456789";
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(fs::path(KVC_FIXTURES_DIR) / "requests" / name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Session {
+  std::string token;
+  std::string database_id;
+};
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvc-sec-" + HexEncode(RandomBytes(6)));
+    auto dd = cli::OpenDataDir(dir_.string(), {});
+    ASSERT_TRUE(dd.ok()) << dd.status().ToString();
+    dd_ = std::make_unique<cli::DataDir>(std::move(*dd));
+    ASSERT_TRUE(cli::CreateDatabase(*dd_, "sales", {}).ok());
+    ASSERT_TRUE(cli::CreateDatabase(*dd_, "hr", {}).ok());
+    service::DirectoryOptions dopt;
+    dopt.poll_ms = 100;
+    cli::DataDir* data = dd_.get();
+    directory_ = std::make_unique<service::Directory>(
+        dd_->catalog.get(),
+        [data](const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
+          storage::SqliteOptions so;
+          so.create_if_missing = false;
+          KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(data->Resolve(rec.path), so));
+          return std::unique_ptr<storage::Backend>(std::move(b));
+        },
+        dopt);
+    ASSERT_TRUE(directory_->Start().ok());
+    service::ServiceOptions so;
+    so.access_token = kBootstrap;
+    so.rate_limit_rps = 0;
+    TuneService(so);
+    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get());
+    net::ServerOptions no;
+    no.port = 0;
+    server_ = std::make_unique<net::Server>(no, service_.get());
+    ASSERT_TRUE(server_->Start().ok());
+    auto c = Http2Client::Connect("127.0.0.1", server_->bound_port());
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  void TearDown() override {
+    client_.reset();
+    (void)server_->Stop(std::chrono::milliseconds(2000));
+    directory_->Stop();
+    fs::remove_all(dir_);
+  }
+  virtual void TuneService(service::ServiceOptions&) {}
+
+  // Creates an access token the way `kvconnect token create` does.
+  std::string MakeToken(const std::string& db, auth::Scope scope, int64_t expires_ms = 0,
+                        double rate = -1) {
+    auto rec = dd_->catalog->FindDatabase(db);
+    EXPECT_TRUE(rec.ok());
+    auto t = auth::GenerateAccessToken();
+    storage::AccessTokenRecord r;
+    r.id = t.id;
+    r.database_id = rec->id;
+    r.scope = static_cast<int>(scope);
+    r.hash = t.hash;
+    r.created_ms = NowUnixMs();
+    r.expires_ms = expires_ms;
+    r.rate_limit = rate;
+    EXPECT_TRUE(dd_->catalog->AddToken(r).ok());
+    return t.token;
+  }
+
+  testutil::HttpResponse Connect(const std::string& path, const std::string& access_token) {
+    auto r = client_->Post(path,
+                           {{"authorization", "Bearer " + access_token},
+                            {"content-type", "application/json"}},
+                           R"({"supportedVersions":[2,3]})");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : testutil::HttpResponse{};
+  }
+  Session Exchange(const std::string& path, const std::string& access_token) {
+    auto r = Connect(path, access_token);
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+    rapidjson::Document d;
+    d.Parse(r.body.c_str());
+    if (!d.IsObject() || !d.HasMember("token")) return {};
+    return {d["token"].GetString(), d["databaseId"].GetString()};
+  }
+  testutil::HttpResponse Data(const Session& s, const std::string& method,
+                              const std::string& body, const std::string& db_header = "") {
+    auto r = client_->Post("/v2/" + method,
+                           {{"authorization", "Bearer " + s.token},
+                            {"x-denokv-version", "3"},
+                            {"x-denokv-database-id",
+                             db_header.empty() ? s.database_id : db_header}},
+                           body);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : testutil::HttpResponse{};
+  }
+  // Number of entries the fixture's point read finds.
+  int ReadCount(const Session& s) {
+    auto r = Data(s, "snapshot_read", Fixture("snapshot_read_get.bin"));
+    EXPECT_EQ(r.status, 200) << r.body;
+    pb::SnapshotReadOutput out;
+    EXPECT_TRUE(out.ParseFromString(r.body));
+    return out.ranges_size() ? out.ranges(0).values_size() : -1;
+  }
+  // Polls until `pred` or ~5 s.
+  template <typename F>
+  bool Eventually(F pred) {
+    for (int i = 0; i < 100; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<cli::DataDir> dd_;
+  std::unique_ptr<service::Directory> directory_;
+  std::unique_ptr<service::KvService> service_;
+  std::unique_ptr<net::Server> server_;
+  std::unique_ptr<Http2Client> client_;
+};
+
+TEST_F(SecurityTest, DatabasesAreIsolated) {
+  const Session sales = Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
+  const Session hr = Exchange("/databases/hr/connect", MakeToken("hr", auth::Scope::kWrite));
+  const Session def = Exchange("/", kBootstrap);
+  ASSERT_FALSE(sales.token.empty());
+  ASSERT_FALSE(hr.token.empty());
+  EXPECT_NE(sales.database_id, hr.database_id);
+  EXPECT_NE(sales.database_id, def.database_id);
+  auto w = Data(sales, "atomic_write", Fixture("atomic_write_set.bin"));
+  ASSERT_EQ(w.status, 200) << w.body;
+  EXPECT_EQ(ReadCount(sales), 1);
+  EXPECT_EQ(ReadCount(hr), 0);
+  EXPECT_EQ(ReadCount(def), 0);
+  // The bootstrap token reaches every database, by name or by id.
+  const Session boot_sales = Exchange("/databases/" + sales.database_id + "/connect", kBootstrap);
+  EXPECT_EQ(boot_sales.database_id, sales.database_id);
+  EXPECT_EQ(ReadCount(boot_sales), 1);
+}
+
+TEST_F(SecurityTest, ForeignTokensAreRefused) {
+  const std::string sales_token = MakeToken("sales", auth::Scope::kAdmin);
+  auto r = Connect("/databases/hr/connect", sales_token);
+  EXPECT_EQ(r.status, 403);
+  EXPECT_EQ(r.body, "This access token is not valid for database 'hr'.");
+  r = Connect("/", sales_token);  // "/" is the default database
+  EXPECT_EQ(r.status, 403);
+  r = Connect("/databases/nope/connect", sales_token);
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, "Database 'nope' not found.");
+  // A data-path token of sales sent to hr's id.
+  const Session sales = Exchange("/databases/sales/connect", sales_token);
+  const Session hr = Exchange("/databases/hr/connect", kBootstrap);
+  auto d = Data(sales, "snapshot_read", Fixture("snapshot_read_get.bin"), hr.database_id);
+  EXPECT_EQ(d.status, 401);
+  EXPECT_NE(d.body.find("authorization"), std::string::npos) << d.body;
+  // Unknown and tampered access tokens.
+  std::string tampered = sales_token;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  for (const std::string& bad : {tampered, std::string("kvt_nope"), std::string(kBootstrap) + "x",
+                                 auth::GenerateAccessToken().token}) {
+    r = Connect("/databases/sales/connect", bad);
+    EXPECT_EQ(r.status, 401) << bad;
+    EXPECT_EQ(r.body, "Invalid access token.");
+  }
+}
+
+TEST_F(SecurityTest, ReadScopeCannotWrite) {
+  const Session ro = Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kRead));
+  auto w = Data(ro, "atomic_write", Fixture("atomic_write_set.bin"));
+  EXPECT_EQ(w.status, 403);
+  EXPECT_EQ(w.body, "This access token is read-only; writes are not permitted.");
+  EXPECT_EQ(ReadCount(ro), 0);  // reading works, and nothing was written
+  // Watching is reading: allowed.
+  pb::Watch req;
+  req.add_keys()->set_key(std::string("\x02" "a\x00", 3));
+  auto watch = client_->OpenStream(
+      "/v2/watch",
+      {{"authorization", "Bearer " + ro.token},
+       {"x-denokv-version", "3"},
+       {"x-denokv-database-id", ro.database_id}},
+      req.SerializeAsString());
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
+  EXPECT_EQ((*watch)->status(), 200);
+}
+
+TEST_F(SecurityTest, RevocationReachesDataPathTokens) {
+  const std::string token = MakeToken("sales", auth::Scope::kWrite);
+  const Session s = Exchange("/databases/sales/connect", token);
+  ASSERT_EQ(ReadCount(s), 0);
+  ASSERT_TRUE(dd_->catalog->RevokeToken(auth::AccessTokenId(token), NowUnixMs()).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401;
+  }));
+  auto d = Data(s, "atomic_write", Fixture("atomic_write_set.bin"));
+  EXPECT_EQ(d.status, 401);
+  EXPECT_NE(d.body.find("revoked"), std::string::npos) << d.body;
+  auto r = Connect("/databases/sales/connect", token);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.body, "Invalid access token: it has been revoked.");
+  // Other tokens are unaffected.
+  EXPECT_EQ(ReadCount(Exchange("/databases/sales/connect", kBootstrap)), 0);
+}
+
+TEST_F(SecurityTest, ExpiredAccessTokens) {
+  const std::string token = MakeToken("sales", auth::Scope::kWrite, NowUnixMs() + 600);
+  const Session s = Exchange("/databases/sales/connect", token);
+  ASSERT_EQ(ReadCount(s), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto r = Connect("/databases/sales/connect", token);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.body, "Invalid access token: it has expired.");
+  auto d = Data(s, "snapshot_read", Fixture("snapshot_read_get.bin"));
+  EXPECT_EQ(d.status, 401);
+  EXPECT_NE(d.body.find("authorization"), std::string::npos) << d.body;
+}
+
+TEST_F(SecurityTest, DatabasesCreatedAndDeletedWhileServing) {
+  // Created after the server started: reachable at once (the directory rereads on a miss).
+  auto rec = cli::CreateDatabase(*dd_, "late", {});
+  ASSERT_TRUE(rec.ok());
+  const std::string token = MakeToken("late", auth::Scope::kWrite);
+  const Session s = Exchange("/databases/late/connect", token);
+  EXPECT_EQ(s.database_id, rec->id);
+  ASSERT_EQ(Data(s, "atomic_write", Fixture("atomic_write_set.bin")).status, 200);
+  // Renamed: the same database and tokens under the new name.
+  ASSERT_TRUE(dd_->catalog->RenameDatabase(rec->id, "later").ok());
+  EXPECT_EQ(Exchange("/databases/later/connect", token).database_id, rec->id);
+  EXPECT_EQ(Connect("/databases/late/connect", token).status, 404);
+  // Deleted: connects 404, the old data-path token stops working.
+  ASSERT_TRUE(dd_->catalog->RemoveDatabase(rec->id, NowUnixMs()).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401;
+  }));
+  EXPECT_EQ(Connect("/databases/later/connect", kBootstrap).status, 404);
+}
+
+class RateLimitTest : public SecurityTest {
+  void TuneService(service::ServiceOptions& so) override {
+    so.rate_limit_rps = 2;
+    so.rate_limit_burst = 5;
+  }
+};
+
+TEST_F(RateLimitTest, TokenBucketAnswers429) {
+  const Session s = Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
+  int ok = 0, limited = 0;
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    auto r = Data(s, "snapshot_read", Fixture("snapshot_read_get.bin"));
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      text = r.body;
+    }
+  }
+  // The exchange used one of the 5; a few more may refill while the loop runs.
+  EXPECT_GE(ok, 3);
+  EXPECT_LE(ok, 8);
+  EXPECT_EQ(ok + limited, 20);
+  EXPECT_NE(text.find("Rate limit exceeded"), std::string::npos) << text;
+  // A token with its own unlimited rate, and the bootstrap token, are not limited.
+  const Session free = Exchange("/databases/sales/connect",
+                                MakeToken("sales", auth::Scope::kWrite, 0, /*rate=*/0));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(free), 0);
+  const Session boot = Exchange("/databases/sales/connect", kBootstrap);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(boot), 0);
+}
+
+}  // namespace
+}  // namespace kvc

@@ -1,0 +1,279 @@
+// The catalog (databases, access tokens), access-token format, durations, the config file and
+// the rate limiter.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "auth/tokens.h"
+#include "cli/admin.h"
+#include "cli/data_dir.h"
+#include "cli/serve.h"
+#include "codec/config_json.h"
+#include "common/random.h"
+#include "service/rate_limiter.h"
+#include "storage/sqlite/sqlite_catalog.h"
+
+namespace kvc {
+namespace {
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("kvc-unit-" + HexEncode(RandomBytes(6)))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(AccessTokens, ShapeHashAndId) {
+  auto t = auth::GenerateAccessToken();
+  EXPECT_EQ(t.token.size(), 4u + 16 + 1 + 64);
+  EXPECT_EQ(t.token.rfind("kvt_", 0), 0u);
+  EXPECT_EQ(auth::AccessTokenId(t.token), t.id);
+  EXPECT_EQ(auth::HashAccessToken(t.token), t.hash);
+  EXPECT_EQ(t.hash.size(), 64u);
+  EXPECT_EQ(t.token.find(t.hash), std::string::npos);  // the hash is not the secret
+  EXPECT_NE(auth::GenerateAccessToken().token, t.token);
+  // Anything not exactly shaped like a token has no id.
+  EXPECT_EQ(auth::AccessTokenId(""), "");
+  EXPECT_EQ(auth::AccessTokenId("kvc_0123456789abcdef"), "");
+  EXPECT_EQ(auth::AccessTokenId(t.token + "0"), "");
+  std::string upper = t.token;
+  upper[5] = 'G';
+  EXPECT_EQ(auth::AccessTokenId(upper), "");
+  std::string no_sep = t.token;
+  no_sep[20] = 'a';
+  EXPECT_EQ(auth::AccessTokenId(no_sep), "");
+}
+
+TEST(AccessTokens, Scopes) {
+  EXPECT_EQ(*auth::ParseScope("read"), auth::Scope::kRead);
+  EXPECT_EQ(*auth::ParseScope("write"), auth::Scope::kWrite);
+  EXPECT_EQ(*auth::ParseScope("admin"), auth::Scope::kAdmin);
+  EXPECT_FALSE(auth::ParseScope("root").ok());
+  EXPECT_STREQ(auth::ScopeName(auth::Scope::kWrite), "write");
+}
+
+TEST(Durations, Parse) {
+  EXPECT_EQ(cli::ParseDurationMs("never"), 0);
+  EXPECT_EQ(cli::ParseDurationMs("45s"), 45000);
+  EXPECT_EQ(cli::ParseDurationMs("90m"), 90 * 60000);
+  EXPECT_EQ(cli::ParseDurationMs("12h"), 12 * 3600000LL);
+  EXPECT_EQ(cli::ParseDurationMs("30d"), 30 * 86400000LL);
+  EXPECT_EQ(cli::ParseDurationMs("2w"), 14 * 86400000LL);
+  for (const char* bad : {"0d", "-1d", "d", "10", "10x", "1.5h", "1dd", "99999999999999999999d"}) {
+    EXPECT_EQ(cli::ParseDurationMs(bad), -1) << bad;
+  }
+}
+
+TEST(DatabaseNames, Validation) {
+  for (const char* ok : {"a", "sales", "hr-2", "x_y", "0db"}) {
+    EXPECT_TRUE(storage::IsValidDatabaseName(ok)) << ok;
+  }
+  for (const char* bad : {"", "-a", "_a", "Sales", "a/b", "a b", "a.b",
+                          "0b6f3a8e-1111-4222-8333-444455556666"}) {
+    EXPECT_FALSE(storage::IsValidDatabaseName(bad)) << bad;
+  }
+  EXPECT_FALSE(storage::IsValidDatabaseName(std::string(64, 'a')));
+  EXPECT_TRUE(storage::IsValidDatabaseName(std::string(63, 'a')));
+}
+
+TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
+  TempDir dir;
+  const std::string path = (dir.path() / "catalog.sqlite3").string();
+  auto c = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto& cat = **c;
+  const int64_t g0 = *cat.ChangeCounter();
+  ASSERT_TRUE(cat.AddDatabase({"0b6f3a8e-1111-4222-8333-444455556666", "sales", "s.db", 5}).ok());
+  EXPECT_GT(*cat.ChangeCounter(), g0);
+  EXPECT_EQ(cat.AddDatabase({"0b6f3a8e-1111-4222-8333-444455556666", "other", "o.db", 5}).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(cat.AddDatabase({"1b6f3a8e-1111-4222-8333-444455556666", "sales", "o.db", 5}).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(cat.FindDatabase("sales")->path, "s.db");
+  EXPECT_EQ(cat.FindDatabase("0B6F3A8E-1111-4222-8333-444455556666")->name, "sales");
+  EXPECT_EQ(cat.FindDatabase("nope").status().code(), StatusCode::kNotFound);
+
+  storage::AccessTokenRecord t;
+  t.id = "00112233445566aa";
+  t.name = "ci";
+  t.database_id = "0b6f3a8e-1111-4222-8333-444455556666";
+  t.scope = 1;
+  t.hash = std::string(64, 'f');
+  t.created_ms = 7;
+  t.expires_ms = 99;
+  t.rate_limit = 12.5;
+  ASSERT_TRUE(cat.AddToken(t).ok());
+  EXPECT_EQ(cat.AddToken(t).code(), StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(cat.RenameDatabase("0b6f3a8e-1111-4222-8333-444455556666", "sales2").ok());
+  EXPECT_EQ(cat.RenameDatabase("nope", "x").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(cat.AddDatabase({"2b6f3a8e-1111-4222-8333-444455556666", "hr", "h.db", 5}).ok());
+  EXPECT_EQ(cat.RenameDatabase("2b6f3a8e-1111-4222-8333-444455556666", "sales2").code(),
+            StatusCode::kAlreadyExists);
+
+  // Another connection (another process, in real life) sees everything and the counter.
+  auto c2 = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(c2.ok());
+  auto tok = (*c2)->FindToken("00112233445566aa");
+  ASSERT_TRUE(tok.ok());
+  EXPECT_EQ(tok->name, "ci");
+  EXPECT_EQ(tok->scope, 1);
+  EXPECT_EQ(tok->expires_ms, 99);
+  EXPECT_DOUBLE_EQ(tok->rate_limit, 12.5);
+  EXPECT_EQ(tok->revoked_ms, 0);
+  const int64_t g1 = *(*c2)->ChangeCounter();
+  ASSERT_TRUE((*c2)->RevokeToken("00112233445566aa", 1234).ok());
+  EXPECT_GT(*cat.ChangeCounter(), g1);
+  EXPECT_EQ(cat.FindToken("00112233445566aa")->revoked_ms, 1234);
+  EXPECT_EQ(cat.RevokeToken("00112233445566aa", 1).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(cat.RevokeToken("ffffffffffffffff", 1).code(), StatusCode::kNotFound);
+
+  // Removing a database revokes its tokens in the same transaction.
+  t.id = "00112233445566bb";
+  t.database_id = "2b6f3a8e-1111-4222-8333-444455556666";
+  ASSERT_TRUE(cat.AddToken(t).ok());
+  ASSERT_TRUE(cat.RemoveDatabase("2b6f3a8e-1111-4222-8333-444455556666", 777).ok());
+  EXPECT_EQ(cat.FindToken("00112233445566bb")->revoked_ms, 777);
+  EXPECT_EQ(cat.FindDatabase("hr").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cat.ListDatabases()->size(), 1u);
+  EXPECT_EQ(cat.ListTokens()->size(), 2u);
+}
+
+TEST(DataDir, DefaultDatabaseCreateAndAdoptExisting) {
+  TempDir dir;
+  storage::SqliteOptions so;
+  std::string default_id;
+  {
+    // A data directory from before the catalog: default.sqlite3 alone.
+    auto b = storage::SqliteBackend::Open((dir.path() / "default.sqlite3").string(), so);
+    ASSERT_TRUE(b.ok());
+    default_id = (*b)->database_id();
+  }
+  auto dd = cli::OpenDataDir(dir.path().string(), so);
+  ASSERT_TRUE(dd.ok()) << dd.status().ToString();
+  auto def = dd->catalog->FindDatabase("default");
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->id, default_id);  // adopted, not replaced
+
+  auto sales = cli::CreateDatabase(*dd, "sales", so);
+  ASSERT_TRUE(sales.ok()) << sales.status().ToString();
+  EXPECT_TRUE(fs::exists(dd->Resolve(sales->path)));
+  EXPECT_NE(sales->id, default_id);
+  EXPECT_EQ(cli::CreateDatabase(*dd, "sales", so).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(cli::CreateDatabase(*dd, "Bad Name", so).status().code(),
+            StatusCode::kInvalidArgument);
+  {
+    auto b = storage::SqliteBackend::Open(dd->Resolve(sales->path), so);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ((*b)->database_id(), sales->id);  // the file carries the catalog's id
+  }
+  // Reopening keeps everything.
+  auto again = cli::OpenDataDir(dir.path().string(), so);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->catalog->ListDatabases()->size(), 2u);
+  EXPECT_EQ(again->catalog->FindDatabase("default")->id, default_id);
+}
+
+TEST(ConfigFile, KeysTypesAndUnknownKeys) {
+  auto ok = codec::ParseConfigFile(
+      R"({"addr":"0.0.0.0:4512","max_body_bytes":2048,"rate_limit_rps":2.5,"sync":"normal"})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 4u);
+  EXPECT_EQ((*ok)[0], (std::pair<std::string, std::string>{"addr", "0.0.0.0:4512"}));
+  EXPECT_EQ((*ok)[1].second, "2048");
+  EXPECT_EQ((*ok)[2].second, "2.5");
+
+  auto unknown = codec::ParseConfigFile(R"({"addr":"x:1","max_bodyy_bytes":1})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown key 'max_bodyy_bytes'"), std::string::npos);
+
+  auto wrong_type = codec::ParseConfigFile(R"({"max_body_bytes":"big"})");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("'max_body_bytes'"), std::string::npos)
+      << wrong_type.status().message();
+
+  auto too_small = codec::ParseConfigFile(R"({"max_body_bytes":1})");
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_NE(too_small.status().message().find("at least 1024"), std::string::npos)
+      << too_small.status().message();
+
+  EXPECT_FALSE(codec::ParseConfigFile(R"({"sync":"sometimes"})").ok());
+  EXPECT_FALSE(codec::ParseConfigFile("[1]").ok());
+  auto broken = codec::ParseConfigFile("{\"addr\": ");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("malformed JSON"), std::string::npos);
+}
+
+// Every serve flag has a schema key and every schema key a flag, so the config file and the
+// command line cannot drift apart.
+TEST(ConfigFile, SchemaMatchesServeFlags) {
+  CLI::App app;
+  cli::ServeConfig config;
+  CLI::App* serve = cli::AddServeCommand(app, &config);
+  std::set<std::string> flags;
+  for (const CLI::Option* o : serve->get_options()) {
+    for (std::string name : o->get_lnames()) {
+      if (name == "help" || name == "config") continue;
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      flags.insert(name);
+    }
+  }
+  const auto keys = codec::ConfigKeys();
+  const std::set<std::string> schema(keys.begin(), keys.end());
+  EXPECT_EQ(flags, schema);
+}
+
+TEST(ConfigFile, FlagsOverrideTheFile) {
+  TempDir dir;
+  const fs::path file = dir.path() / "config.json";
+  std::ofstream(file) << R"({"addr":"0.0.0.0:9999","max_body_bytes":4096,"idle_timeout_ms":1234})";
+  CLI::App app;
+  cli::ServeConfig config;
+  CLI::App* serve = cli::AddServeCommand(app, &config);
+  std::vector<std::string> args = {"kvconnect", "serve", "--config", file.string(),
+                                   "--addr", "127.0.0.1:1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(cli::ApplyServeConfigFile(serve, config).ok());
+  EXPECT_EQ(config.addr, "127.0.0.1:1");                          // flag wins
+  EXPECT_EQ(config.net.max_body_bytes, 4096u);                    // from the file
+  EXPECT_EQ(config.net.idle_timeout.count(), 1234);               // via an option callback
+  std::ofstream(file) << R"({"addr":"0.0.0.0:9999","bogus":1})";  // truncates and rewrites
+  cli::ServeConfig c2;
+  CLI::App app2;
+  CLI::App* s2 = cli::AddServeCommand(app2, &c2);
+  app2.parse(static_cast<int>(argv.size()), argv.data());
+  Status s = cli::ApplyServeConfigFile(s2, c2);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'bogus'"), std::string::npos) << s.message();
+}
+
+TEST(RateLimiter, BucketRefillsAtTheRate) {
+  service::RateLimiter rl;
+  const auto t0 = service::RateLimiter::Clock::now();
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i) allowed += rl.Allow("a", 10, 5, t0);
+  EXPECT_EQ(allowed, 5);  // the burst
+  EXPECT_TRUE(rl.Allow("b", 10, 5, t0));  // buckets are per key
+  // 0.5 s later: 5 more.
+  allowed = 0;
+  for (int i = 0; i < 20; ++i) allowed += rl.Allow("a", 10, 5, t0 + std::chrono::milliseconds(500));
+  EXPECT_EQ(allowed, 5);
+  EXPECT_TRUE(rl.Allow("a", 0, 0, t0));  // rate 0: unlimited
+}
+
+}  // namespace
+}  // namespace kvc
