@@ -22,6 +22,9 @@ namespace fs = std::filesystem;
 
 CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   CLI::App* s = app.add_subcommand("serve", "Run the KV Connect server");
+  // A flag given twice takes its last value, so wrappers (a container's entrypoint, a unit
+  // file) can set defaults that arguments appended later override.
+  s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   s->add_option("--config", c->config_file,
                 "JSON configuration file (keys: these flags with '_' for '-'; flags win)");
   s->add_option("--addr", c->addr,
