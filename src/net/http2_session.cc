@@ -284,8 +284,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     st->dispatched = true;
     ReleaseBody(st);
     if (st->headers_too_large) {
-      Respond(st, service::ErrorResponse(
-                      Status(StatusCode::kInvalidArgument, "The request headers are too large.")));
+      service::HttpResponse r = service::ErrorResponse(
+          Status(StatusCode::kInvalidArgument, "The request headers are too large."));
+      r.status = 431;  // as over HTTP/1.1
+      Respond(st, std::move(r));
       return;
     }
     if (st->too_large) {

@@ -4,8 +4,13 @@
 //   data dir (or a given --sqlite-path) and a random 24-char access token, waits
 //   until the port accepts TCP connections, and keeps the last lines of its
 //   stderr/stdout for failure reports.
+//   With tlsCert/tlsKey the server speaks TLS (https://); with tlsPort as well it
+//   listens in plain text on one port and TLS on another.
 // * runDeno(): runs one of the Deno scripts under ./deno with KV_URL,
-//   DENO_KV_ACCESS_TOKEN etc. and returns {code, signal, stdout, stderr, summary}.
+//   DENO_KV_ACCESS_TOKEN, DENO_CERT etc. and returns {code, signal, stdout, stderr, summary}.
+// * runKvconnect() / server.dbCmd() / server.tokenCmd(): the `kvconnect db|token`
+//   subcommands on a server's data dir, returning {code, stdout, stderr}.
+// * makeCerts(): a private CA and a server certificate from deploy/make-certs.sh.
 // * Every child process is registered and SIGKILLed when this process exits,
 //   so a failing or interrupted test never leaves servers behind.
 //
@@ -221,57 +226,75 @@ export async function withTimeout(promise, ms, onTimeout) {
  * Starts `kvconnect serve`. Options:
  *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath
  *   sqlitePath  serve this one SQLite file (--sqlite-path) instead of --data-dir
- *   token       access token (default: random 24 chars)
+ *   token       access token (default: random 24 chars). `null`: pass none, so the server
+ *               makes its bootstrap token (<data-dir>/access-token), which becomes server.token
  *   port        port to use (default: a free one)
+ *   tlsCert, tlsKey  PEM files (--tls-cert/--tls-key): server.url becomes https://
+ *   tlsPort     with tlsCert/tlsKey: also listen with TLS here (--tls-addr; `true` = a free
+ *               port); server.url stays http:// and server.tlsUrl is the https:// one
  *   extraArgs   appended to the command line
  *   readyTimeoutMs  default 20 s
  */
 export async function startServer(opts = {}) {
   const bin = kvconnectBin();
-  const token = opts.token ?? randomToken();
+  const bootstrap = opts.token === null;
+  const token = bootstrap ? undefined : (opts.token ?? randomToken());
   const sqlitePath = opts.sqlitePath;
   const dataDir = sqlitePath ? undefined : (opts.dataDir ?? (await makeTempDir()));
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
+  const tls = Boolean(opts.tlsCert || opts.tlsKey);
   let lastError;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = opts.port ?? (await freePort());
+    const tlsPort = !tls || !opts.tlsPort ? undefined : opts.tlsPort === true ? await freePort() : opts.tlsPort;
     const args = [
       "serve",
       "--addr", `127.0.0.1:${port}`,
       ...(sqlitePath ? ["--sqlite-path", sqlitePath] : ["--data-dir", dataDir]),
-      "--access-token", token,
+      ...(token !== undefined ? ["--access-token", token] : []),
+      ...(tls ? ["--tls-cert", opts.tlsCert, "--tls-key", opts.tlsKey] : []),
+      ...(tlsPort ? ["--tls-addr", `127.0.0.1:${tlsPort}`] : []),
       ...(opts.extraArgs ?? []),
     ];
-    const server = new Server({ bin, args, port, token, dataDir, sqlitePath, opts });
+    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, opts });
     try {
       await server.waitReady(readyTimeoutMs);
+      if (bootstrap) await server.readBootstrapToken(readyTimeoutMs);
       return server;
     } catch (e) {
       lastError = e;
       await server.kill();
       const portClash = /in use|EADDRINUSE|address already/i.test(server.logTail(20));
-      if (!portClash || opts.port) break;
+      if (!portClash || opts.port || typeof opts.tlsPort === "number") break;
     }
   }
   throw lastError;
 }
 
 export class Server {
-  constructor({ bin, args, port, token, dataDir, sqlitePath, opts }) {
+  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, opts }) {
     this.bin = bin;
     this.args = args;
     this.port = port;
+    this.tlsPort = tlsPort;
     this.token = token;
     this.dataDir = dataDir;
     this.sqlitePath = sqlitePath;
     this.opts = opts;
-    this.url = `http://127.0.0.1:${port}`;
+    this.url = `${tls && !tlsPort ? "https" : "http"}://127.0.0.1:${port}`;
+    this.tlsUrl = tlsPort ? `https://127.0.0.1:${tlsPort}` : tls ? this.url : undefined;
     this.log = new LineTail(400, `[kvconnect:${port}] `);
     this.startedAt = Date.now();
     // Run inside the data dir (or next to the SQLite file) so that nothing the
     // server writes relative to its working directory lands in the repository.
     const cwd = dataDir ?? path.dirname(sqlitePath);
-    this.proc = track(spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env }, cwd }));
+    const env = { ...process.env };
+    if (token === undefined) {
+      // the server would take its token from these instead of making a bootstrap token
+      delete env.KVCONNECT_ACCESS_TOKEN;
+      delete env.DENO_KV_ACCESS_TOKEN;
+    }
+    this.proc = track(spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env, cwd }));
     this.proc.stdout.on("data", (d) => this.log.push(d));
     this.proc.stderr.on("data", (d) => this.log.push(d));
     this.exited = waitForExit(this.proc);
@@ -287,7 +310,40 @@ export class Server {
   }
 
   describe() {
-    return `kvconnect ${this.args.join(" ").replace(this.token, "<token>")}`;
+    const cmd = `kvconnect ${this.args.join(" ")}`;
+    return this.token ? cmd.replace(this.token, "<token>") : cmd;
+  }
+
+  /** Waits for <data-dir>/access-token (the bootstrap token) and makes it server.token. */
+  async readBootstrapToken(timeoutMs) {
+    const file = path.join(this.dataDir, "access-token");
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const text = await fsp.readFile(file, "utf8").catch(() => "");
+      if (text.trim()) {
+        this.token = text.trim();
+        return this.token;
+      }
+      if (Date.now() > deadline || !this.running) {
+        throw new Error(`${this.describe()} wrote no bootstrap token to ${file}.\n--- server output ---\n${this.logTail()}`);
+      }
+      await sleep(50);
+    }
+  }
+
+  /** `kvconnect <args...> --data-dir <this server's data dir>`; see runKvconnect(). */
+  async cli(args, opts = {}) {
+    return await runKvconnect([...args, "--data-dir", this.dataDir], { cwd: this.dataDir, ...opts });
+  }
+
+  /** `kvconnect db <args...>` on this server's data dir. */
+  async dbCmd(...args) {
+    return await this.cli(["db", ...args]);
+  }
+
+  /** `kvconnect token <args...>` on this server's data dir. */
+  async tokenCmd(...args) {
+    return await this.cli(["token", ...args]);
   }
 
   async waitReady(timeoutMs) {
@@ -300,11 +356,12 @@ export class Server {
             `--- server output ---\n${this.logTail()}`,
         );
       }
-      if (await tryConnect(this.port)) return;
+      if ((await tryConnect(this.port)) && (!this.tlsPort || (await tryConnect(this.tlsPort)))) return;
       await sleep(50);
     }
     throw new Error(
-      `${this.describe()} did not accept connections on port ${this.port} within ${timeoutMs} ms.\n` +
+      `${this.describe()} did not accept connections on port ${this.port}` +
+        `${this.tlsPort ? ` and ${this.tlsPort}` : ""} within ${timeoutMs} ms.\n` +
         `--- server output ---\n${this.logTail()}`,
     );
   }
@@ -330,11 +387,86 @@ export class Server {
       ...this.opts,
       dataDir: this.dataDir,
       sqlitePath: this.sqlitePath,
-      token: this.token,
+      token: this.opts.token === null ? null : this.token,
       port: opts.port,
+      tlsPort: this.opts.tlsPort ? opts.tlsPort ?? true : undefined,
       ...opts,
     });
   }
+}
+
+// ---------------------------------------------------------------------------
+// CLI subcommands and certificates
+
+/**
+ * Runs `kvconnect <args...>` (e.g. `db list --json --data-dir D`) to completion.
+ * Returns { code, signal, stdout, stderr, timedOut, command }.
+ */
+export function runKvconnect(args, { cwd, env = {}, timeoutMs = 20_000 } = {}) {
+  const bin = kvconnectBin();
+  const command = `kvconnect ${args.join(" ")}`;
+  return new Promise((resolve) => {
+    const proc = track(spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env }, cwd }));
+    let stdout = "";
+    let stderr = "";
+    let timedOut = false;
+    proc.stdout.on("data", (d) => (stdout += d.toString("utf8")));
+    proc.stderr.on("data", (d) => (stderr += d.toString("utf8")));
+    proc.once("error", (e) => (stderr += `spawn error: ${e.message}\n`));
+    const timer = setTimeout(() => {
+      timedOut = true;
+      proc.kill("SIGKILL");
+    }, timeoutMs);
+    proc.once("close", (code, signal) => {
+      clearTimeout(timer);
+      if (VERBOSE) process.stderr.write(`[${command}] code=${code}\n${stdout}${stderr}`);
+      resolve({ code, signal, stdout, stderr, timedOut, command });
+    });
+  });
+}
+
+/** Throws unless a runKvconnect() result exited 0; returns it. */
+export function expectCliOk(res, ...servers) {
+  if (res.code !== 0) {
+    throw annotate(new Error(
+      `\`${res.command}\` failed: code=${res.code} signal=${res.signal}${res.timedOut ? " (TIMED OUT)" : ""}\n` +
+        `--- stdout ---\n${res.stdout.slice(-2000)}\n--- stderr ---\n${res.stderr.slice(-4000)}`,
+    ), ...servers);
+  }
+  return res;
+}
+
+export const MAKE_CERTS = path.resolve(E2E_DIR, "../../deploy/make-certs.sh");
+
+/**
+ * Runs deploy/make-certs.sh OUT_DIR [NAME...] (default names: localhost 127.0.0.1 ::1).
+ * Returns the paths { dir, ca, caKey, cert, key } (cert = leaf + CA chain).
+ */
+export async function makeCerts(outDir, names = [], extraArgs = []) {
+  if (!fs.existsSync(MAKE_CERTS)) throw new Error(`${MAKE_CERTS} does not exist`);
+  const res = await new Promise((resolve) => {
+    const proc = track(spawn("bash", [MAKE_CERTS, ...extraArgs, outDir, ...names], { stdio: ["ignore", "pipe", "pipe"] }));
+    let out = "";
+    proc.stdout.on("data", (d) => (out += d));
+    proc.stderr.on("data", (d) => (out += d));
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 60_000);
+    proc.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
+  });
+  if (res.code !== 0) throw new Error(`make-certs.sh ${outDir} failed (code ${res.code}):\n${res.out}`);
+  const files = {
+    dir: outDir,
+    ca: path.join(outDir, "ca.pem"),
+    caKey: path.join(outDir, "ca-key.pem"),
+    cert: path.join(outDir, "server.pem"),
+    key: path.join(outDir, "server-key.pem"),
+  };
+  for (const f of [files.ca, files.cert, files.key]) {
+    if (!fs.existsSync(f)) throw new Error(`make-certs.sh did not write ${f}:\n${res.out}`);
+  }
+  return files;
 }
 
 /**
@@ -388,12 +520,13 @@ export function denoEnv(extra = {}) {
  * Runs a Deno script (a file name under ./deno or an absolute path).
  *   kvUrl      -> env KV_URL (server.url or a SQLite file path)
  *   token      -> env DENO_KV_ACCESS_TOKEN
+ *   caFile     -> env DENO_CERT (a CA to trust for https:// URLs)
  *   env        extra environment
  *   timeoutMs  hard kill after this long (the script's own watchdog fires 5 s earlier)
  *   onStdoutLine(line)  called for every complete stdout line as it arrives
  * Returns { code, signal, stdout, stderr, summary, timedOut, proc }.
  */
-export function spawnDeno(script, { kvUrl, token, env = {}, timeoutMs = 60_000, onStdoutLine } = {}) {
+export function spawnDeno(script, { kvUrl, token, caFile, env = {}, timeoutMs = 60_000, onStdoutLine } = {}) {
   const file = path.isAbsolute(script) ? script : path.join(DENO_SCRIPTS_DIR, script);
   const args = [
     "run", "--unstable-kv", "-A", "--no-prompt", "--no-check", "--no-config", "--no-lock", "--no-npm", file,
@@ -402,6 +535,7 @@ export function spawnDeno(script, { kvUrl, token, env = {}, timeoutMs = 60_000, 
     KV_SCRIPT_TIMEOUT_MS: String(Math.max(1_000, timeoutMs - 5_000)),
     ...(kvUrl !== undefined ? { KV_URL: kvUrl } : {}),
     ...(token !== undefined ? { DENO_KV_ACCESS_TOKEN: token } : {}),
+    ...(caFile !== undefined ? { DENO_CERT: caFile } : {}),
     ...env,
   });
   const proc = track(spawn(denoBin(), args, { stdio: ["ignore", "pipe", "pipe"], env: fullEnv, cwd: E2E_DIR }));

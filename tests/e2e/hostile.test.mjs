@@ -1,0 +1,369 @@
+// Hostile input, one row per test: each row does the bad thing, records what the
+// server answered, and then checks that a well-behaved client (HTTP/2 metadata
+// exchange + a snapshot_read with Deno's own request bytes, over h2c and over TLS)
+// is still served. At the end the observations are printed as a markdown table
+// ("| input | observed answer |").
+//
+// The main server runs plain --addr and TLS --tls-addr with
+//   --header-timeout-ms 2000 --tls-handshake-timeout-ms 2000 --h2-max-streams 100
+// (default --max-header-bytes 16384); the rate-limit row has its own server with
+//   --rate-limit-rps 5 --rate-limit-burst 5.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import {
+  annotate, expectCliOk, makeCerts, makeTempDir, removeTempDirs, startServer,
+} from "./harness.mjs";
+import {
+  dataPath, describeAnswer, fixture, H2, H2_FRAME, http1Post, metadata, METADATA_BODY, pollUntil, RawH2, rawExchange,
+  statusLine, trickle, withH2,
+} from "./raw_client.mjs";
+
+const TOKEN_RE = /^kvt_([0-9a-f]{16})_([0-9a-f]{64})$/;
+const rows = [];
+
+function printTable() {
+  const cell = (s) => String(s).replace(/\|/g, "\\|").replace(/\s*\n\s*/g, " ");
+  const lines = ["| input | observed answer |", "|---|---|", ...rows.map(([i, o]) => `| ${cell(i)} | ${cell(o)} |`)];
+  console.log(`\nHostile-input table (kvconnect ${new Date().toISOString().slice(0, 10)}):\n${lines.join("\n")}\n`);
+}
+
+after(async () => {
+  printTable();
+  await removeTempDirs();
+});
+
+/** "closed by the server after 2.1 s" / "still open after 15 s". */
+function closing(r) {
+  const secs = (r.elapsedMs / 1000).toFixed(1);
+  return r.closed ? `connection closed by the server after ${secs} s` : `connection still open after ${secs} s`;
+}
+
+/** What came back on a raw connection: an HTTP status line, a TLS alert, or n bytes. */
+function rawAnswer(r) {
+  if (r.data.length === 0) return "nothing sent back";
+  const line = statusLine(r.text);
+  if (line) return line;
+  if (r.data[0] === 0x15 && r.data.length >= 7) return `TLS alert (level ${r.data[5]}, description ${r.data[6]})`;
+  return `${r.data.length} bytes (${r.data.subarray(0, 8).toString("hex")}…)`;
+}
+
+describe("hostile input", { timeout: 300_000 }, () => {
+  let certs;
+  let caPem;
+  let server;
+  let defaultId;
+
+  before(async () => {
+    certs = await makeCerts(await makeTempDir("kvconnect-e2e-certs-"));
+    caPem = fs.readFileSync(certs.ca, "utf8");
+    server = await startServer({
+      tlsCert: certs.cert,
+      tlsKey: certs.key,
+      tlsPort: true,
+      extraArgs: [
+        "--header-timeout-ms", "2000",
+        "--tls-handshake-timeout-ms", "2000",
+        "--h2-max-streams", "100",
+        "--catalog-poll-ms", "200",
+      ],
+    });
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  /** Metadata + snapshot_read on fresh connections to both listeners; throws if refused. */
+  async function stillServing(what) {
+    assert.ok(server.running, `the server exited after: ${what}`);
+    for (const [url, ca] of [[server.url, undefined], [server.tlsUrl, caPem]]) {
+      await withH2(url, { ca }, async (h2) => {
+        const m = await metadata(h2, server.token);
+        assert.equal(m.status, 200, `${url}: metadata exchange after "${what}": ${describeAnswer(m)}`);
+        defaultId ??= m.json.databaseId;
+        const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+        assert.equal(r.status, 200, `${url}: snapshot_read after "${what}": ${describeAnswer(r)}`);
+      });
+    }
+  }
+
+  async function createToken(target, ...args) {
+    const res = expectCliOk(await target.tokenCmd("create", ...args), target);
+    const token = res.stdout.trim();
+    const m = TOKEN_RE.exec(token);
+    assert.ok(m, `token create printed ${JSON.stringify(res.stdout)}`);
+    return { token, id: m[1] };
+  }
+
+  /** Metadata exchange until the answer is `status` (new tokens reach the server within a poll). */
+  async function metaUntil(h2, token, status, what, reqPath = "/") {
+    return await pollUntil(() => metadata(h2, token, { reqPath }), (r) => r.status === status, {
+      timeoutMs: 10_000, intervalMs: 150, what,
+    });
+  }
+
+  /**
+   * One table row: fn(obs) sets obs.text to what it observed, then asserts; afterwards
+   * a well-behaved client must still be served (`target` = the server to check).
+   */
+  function row(input, fn, { timeout = 60_000, target } = {}) {
+    test(input, { timeout }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await fn(obs);
+        if (!target) await stillServing(input);
+        rows.push([input, `${obs.text}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, target?.() ?? server);
+      }
+    });
+  }
+
+  test("baseline: a well-behaved client is served over h2c and TLS", async () => {
+    try {
+      await stillServing("start-up");
+    } catch (e) {
+      throw annotate(e, server);
+    }
+  });
+
+  // --- transport -------------------------------------------------------------
+
+  row("4 KB of garbage instead of a TLS ClientHello (TLS port)", async (obs) => {
+    const junk = crypto.randomBytes(4096);
+    junk[0] = 0x00; // never a TLS record type
+    const r = await rawExchange(server.tlsPort, (s) => s.write(junk), { timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.ok(r.closed, "the server must close the connection");
+  });
+
+  row("TCP connection to the TLS port that never sends a ClientHello (--tls-handshake-timeout-ms 2000)", async (obs) => {
+    const r = await rawExchange(server.tlsPort, () => {}, { timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.ok(r.closed, "the server must close an idle handshake within 15 s");
+  });
+
+  row("plain HTTP/1.1 request sent to the TLS port", async (obs) => {
+    const r = await rawExchange(server.tlsPort, (s) => s.write(http1Post("/", { body: METADATA_BODY })), { timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.ok(r.closed, "the server must close the connection");
+    assert.doesNotMatch(statusLine(r.text), /^HTTP\/1\.1 200/);
+  });
+
+  row("4 KB of binary garbage on the plain listener", async (obs) => {
+    const junk = crypto.randomBytes(4096);
+    junk[0] = 0x00;
+    const r = await rawExchange(server.port, (s) => s.write(junk), { timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.ok(r.closed, "the server must close the connection");
+    assert.doesNotMatch(statusLine(r.text), /^HTTP\/1\.1 2\d\d/);
+  });
+
+  // --- headers -----------------------------------------------------------------
+
+  const bigHeaderRequest = () => http1Post("/", {
+    headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json", "x-big": "a".repeat(20_000) },
+    body: METADATA_BODY,
+  });
+  const headersDone = (text) => /^HTTP\/1\.[01] \d{3}[\s\S]*\r\n\r\n/.test(text);
+
+  row("HTTP/1.1 request with a 20 KB header (> --max-header-bytes 16384), plain", async (obs) => {
+    const r = await rawExchange(server.port, (s) => s.write(bigHeaderRequest()), { until: headersDone, timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.match(statusLine(r.text), /^HTTP\/1\.1 431/);
+  });
+
+  row("HTTP/1.1 request with a 20 KB header over TLS (ALPN http/1.1)", async (obs) => {
+    const r = await rawExchange(server.tlsPort, (s) => s.write(bigHeaderRequest()), {
+      tlsOptions: { ca: caPem, ALPNProtocols: ["http/1.1"] }, until: headersDone, timeoutMs: 15_000,
+    });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.match(statusLine(r.text), /^HTTP\/1\.1 431/);
+  });
+
+  row("HTTP/2 request with a 20 KB header (> --max-header-bytes 16384)", async (obs) => {
+    const h2 = await H2.connect(server.url);
+    try {
+      const res = await h2.request("/", {
+        headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json", "x-big": "a".repeat(20_000) },
+        body: METADATA_BODY,
+      });
+      await pollUntil(async () => h2.goaway || !h2.alive, (x) => x, { timeoutMs: 300, intervalMs: 50 }).catch(() => {});
+      const ga = h2.goaway ? `, GOAWAY code ${h2.goaway.code}` : "";
+      obs.text = `${describeAnswer(res)}${ga}${h2.alive ? "" : ", connection closed"}`;
+      assert.ok(res.status === undefined || [431].includes(res.status), `must not be served: ${describeAnswer(res)}`);
+    } finally {
+      h2.close();
+    }
+  });
+
+  row("HTTP/1.1 slowloris: request headers trickled 1 byte/s (--header-timeout-ms 2000)", async (obs) => {
+    const slow = `POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ${"a".repeat(100)}`;
+    const r = await rawExchange(server.port, (s) => trickle(s, slow, 1000), { timeoutMs: 15_000 });
+    obs.text = `${rawAnswer(r)}, ${closing(r)}`;
+    assert.ok(r.closed, "the server must close a connection whose headers never finish (within 15 s)");
+  }, { timeout: 30_000 });
+
+  row("HTTP/2 stream flood: 2000 streams opened at once, ignoring SETTINGS (--h2-max-streams 100)", async (obs) => {
+    const raw = await RawH2.connect(server.port);
+    try {
+      const settings = raw.frames.find((f) => f.type === H2_FRAME.SETTINGS && !(f.flags & 1));
+      let maxStreams = "not sent";
+      for (let off = 0; off + 6 <= settings.payload.length; off += 6) {
+        if (settings.payload.readUInt16BE(off) === 0x3) maxStreams = settings.payload.readUInt32BE(off + 2);
+      }
+      const head = [
+        [":method", "POST"], [":scheme", "http"], [":path", "/"], [":authority", `127.0.0.1:${server.port}`],
+        ["authorization", `Bearer ${server.token}`], ["content-type", "application/json"],
+      ];
+      const frames = [];
+      for (let i = 0; i < 2000; i++) frames.push(raw.headers(2 * i + 1, head)); // no END_STREAM: streams stay open
+      raw.write(Buffer.concat(frames));
+      await raw.waitFor((f) => f.type === H2_FRAME.GOAWAY, 3000);
+      // another connection is served while the flooding one is still around
+      await stillServing("a stream flood on another connection");
+      const s = raw.summary();
+      const rst = Object.entries(s.rst).map(([k, v]) => `${v}× RST_STREAM ${k}`).join(", ") || "no RST_STREAM";
+      const ga = s.goaway ? `GOAWAY ${s.goaway.code} (last stream ${s.goaway.lastStreamId})` : "no GOAWAY";
+      obs.text = `server SETTINGS_MAX_CONCURRENT_STREAMS=${maxStreams}; ${rst}; ${ga}; ${s.headers} response HEADERS` +
+        `${s.closed ? "; connection closed" : ""}`;
+      assert.equal(maxStreams, 100, "the server advertises --h2-max-streams");
+      assert.ok((s.rst.REFUSED_STREAM ?? 0) > 0 || s.goaway, "streams beyond the limit are refused or the connection is closed");
+    } finally {
+      raw.close();
+    }
+  });
+
+  // --- tokens ------------------------------------------------------------------
+
+  row("expired access token (token create --expires 2s)", async (obs) => {
+    await withH2(server.url, {}, async (h2) => {
+      const tok = await createToken(server, "--db", "default", "--scope", "write", "--expires", "2s");
+      const fresh = await metadata(h2, tok.token);
+      assert.equal(fresh.status, 200, `before expiry: ${describeAnswer(fresh)}`);
+      const m = await pollUntil(() => metadata(h2, tok.token), (r) => r.status !== 200, {
+        timeoutMs: 15_000, intervalMs: 250, what: "expired token refused at the metadata exchange",
+      });
+      const dp = await dataPath(h2, fresh.json, "snapshot_read", fixture("snapshot_read_get"));
+      obs.text = `metadata: ${describeAnswer(m)}; data path with a data-path token issued before expiry: ${describeAnswer(dp)}`;
+      assert.equal(m.status, 401);
+      assert.match(m.text, /Invalid access token/);
+    });
+  });
+
+  row("revoked access token (token revoke ID)", async (obs) => {
+    await withH2(server.url, {}, async (h2) => {
+      const tok = await createToken(server, "--db", "default", "--scope", "write");
+      const m0 = await metaUntil(h2, tok.token, 200, "new token accepted");
+      const ok = await dataPath(h2, m0.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(ok.status, 200, `before revocation: ${describeAnswer(ok)}`);
+      expectCliOk(await server.tokenCmd("revoke", tok.id), server);
+      const dp = await pollUntil(() => dataPath(h2, m0.json, "snapshot_read", fixture("snapshot_read_get")),
+        (r) => r.status !== 200, { timeoutMs: 10_000, intervalMs: 100, what: "data-path token of a revoked access token refused" });
+      const m = await metadata(h2, tok.token);
+      obs.text = `metadata: ${describeAnswer(m)}; data path: ${describeAnswer(dp)}`;
+      assert.equal(m.status, 401);
+      assert.equal(dp.status, 401);
+      assert.match(dp.text, /authoriz/i);
+    });
+  });
+
+  let other; // { token, meta } of database "other"
+
+  row("access token of database `other` at POST / (database `default`)", async (obs) => {
+    expectCliOk(await server.dbCmd("create", "other"), server);
+    const tok = await createToken(server, "--db", "other", "--scope", "write");
+    await withH2(server.url, {}, async (h2) => {
+      const mo = await metaUntil(h2, tok.token, 200, "token of `other` on /databases/other/connect", "/databases/other/connect");
+      other = { token: tok.token, meta: mo.json };
+      const m = await metadata(h2, tok.token);
+      obs.text = describeAnswer(m);
+      assert.equal(m.status, 403);
+      assert.match(m.text, /not valid for database 'default'/);
+    });
+  });
+
+  row("data-path token of database `other` sent with x-denokv-database-id of `default`", async (obs) => {
+    assert.ok(other, "needs the previous row");
+    assert.notEqual(other.meta.databaseId, defaultId);
+    await withH2(server.url, {}, async (h2) => {
+      const own = await dataPath(h2, other.meta, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(own.status, 200, `with its own database id: ${describeAnswer(own)}`);
+      const r = await dataPath(h2, other.meta, "snapshot_read", fixture("snapshot_read_get"), { databaseId: defaultId });
+      const w = await dataPath(h2, other.meta, "atomic_write", fixture("atomic_write_set"), { databaseId: defaultId });
+      obs.text = `snapshot_read: ${describeAnswer(r)}; atomic_write: ${describeAnswer(w)}`;
+      assert.equal(r.status, 401);
+      assert.match(r.text, /authoriz/i);
+      assert.equal(w.status, 401);
+    });
+  });
+
+  row("read-scope token writing (atomic_write)", async (obs) => {
+    const tok = await createToken(server, "--db", "default", "--scope", "read");
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metaUntil(h2, tok.token, 200, "read token accepted");
+      const rd = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(rd.status, 200, `read: ${describeAnswer(rd)}`);
+      const w = await dataPath(h2, m.json, "atomic_write", fixture("atomic_write_set"));
+      obs.text = describeAnswer(w);
+      assert.equal(w.status, 403);
+      assert.match(w.text, /read-only/);
+    });
+  });
+
+  // --- metadata exchange --------------------------------------------------------
+
+  row("malformed JSON metadata body", async (obs) => {
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token, { body: '{"supportedVersions":[1,2,3' });
+      obs.text = describeAnswer(m);
+      assert.equal(m.status, 400);
+    });
+  });
+
+  row("metadata exchange without an authorization header", async (obs) => {
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, undefined);
+      obs.text = describeAnswer(m);
+      assert.equal(m.status, 401);
+    });
+  });
+
+  // --- rate limit (own server) -------------------------------------------------
+
+  let limited;
+  row("rate limit (--rate-limit-rps 5 --rate-limit-burst 5): 50 data-path requests at once", async (obs) => {
+    limited = await startServer({ extraArgs: ["--rate-limit-rps", "5", "--rate-limit-burst", "5", "--catalog-poll-ms", "200"] });
+    try {
+      const tok = await createToken(limited, "--db", "default", "--scope", "write");
+      await withH2(limited.url, {}, async (h2) => {
+        const m = await metaUntil(h2, tok.token, 200, "token accepted");
+        const body = fixture("snapshot_read_get");
+        const answers = await Promise.all(Array.from({ length: 50 }, () => dataPath(h2, m.json, "snapshot_read", body)));
+        const counts = {};
+        for (const a of answers) counts[a.status ?? a.error] = (counts[a.status ?? a.error] ?? 0) + 1;
+        const limitedAnswer = answers.find((a) => a.status === 429);
+        // another access token has its own budget
+        const admin = await metadata(h2, limited.token);
+        const adminRead = admin.status === 200
+          ? await dataPath(h2, admin.json, "snapshot_read", body) : admin;
+        // and the limited token recovers
+        const recovered = await pollUntil(() => dataPath(h2, m.json, "snapshot_read", body), (r) => r.status === 200, {
+          timeoutMs: 10_000, intervalMs: 500, what: "rate-limited token served again",
+        });
+        obs.text = `${Object.entries(counts).map(([k, v]) => `${v}× ${k}`).join(", ")}; 429 body: ` +
+          `${limitedAnswer ? JSON.stringify(limitedAnswer.text.trim()) : "(none)"}; another token meanwhile: ` +
+          `${describeAnswer(adminRead).slice(0, 3)}; the limited token later: ${recovered.status}`;
+        assert.ok(counts[429] > 0, "some requests are refused with 429");
+        assert.ok(counts[200] > 0, "the burst is served");
+        assert.match(limitedAnswer.text, /Rate limit exceeded/);
+        assert.equal(adminRead.status, 200, "another token is not limited by this one's requests");
+      });
+      assert.ok(limited.running, "the rate-limited server keeps running");
+    } finally {
+      await limited.kill();
+    }
+  }, { target: () => limited });
+});
