@@ -44,6 +44,13 @@ void Directory::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Lookups that were waiting for a reread get the last snapshot rather than no answer.
+  std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting.swap(waiting_);
+  }
+  for (auto& w : waiting) w(snapshot());
   std::shared_ptr<const Snapshot> last;
   {
     std::lock_guard<std::mutex> lock(snap_mu_);
