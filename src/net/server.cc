@@ -191,6 +191,9 @@ Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& 
 class ServerImpl {
  public:
   ServerImpl(ServerOptions options, service::Handler* handler) {
+    // Create spdlog's registry here, before any I/O thread logs (its lazy creation is not
+    // visible to TSan, which then reports the first concurrent log calls as a race).
+    (void)spdlog::default_logger_raw();
     ctx_.options = std::move(options);
     ctx_.handler = handler;
   }
