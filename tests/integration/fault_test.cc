@@ -1,0 +1,213 @@
+// Storage faults (tests/testutil/faulty_backend.h) injected into the engine's writer at every
+// position of a batch of concurrent multi-key writes: each failure must surface as an error
+// answer, nothing half-written may ever become visible (checked after reopening the file
+// without faults), acknowledged writes must all be there, and after a failed commit (fsync)
+// the engine must refuse writes until it is restarted.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "common/random.h"
+#include "engine/engine.h"
+#include "storage/sqlite/sqlite_backend.h"
+#include "testutil/faulty_backend.h"
+
+namespace kvc {
+namespace {
+namespace fs = std::filesystem;
+using testutil::FaultKind;
+using testutil::FaultPlan;
+using testutil::WriterOp;
+
+Mutation SetBytes(std::string k, std::string v) {
+  Mutation m;
+  m.key = std::move(k);
+  m.type = MutationType::kSet;
+  m.value = KvValue{std::move(v), ValueEncoding::kBytes};
+  return m;
+}
+
+class FaultTest : public ::testing::Test {
+ public:  // used by the sweep helper too
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kvc-fault-" + HexEncode(RandomBytes(6)));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    engine_.reset();
+    fs::remove_all(dir_);
+  }
+  std::string path() const { return (dir_ / "db.sqlite3").string(); }
+
+  void Open(std::shared_ptr<FaultPlan> plan) {
+    engine_.reset();
+    auto b = storage::SqliteBackend::Open(path(), {});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    std::unique_ptr<storage::Backend> backend = std::move(*b);
+    if (plan) backend = std::make_unique<testutil::FaultyBackend>(std::move(backend), plan);
+    auto e = engine::Engine::Open(std::move(backend), {});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(*e);
+  }
+
+  // Submits all writes at once (so the writer groups them) and waits for every answer.
+  std::vector<Result<CommitResult>> WriteAll(std::vector<AtomicWrite> writes) {
+    std::vector<std::promise<Result<CommitResult>>> promises(writes.size());
+    for (size_t i = 0; i < writes.size(); ++i) {
+      engine_->Write(std::move(writes[i]),
+                     [&promises, i](Result<CommitResult> r) { promises[i].set_value(std::move(r)); });
+    }
+    std::vector<Result<CommitResult>> out;
+    for (auto& p : promises) out.push_back(p.get_future().get());
+    return out;
+  }
+
+  // Every key, read in pages (a read returns at most 1000 entries per range).
+  std::map<std::string, std::string> ReadAll() {
+    std::map<std::string, std::string> out;
+    std::string start;
+    while (true) {
+      std::promise<Result<engine::ReadResult>> p;
+      engine_->SnapshotRead({ReadRange{start, "\xff\xff", 1000, false}},
+                            [&](Result<engine::ReadResult> r) { p.set_value(std::move(r)); });
+      auto r = p.get_future().get();
+      EXPECT_TRUE(r.ok());
+      if (!r.ok() || r->ranges[0].empty()) return out;
+      for (const auto& e : r->ranges[0]) out[e.key] = e.value;
+      start = r->ranges[0].back().key + std::string(1, '\0');
+    }
+  }
+
+  fs::path dir_;
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+// Round `round`, write `i`: three keys that must appear together or not at all.
+AtomicWrite Triple(int round, int i) {
+  AtomicWrite w;
+  const std::string tag = std::to_string(round) + "/" + std::to_string(i);
+  for (const char* part : {"a", "b", "c"}) w.mutations.push_back(SetBytes(tag + "/" + part, tag));
+  return w;
+}
+
+void SweepEveryCallPosition(FaultTest* t, FaultKind kind, std::map<std::string, int>* outcomes) {
+  constexpr int kWrites = 6;
+  auto plan = std::make_shared<FaultPlan>();
+  bool reached_end = false;
+  std::map<std::string, bool> acked;  // tag -> acknowledged
+  std::map<std::string, bool> may_exist;
+  for (int n = 1; n < 200 && !reached_end; ++n) {
+    t->Open(plan);
+    if (::testing::Test::HasFatalFailure()) return;
+    const int64_t fired_before = plan->fired();
+    plan->FailNthCall(n, kind);
+    std::vector<AtomicWrite> writes;
+    for (int i = 0; i < kWrites; ++i) writes.push_back(Triple(n, i));
+    auto results = t->WriteAll(std::move(writes));
+    const bool fired = plan->fired() > fired_before;
+    if (!fired) reached_end = true;  // n is past the last writer call of this round
+    plan->Disarm();
+    bool commit_failed = false;
+    for (int i = 0; i < kWrites; ++i) {
+      const std::string tag = std::to_string(n) + "/" + std::to_string(i);
+      const auto& r = results[i];
+      if (r.ok()) {
+        ASSERT_TRUE(r->ok);  // no checks in these writes
+        acked[tag] = true;
+        (*outcomes)["acknowledged"]++;
+      } else {
+        // An error answer with a readable text; never a silent success.
+        EXPECT_FALSE(r.status().message().empty());
+        acked[tag] = false;
+        may_exist[tag] = kind == FaultKind::kCommitKept;
+        (*outcomes)[std::string("error: ") + StatusCodeName(r.status().code())]++;
+        if (r.status().message().find("durable") != std::string::npos) commit_failed = true;
+      }
+    }
+    if (commit_failed) {
+      // After a failed commit the engine refuses writes until restarted.
+      auto again = t->WriteAll({Triple(n, 99)});
+      EXPECT_FALSE(again[0].ok());
+      EXPECT_EQ(again[0].status().code(), StatusCode::kUnavailable);
+      (*outcomes)["refused after failed commit"]++;
+    }
+  }
+  EXPECT_TRUE(reached_end) << "the sweep never got past the last writer call";
+  // Reopen without faults: everything acknowledged is there; nothing is half there.
+  t->Open(nullptr);
+  auto all = t->ReadAll();
+  for (const auto& [tag, ok] : acked) {
+    int present = 0;
+    for (const char* part : {"a", "b", "c"}) present += all.count(tag + "/" + part);
+    EXPECT_TRUE(present == 0 || present == 3) << tag << " is half-written (" << present << "/3)";
+    if (ok) {
+      EXPECT_EQ(present, 3) << "acknowledged write " << tag << " was lost";
+    } else if (!may_exist[tag]) {
+      EXPECT_EQ(present, 0) << "failed write " << tag << " became visible";
+    }
+  }
+  // The refused writes after a failed commit left nothing either.
+  for (const auto& [key, value] : all) {
+    EXPECT_EQ(key.find("/99/"), std::string::npos) << key;
+  }
+}
+
+TEST_F(FaultTest, IoErrorAtEveryWriterCall) {
+  std::map<std::string, int> outcomes;
+  SweepEveryCallPosition(this, FaultKind::kError, &outcomes);
+  for (const auto& [k, v] : outcomes) std::printf("  io error sweep: %-40s %d\n", k.c_str(), v);
+  EXPECT_GT(outcomes["acknowledged"], 0);
+  EXPECT_GT(outcomes["error: INTERNAL"] + outcomes["error: UNAVAILABLE"], 0);
+  EXPECT_GT(outcomes["refused after failed commit"], 0);
+}
+
+TEST_F(FaultTest, DiskFullAtEveryWriterCall) {
+  std::map<std::string, int> outcomes;
+  SweepEveryCallPosition(this, FaultKind::kDiskFull, &outcomes);
+  for (const auto& [k, v] : outcomes) std::printf("  disk full sweep: %-40s %d\n", k.c_str(), v);
+  EXPECT_GT(outcomes["acknowledged"], 0);
+}
+
+TEST_F(FaultTest, FailedFsyncLosingTheData) {
+  auto plan = std::make_shared<FaultPlan>();
+  Open(plan);
+  ASSERT_TRUE(WriteAll({Triple(1, 0)})[0].ok());
+  plan->FailNextOp(WriterOp::kCommit, FaultKind::kCommitLost);
+  auto r = WriteAll({Triple(2, 0), Triple(2, 1)});
+  for (const auto& x : r) {
+    ASSERT_FALSE(x.ok());
+    EXPECT_EQ(x.status().code(), StatusCode::kUnavailable) << x.status().ToString();
+  }
+  // Refused until restart, even though the fault is gone.
+  auto refused = WriteAll({Triple(3, 0)});
+  EXPECT_EQ(refused[0].status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused[0].status().message().find("restart"), std::string::npos);
+  // Reads keep working meanwhile and see only the first write.
+  EXPECT_EQ(ReadAll().size(), 3u);
+  Open(nullptr);  // restart
+  auto all = ReadAll();
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_TRUE(all.count("1/0/a"));
+  EXPECT_TRUE(WriteAll({Triple(4, 0)})[0].ok());
+}
+
+TEST_F(FaultTest, FailedFsyncKeepingTheData) {
+  // The client is told the write failed, yet the data reached the disk: the server cannot know
+  // which happened, so it refuses to go on; after restart the write is there whole.
+  auto plan = std::make_shared<FaultPlan>();
+  Open(plan);
+  plan->FailNextOp(WriterOp::kCommit, FaultKind::kCommitKept);
+  auto r = WriteAll({Triple(1, 0)});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(WriteAll({Triple(2, 0)})[0].status().code(), StatusCode::kUnavailable);
+  Open(nullptr);
+  auto all = ReadAll();
+  EXPECT_EQ(all.size(), 3u);
+  for (const char* part : {"a", "b", "c"}) EXPECT_TRUE(all.count(std::string("1/0/") + part));
+}
+
+}  // namespace
+}  // namespace kvc

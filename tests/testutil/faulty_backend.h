@@ -1,0 +1,164 @@
+// A storage::Backend wrapper that injects failures into the writer, to show that storage errors
+// surface as error answers and never as half-applied writes.
+//
+// A FaultPlan says which writer call fails (the n-th call counted from arming, or every call of
+// one kind) and how:
+//   kError      the call returns an error and does nothing (e.g. an I/O error);
+//   kDiskFull   like kError with SQLite's "database or disk is full" text;
+//   kCommitLost Commit() rolls back and returns an error (a failed fsync whose data is gone);
+//   kCommitKept Commit() commits and then returns an error (a failed fsync whose data reached
+//               the disk anyway: the outcome the caller cannot know).
+//
+// Thread-safety: FaultPlan is thread-safe; the wrapped objects keep the wrapped ones' rules.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "storage/backend.h"
+
+namespace kvc::testutil {
+
+enum class FaultKind { kError, kDiskFull, kCommitLost, kCommitKept };
+enum class WriterOp {
+  kBegin,
+  kGet,
+  kPut,
+  kDelete,
+  kQueue,
+  kSetDataVersion,
+  kSavepoint,
+  kRelease,
+  kRollbackTo,
+  kDeleteExpired,
+  kEarliestExpiry,
+  kCommit,
+};
+
+class FaultPlan {
+ public:
+  // Fails the n-th (1-based) writer call from now on, once.
+  void FailNthCall(int64_t n, FaultKind kind) {
+    kind_ = kind;
+    only_op_ = -1;
+    calls_ = 0;
+    target_ = n;
+  }
+  // Fails the next call of `op`, once.
+  void FailNextOp(WriterOp op, FaultKind kind) {
+    kind_ = kind;
+    calls_ = 0;
+    only_op_ = static_cast<int>(op);
+    target_ = 1;
+  }
+  void Disarm() { target_ = -1; }
+  int64_t fired() const { return fired_; }
+  int64_t calls() const { return calls_; }
+
+  // Called by the wrapper before each writer call: true if this one must fail.
+  bool ShouldFail(WriterOp op) {
+    if (target_ < 0) return false;
+    if (only_op_ >= 0 && only_op_ != static_cast<int>(op)) return false;
+    if (++calls_ != target_) return false;
+    target_ = -1;
+    ++fired_;
+    return true;
+  }
+  FaultKind kind() const { return kind_; }
+
+ private:
+  std::atomic<int64_t> target_{-1};
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int> only_op_{-1};
+  std::atomic<FaultKind> kind_{FaultKind::kError};
+  std::atomic<int64_t> fired_{0};
+};
+
+class FaultyWriter : public storage::Writer {
+ public:
+  FaultyWriter(std::unique_ptr<storage::Writer> inner, std::shared_ptr<FaultPlan> plan)
+      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+
+  Status Begin() override { return Guard(WriterOp::kBegin, [&] { return inner_->Begin(); }); }
+  Result<std::optional<storage::StoredRow>> Get(std::string_view key) override {
+    if (plan_->ShouldFail(WriterOp::kGet)) return Injected();
+    return inner_->Get(key);
+  }
+  Status Put(std::string_view key, const storage::StoredRow& row) override {
+    return Guard(WriterOp::kPut, [&] { return inner_->Put(key, row); });
+  }
+  Status Delete(std::string_view key) override {
+    return Guard(WriterOp::kDelete, [&] { return inner_->Delete(key); });
+  }
+  Status AddQueueMessage(const storage::QueueRow& row) override {
+    return Guard(WriterOp::kQueue, [&] { return inner_->AddQueueMessage(row); });
+  }
+  Status SetDataVersion(int64_t v) override {
+    return Guard(WriterOp::kSetDataVersion, [&] { return inner_->SetDataVersion(v); });
+  }
+  Status Savepoint() override {
+    return Guard(WriterOp::kSavepoint, [&] { return inner_->Savepoint(); });
+  }
+  Status ReleaseSavepoint() override {
+    return Guard(WriterOp::kRelease, [&] { return inner_->ReleaseSavepoint(); });
+  }
+  Status RollbackToSavepoint() override {
+    return Guard(WriterOp::kRollbackTo, [&] { return inner_->RollbackToSavepoint(); });
+  }
+  Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) override {
+    if (plan_->ShouldFail(WriterOp::kDeleteExpired)) return Injected();
+    return inner_->DeleteExpired(now_ms);
+  }
+  Result<std::optional<int64_t>> EarliestExpiry() override {
+    if (plan_->ShouldFail(WriterOp::kEarliestExpiry)) return Injected();
+    return inner_->EarliestExpiry();
+  }
+  Status Commit() override {
+    if (!plan_->ShouldFail(WriterOp::kCommit)) return inner_->Commit();
+    switch (plan_->kind()) {
+      case FaultKind::kCommitKept: {
+        Status s = inner_->Commit();
+        return s.ok() ? Internal("injected: fsync failed after the data was written") : s;
+      }
+      case FaultKind::kCommitLost:
+      default:
+        inner_->Rollback();
+        return Internal("injected: fsync failed; the transaction is lost");
+    }
+  }
+  void Rollback() override { inner_->Rollback(); }
+
+ private:
+  Status Injected() const {
+    return Internal(plan_->kind() == FaultKind::kDiskFull ? "injected: database or disk is full"
+                                                          : "injected: I/O error");
+  }
+  template <typename F>
+  Status Guard(WriterOp op, F&& call) {
+    if (plan_->ShouldFail(op)) return Injected();
+    return call();
+  }
+
+  std::unique_ptr<storage::Writer> inner_;
+  std::shared_ptr<FaultPlan> plan_;
+};
+
+class FaultyBackend : public storage::Backend {
+ public:
+  FaultyBackend(std::unique_ptr<storage::Backend> inner, std::shared_ptr<FaultPlan> plan)
+      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+  const std::string& database_id() const override { return inner_->database_id(); }
+  Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
+  Result<std::unique_ptr<storage::Reader>> OpenReader() override { return inner_->OpenReader(); }
+  Result<std::unique_ptr<storage::Writer>> OpenWriter() override {
+    KVC_ASSIGN_OR_RETURN(auto w, inner_->OpenWriter());
+    return std::unique_ptr<storage::Writer>(std::make_unique<FaultyWriter>(std::move(w), plan_));
+  }
+
+ private:
+  std::unique_ptr<storage::Backend> inner_;
+  std::shared_ptr<FaultPlan> plan_;
+};
+
+}  // namespace kvc::testutil
