@@ -7,6 +7,8 @@
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
 #   everyday loop short).
+#   KVC_FUZZ=1 also builds the libFuzzer targets with clang (ASan+UBSan) and runs each for
+#   KVC_FUZZ_SECONDS (default 30) on its seed corpus (default: on when CI is set).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +17,8 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml)
+  libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml
+  clang libclang-rt-14-dev)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -55,6 +58,16 @@ sanitized() {
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" --timeout 900 -L "unit|integration"
 }
 
+# Builds the fuzzers with clang and runs each on its checked-in corpus; a crash fails.
+fuzz() {
+  local dir=$BUILD_DIR-fuzz
+  log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($dir)"
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKVC_BUILD_FUZZERS=ON -DKVC_BUILD_TESTS=OFF -DKVC_SANITIZE="address;undefined" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+  "$ROOT/tests/fuzz/run.sh" "$dir" "${KVC_FUZZ_SECONDS:-30}"
+}
+
 e2e_deps() {
   log "Installing the pinned Deno CLI and @deno/kv for the end-to-end tests (npm ci)"
   (cd "$ROOT/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
@@ -81,6 +94,9 @@ case "$cmd" in
     if [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; then
       sanitized "address;undefined" "$BUILD_DIR-asan"
       sanitized thread "$BUILD_DIR-tsan"
+    fi
+    if [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; then
+      fuzz
     fi
     ;;
   *)

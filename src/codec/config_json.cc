@@ -1,5 +1,10 @@
 #include "codec/config_json.h"
 
+// RapidJSON 1.1's member iterators trip clang's C++20 reversed-operator check in range-for.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wambiguous-reversed-operator"
+#endif
+
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/schema.h>

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs every fuzzer for SECONDS each on a copy of its checked-in seed corpus.
-# usage: tests/fuzz/run.sh BUILD_DIR [SECONDS]
+# usage: tests/fuzz/run.sh BUILD_DIR [SECONDS]   (KVC_FUZZERS="a b" picks fuzzers; crash
+# inputs go to FUZZ_ARTIFACTS, default BUILD_DIR/fuzz-artifacts)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build dir}
 secs=${2:-30}
-for f in datapath v8_value key_codec metadata_json; do
+artifacts=${FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
+mkdir -p "$artifacts"
+for f in ${KVC_FUZZERS:-datapath v8_value key_codec metadata_json http1_session http2_session differential}; do
   work=$(mktemp -d)
   cp -r "$here/corpus/$f/." "$work/"
   echo "== $f (${secs}s)"
-  "$build/tests/fuzz/${f}_fuzzer" -max_total_time="$secs" -max_len=65536 "$work" 2>&1 | tail -3
+  # A crash fails the script (pipefail) and leaves the input in $artifacts.
+  "$build/tests/fuzz/${f}_fuzzer" -max_total_time="$secs" -max_len=65536 \
+    -artifact_prefix="$artifacts/$f-" "$work" 2>&1 | tail -3
   rm -rf "$work"
 done

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "storage/sqlite/sqlite_backend.h"
+#include "testutil/kv_model.h"
 
 namespace kvc::engine {
 namespace {
@@ -84,56 +85,10 @@ Mutation Del(std::string k) {
 }
 std::string Stamp(int64_t v) { return codec::VersionstampToBytes(codec::VersionToVersionstamp(v)); }
 
-// An independent model of the KV semantics for the operations used below.
-struct Model {
-  struct Row {
-    std::string value;
-    ValueEncoding enc;
-    int64_t version;
-  };
-  std::map<std::string, Row> rows;
-
-  // Returns: 1 applied, 0 check failed, -1 error (nothing applied).
-  int Apply(const AtomicWrite& w, int64_t version) {
-    for (const Check& c : w.checks) {
-      auto it = rows.find(c.key);
-      if (c.versionstamp.empty()
-              ? it != rows.end()
-              : (it == rows.end() || Stamp(it->second.version) != c.versionstamp))
-        return 0;
-    }
-    auto next = rows;
-    for (const Mutation& m : w.mutations) {
-      if (m.type == MutationType::kSet) {
-        next[m.key] = Row{m.value.data, m.value.encoding, version};
-      } else if (m.type == MutationType::kDelete) {
-        next.erase(m.key);
-      } else {
-        uint64_t op = 0;
-        for (int i = 7; i >= 0; --i) op = (op << 8) | static_cast<unsigned char>(m.value.data[i]);
-        auto it = next.find(m.key);
-        uint64_t result = op;
-        if (it != next.end()) {
-          if (it->second.enc != ValueEncoding::kLe64) return -1;
-          uint64_t old = 0;
-          for (int i = 7; i >= 0; --i)
-            old = (old << 8) | static_cast<unsigned char>(it->second.value[i]);
-          result = m.type == MutationType::kSum   ? old + op
-                   : m.type == MutationType::kMin ? std::min(old, op)
-                                                  : std::max(old, op);
-        }
-        std::string b(8, '\0');
-        for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((result >> (8 * i)) & 0xff);
-        next[m.key] = Row{b, ValueEncoding::kLe64, version};
-      }
-    }
-    rows = std::move(next);
-    return 1;
-  }
-};
+using testutil::KvModel;
 
 TEST_F(EngineTest, DifferentialAgainstModel) {
-  Model model;
+  KvModel model;
   std::mt19937 rng(12345);
   const std::vector<std::string> keys = {"a", "b", "c", "d", "e", "f"};
   int64_t last_version = 0;

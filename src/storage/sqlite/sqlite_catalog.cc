@@ -35,7 +35,7 @@ Status Error(sqlite3* db, const std::string& what) {
 // A prepared statement that finalizes itself.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
+  Stmt(sqlite3* db, const char* sql) {
     if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) s_ = nullptr;
   }
   ~Stmt() { sqlite3_finalize(s_); }
@@ -65,7 +65,6 @@ class Stmt {
   double ColReal(int i) const { return sqlite3_column_double(s_, i); }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* s_ = nullptr;
 };
 
