@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -283,6 +284,21 @@ int RunServe(ServeConfig c) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every connection and every database file needs descriptors: use what the hard limit allows.
+  struct rlimit nofile {};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    const rlim_t before = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+      spdlog::debug("raised the open-file limit from {} to {}", before, nofile.rlim_cur);
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < static_cast<rlim_t>(c.net.max_connections) + 64) {
+    spdlog::warn("the open-file limit ({}) is below --max-connections ({}); raise it (e.g. "
+                 "LimitNOFILE= in the systemd unit)",
+                 nofile.rlim_cur, c.net.max_connections);
+  }
 
   net::Server server(c.net, &service);
   Status s = server.Start();
