@@ -140,8 +140,8 @@ int TokenCommand(const AdminConfig& c, DataDir& dd) {
     Status s = dd.catalog->AddToken(rec);
     if (!s.ok()) return Fail(s);
     std::cout << t.token << "\n";
-    std::cerr << "Created " << c.scope << " token " << t.id << " for database '" << db->name
-              << "'" << (rec.expires_ms ? ", expires " + Time(rec.expires_ms) : "")
+    std::cerr << "Created " << c.scope << " token " << t.id << " for database '" << db->name << "'"
+              << (rec.expires_ms ? ", expires " + Time(rec.expires_ms) : "")
               << ". It is shown only this once.\n";
     return 0;
   }
@@ -167,7 +167,8 @@ int TokenCommand(const AdminConfig& c, DataDir& dd) {
       for (size_t i = 0; i < shown.size(); ++i) {
         const auto& t = shown[i];
         std::cout << (i ? "," : "") << "\n  {\"id\":" << Json(t.id) << ",\"name\":" << Json(t.name)
-                  << ",\"database\":" << Json(names.count(t.database_id) ? names[t.database_id] : "")
+                  << ",\"database\":"
+                  << Json(names.count(t.database_id) ? names[t.database_id] : "")
                   << ",\"database_id\":" << Json(t.database_id)
                   << ",\"scope\":" << Json(auth::ScopeName(static_cast<auth::Scope>(t.scope)))
                   << ",\"created_at\":" << Json(Time(t.created_ms))
@@ -262,8 +263,8 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
 
   CLI::App* tok = app.add_subcommand("token", "Manage access tokens (create, list, revoke)");
   tok->require_subcommand(1);
-  CLI::App* tc = tok->add_subcommand(
-      "create", "Create an access token; prints only the token (shown once)");
+  CLI::App* tc =
+      tok->add_subcommand("create", "Create an access token; prints only the token (shown once)");
   tc->add_option("--db", c->db, "Database name or id")->required();
   tc->add_option("--scope", c->scope, "read | write | admin")
       ->required()
@@ -285,7 +286,8 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
 
 int RunAdmin(CLI::App& app, const AdminConfig& config) {
   AdminConfig c = config;
-  CLI::App* group = app.got_subcommand("db") ? app.get_subcommand("db") : app.get_subcommand("token");
+  CLI::App* group =
+      app.got_subcommand("db") ? app.get_subcommand("db") : app.get_subcommand("token");
   for (const char* a : {"create", "list", "rename", "delete", "revoke"}) {
     bool has = false;
     for (auto* sub : group->get_subcommands()) has = has || sub->get_name() == a;

@@ -131,8 +131,7 @@ Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config) {
   ss << in.rdbuf();
   auto entries = codec::ParseConfigFile(ss.str());
   if (!entries.ok()) {
-    return InvalidArgument("config file " + config.config_file + ": " +
-                           entries.status().message());
+    return InvalidArgument("config file " + config.config_file + ": " + entries.status().message());
   }
   for (const auto& [key, value] : *entries) {
     std::string flag = "--" + key;
@@ -151,8 +150,8 @@ Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config) {
       opt->add_result(value);
       opt->run_callback();
     } catch (const CLI::Error& e) {
-      return InvalidArgument("config file " + config.config_file + ": invalid value for '" +
-                             key + "': " + e.what());
+      return InvalidArgument("config file " + config.config_file + ": invalid value for '" + key +
+                             "': " + e.what());
     }
   }
   return Status::Ok();
@@ -262,8 +261,8 @@ int RunServe(ServeConfig c) {
   DataDir* data = &*dd;
   service::Directory directory(
       data->catalog.get(),
-      [data, open_existing](const storage::DatabaseRecord& rec)
-          -> Result<std::unique_ptr<storage::Backend>> {
+      [data, open_existing](
+          const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
         KVC_ASSIGN_OR_RETURN(auto b,
                              storage::SqliteBackend::Open(data->Resolve(rec.path), open_existing));
         return std::unique_ptr<storage::Backend>(std::move(b));
@@ -295,9 +294,10 @@ int RunServe(ServeConfig c) {
   }
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
       nofile.rlim_cur < static_cast<rlim_t>(c.net.max_connections) + 64) {
-    spdlog::warn("the open-file limit ({}) is below --max-connections ({}); raise it (e.g. "
-                 "LimitNOFILE= in the systemd unit)",
-                 nofile.rlim_cur, c.net.max_connections);
+    spdlog::warn(
+        "the open-file limit ({}) is below --max-connections ({}); raise it (e.g. "
+        "LimitNOFILE= in the systemd unit)",
+        nofile.rlim_cur, c.net.max_connections);
   }
 
   net::Server server(c.net, &service);

@@ -60,7 +60,8 @@ std::string Describe(const Compiled& c, const std::string& key) {
 
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> keys;
-  for (const auto& m : Schema().doc["properties"].GetObject()) keys.emplace_back(m.name.GetString());
+  for (const auto& m : Schema().doc["properties"].GetObject())
+    keys.emplace_back(m.name.GetString());
   return keys;
 }
 

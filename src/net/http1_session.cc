@@ -91,10 +91,10 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     // Wait for the first byte (an idle keep-alive connection may wait long), then give the
     // header block header_timeout and the whole request request_timeout, so a client that
     // trickles bytes (slowloris) is cut off.
-    beast::get_lowest_layer(stream_).expires_after(
-        requests_ == 0 ? ctx_->options.header_timeout : ctx_->options.idle_timeout);
+    beast::get_lowest_layer(stream_).expires_after(requests_ == 0 ? ctx_->options.header_timeout
+                                                                  : ctx_->options.idle_timeout);
     stream_.async_read_some(buffer_.prepare(16 * 1024), [self = this->shared_from_this()](
-                                                           beast::error_code ec, size_t n) {
+                                                            beast::error_code ec, size_t n) {
       self->buffer_.commit(n);
       if (ec) {  // closed, timed out or broken before a request began: nothing to answer
         self->Close();
@@ -228,9 +228,9 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     res->keep_alive(false);
     res->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
-    http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code, size_t) {
-      self->Close();
-    });
+    http::async_write(
+        stream_, *res,
+        [self = this->shared_from_this(), res](beast::error_code, size_t) { self->Close(); });
   }
 
   class Sink : public service::StreamSink {
@@ -275,9 +275,9 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
                              });
     // Watch for the client going away while we stream.
     LowestSocket(stream_).async_wait(tcp::socket::wait_read,
-                                [self = this->shared_from_this()](beast::error_code) {
-                                  if (self->state_ == State::kStreaming) self->Close();
-                                });
+                                     [self = this->shared_from_this()](beast::error_code) {
+                                       if (self->state_ == State::kStreaming) self->Close();
+                                     });
     source_->Start(std::make_shared<Sink>(this->weak_from_this()));
     ScheduleHeartbeat();
     // Shutdown() may have run while this response was being prepared: end the stream now.

@@ -14,7 +14,6 @@
 namespace kvc::net {
 namespace {
 
-
 struct H2Stream {
   int32_t id = 0;
   service::HttpRequest req;
@@ -173,9 +172,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void DoRead() {
     if (closed_) return;
     socket_.async_read_some(asio::buffer(read_buf_),
-                            [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->OnRead(ec, n);
-                            });
+                            [self = this->shared_from_this()](boost::system::error_code ec,
+                                                              size_t n) { self->OnRead(ec, n); });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
@@ -387,13 +385,14 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   void ScheduleHeartbeat(int32_t id, H2Stream* st) {
     st->heartbeat->expires_after(st->heartbeat_interval);
-    st->heartbeat->async_wait([self = this->shared_from_this(), id, st](boost::system::error_code ec) {
-      if (ec) return;
-      H2Stream* live = self->Find(id, st);
-      if (!live || live->eof) return;
-      self->StreamSend(id, st, live->heartbeat_bytes);
-      if (self->Find(id, st)) self->ScheduleHeartbeat(id, st);
-    });
+    st->heartbeat->async_wait(
+        [self = this->shared_from_this(), id, st](boost::system::error_code ec) {
+          if (ec) return;
+          H2Stream* live = self->Find(id, st);
+          if (!live || live->eof) return;
+          self->StreamSend(id, st, live->heartbeat_bytes);
+          if (self->Find(id, st)) self->ScheduleHeartbeat(id, st);
+        });
   }
 
   // --- nghttp2 callbacks (run inside mem_recv / mem_send, on the strand) ---

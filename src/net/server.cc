@@ -34,11 +34,9 @@ class Detector : public std::enable_shared_from_this<Detector<Stream>> {
 
  private:
   void Read() {
-    stream_.async_read_some(
-        asio::buffer(buf_.data() + len_, buf_.size() - len_),
-        [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
-          self->OnRead(ec, n);
-        });
+    stream_.async_read_some(asio::buffer(buf_.data() + len_, buf_.size() - len_),
+                            [self = this->shared_from_this()](boost::system::error_code ec,
+                                                              size_t n) { self->OnRead(ec, n); });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
@@ -83,10 +81,9 @@ class TlsHandshake : public std::enable_shared_from_this<TlsHandshake> {
 
   void Start() {
     beast::get_lowest_layer(stream_).expires_after(ctx_->options.tls_handshake_timeout);
-    stream_.async_handshake(asio::ssl::stream_base::server,
-                            [self = shared_from_this()](boost::system::error_code ec) {
-                              self->OnHandshake(ec);
-                            });
+    stream_.async_handshake(
+        asio::ssl::stream_base::server,
+        [self = shared_from_this()](boost::system::error_code ec) { self->OnHandshake(ec); });
   }
 
  private:

@@ -47,8 +47,8 @@ class Directory {
     const Database* Find(const std::string& name_or_id) const;
     const storage::AccessTokenRecord* Token(const std::string& id) const;
   };
-  using BackendFactory = std::function<Result<std::unique_ptr<storage::Backend>>(
-      const storage::DatabaseRecord&)>;
+  using BackendFactory =
+      std::function<Result<std::unique_ptr<storage::Backend>>(const storage::DatabaseRecord&)>;
 
   Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options);
   ~Directory();
@@ -80,7 +80,7 @@ class Directory {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting_;  // guarded by mu_
-  bool stop_ = false;                                                           // guarded by mu_
+  bool stop_ = false;                                                          // guarded by mu_
   std::thread thread_;
 
   // Engines of removed databases, shut down once nobody else holds them (directory thread).

@@ -143,8 +143,7 @@ void KvService::HandleMetadata(HttpRequest req, std::string database, Responder 
   call->database = std::move(database);
   call->version = version;
   call->token = std::move(*token);
-  AnswerMetadata(std::move(call), directory_->snapshot(), /*may_refresh=*/true,
-                 std::move(respond));
+  AnswerMetadata(std::move(call), directory_->snapshot(), /*may_refresh=*/true, std::move(respond));
 }
 
 void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
@@ -202,8 +201,8 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     return;
   }
   if (!who.database_id.empty() && who.database_id != db->record.id) {
-    respond(ErrorResponse(PermissionDenied("This access token is not valid for database '" +
-                                           call->database + "'.")));
+    respond(ErrorResponse(
+        PermissionDenied("This access token is not valid for database '" + call->database + "'.")));
     return;
   }
   if (Status s = CheckRate(who.token_id, RateFor(who.token_id, who.rate)); !s.ok()) {
@@ -281,8 +280,8 @@ Result<std::shared_ptr<engine::Engine>> KvService::AuthorizeDataPath(const HttpR
   }
   const Directory::Database* db = snap->Find(claims.database_id);
   if (!db) return NotFound("The database no longer exists.");
-  KVC_RETURN_IF_ERROR(CheckRate(claims.access_token_id,
-                                RateFor(claims.access_token_id, token_rate)));
+  KVC_RETURN_IF_ERROR(
+      CheckRate(claims.access_token_id, RateFor(claims.access_token_id, token_rate)));
   return db->engine;
 }
 

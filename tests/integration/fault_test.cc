@@ -57,8 +57,9 @@ class FaultTest : public ::testing::Test {
   std::vector<Result<CommitResult>> WriteAll(std::vector<AtomicWrite> writes) {
     std::vector<std::promise<Result<CommitResult>>> promises(writes.size());
     for (size_t i = 0; i < writes.size(); ++i) {
-      engine_->Write(std::move(writes[i]),
-                     [&promises, i](Result<CommitResult> r) { promises[i].set_value(std::move(r)); });
+      engine_->Write(std::move(writes[i]), [&promises, i](Result<CommitResult> r) {
+        promises[i].set_value(std::move(r));
+      });
     }
     std::vector<Result<CommitResult>> out;
     for (auto& p : promises) out.push_back(p.get_future().get());

@@ -102,10 +102,9 @@ class SecurityTest : public ::testing::Test {
   }
 
   testutil::HttpResponse Connect(const std::string& path, const std::string& access_token) {
-    auto r = client_->Post(path,
-                           {{"authorization", "Bearer " + access_token},
-                            {"content-type", "application/json"}},
-                           R"({"supportedVersions":[2,3]})");
+    auto r = client_->Post(
+        path, {{"authorization", "Bearer " + access_token}, {"content-type", "application/json"}},
+        R"({"supportedVersions":[2,3]})");
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : testutil::HttpResponse{};
   }
@@ -117,14 +116,14 @@ class SecurityTest : public ::testing::Test {
     if (!d.IsObject() || !d.HasMember("token")) return {};
     return {d["token"].GetString(), d["databaseId"].GetString()};
   }
-  testutil::HttpResponse Data(const Session& s, const std::string& method,
-                              const std::string& body, const std::string& db_header = "") {
-    auto r = client_->Post("/v2/" + method,
-                           {{"authorization", "Bearer " + s.token},
-                            {"x-denokv-version", "3"},
-                            {"x-denokv-database-id",
-                             db_header.empty() ? s.database_id : db_header}},
-                           body);
+  testutil::HttpResponse Data(const Session& s, const std::string& method, const std::string& body,
+                              const std::string& db_header = "") {
+    auto r =
+        client_->Post("/v2/" + method,
+                      {{"authorization", "Bearer " + s.token},
+                       {"x-denokv-version", "3"},
+                       {"x-denokv-database-id", db_header.empty() ? s.database_id : db_header}},
+                      body);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : testutil::HttpResponse{};
   }
@@ -155,7 +154,8 @@ class SecurityTest : public ::testing::Test {
 };
 
 TEST_F(SecurityTest, DatabasesAreIsolated) {
-  const Session sales = Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
+  const Session sales =
+      Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
   const Session hr = Exchange("/databases/hr/connect", MakeToken("hr", auth::Scope::kWrite));
   const Session def = Exchange("/", kBootstrap);
   ASSERT_FALSE(sales.token.empty());
@@ -208,13 +208,15 @@ TEST_F(SecurityTest, ReadScopeCannotWrite) {
   EXPECT_EQ(ReadCount(ro), 0);  // reading works, and nothing was written
   // Watching is reading: allowed.
   pb::Watch req;
-  req.add_keys()->set_key(std::string("\x02" "a\x00", 3));
-  auto watch = client_->OpenStream(
-      "/v2/watch",
-      {{"authorization", "Bearer " + ro.token},
-       {"x-denokv-version", "3"},
-       {"x-denokv-database-id", ro.database_id}},
-      req.SerializeAsString());
+  req.add_keys()->set_key(
+      std::string("\x02"
+                  "a\x00",
+                  3));
+  auto watch = client_->OpenStream("/v2/watch",
+                                   {{"authorization", "Bearer " + ro.token},
+                                    {"x-denokv-version", "3"},
+                                    {"x-denokv-database-id", ro.database_id}},
+                                   req.SerializeAsString());
   ASSERT_TRUE(watch.ok()) << watch.status().ToString();
   EXPECT_EQ((*watch)->status(), 200);
 }
@@ -224,9 +226,8 @@ TEST_F(SecurityTest, RevocationReachesDataPathTokens) {
   const Session s = Exchange("/databases/sales/connect", token);
   ASSERT_EQ(ReadCount(s), 0);
   ASSERT_TRUE(dd_->catalog->RevokeToken(auth::AccessTokenId(token), NowUnixMs()).ok());
-  EXPECT_TRUE(Eventually([&] {
-    return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] { return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401; }));
   auto d = Data(s, "atomic_write", Fixture("atomic_write_set.bin"));
   EXPECT_EQ(d.status, 401);
   EXPECT_NE(d.body.find("revoked"), std::string::npos) << d.body;
@@ -264,9 +265,8 @@ TEST_F(SecurityTest, DatabasesCreatedAndDeletedWhileServing) {
   EXPECT_EQ(Connect("/databases/late/connect", token).status, 404);
   // Deleted: connects 404, the old data-path token stops working.
   ASSERT_TRUE(dd_->catalog->RemoveDatabase(rec->id, NowUnixMs()).ok());
-  EXPECT_TRUE(Eventually([&] {
-    return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401;
-  }));
+  EXPECT_TRUE(Eventually(
+      [&] { return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401; }));
   EXPECT_EQ(Connect("/databases/later/connect", kBootstrap).status, 404);
 }
 
@@ -295,8 +295,8 @@ TEST_F(RateLimitTest, TokenBucketAnswers429) {
   EXPECT_EQ(ok + limited, 20);
   EXPECT_NE(text.find("Rate limit exceeded"), std::string::npos) << text;
   // A token with its own unlimited rate, and the bootstrap token, are not limited.
-  const Session free = Exchange("/databases/sales/connect",
-                                MakeToken("sales", auth::Scope::kWrite, 0, /*rate=*/0));
+  const Session free =
+      Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite, 0, /*rate=*/0));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(free), 0);
   const Session boot = Exchange("/databases/sales/connect", kBootstrap);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(boot), 0);

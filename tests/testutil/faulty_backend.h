@@ -80,7 +80,9 @@ class FaultyWriter : public storage::Writer {
   FaultyWriter(std::unique_ptr<storage::Writer> inner, std::shared_ptr<FaultPlan> plan)
       : inner_(std::move(inner)), plan_(std::move(plan)) {}
 
-  Status Begin() override { return Guard(WriterOp::kBegin, [&] { return inner_->Begin(); }); }
+  Status Begin() override {
+    return Guard(WriterOp::kBegin, [&] { return inner_->Begin(); });
+  }
   Result<std::optional<storage::StoredRow>> Get(std::string_view key) override {
     if (plan_->ShouldFail(WriterOp::kGet)) return Injected();
     return inner_->Get(key);

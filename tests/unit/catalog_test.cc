@@ -78,8 +78,8 @@ TEST(DatabaseNames, Validation) {
   for (const char* ok : {"a", "sales", "hr-2", "x_y", "0db"}) {
     EXPECT_TRUE(storage::IsValidDatabaseName(ok)) << ok;
   }
-  for (const char* bad : {"", "-a", "_a", "Sales", "a/b", "a b", "a.b",
-                          "0b6f3a8e-1111-4222-8333-444455556666"}) {
+  for (const char* bad :
+       {"", "-a", "_a", "Sales", "a/b", "a b", "a.b", "0b6f3a8e-1111-4222-8333-444455556666"}) {
     EXPECT_FALSE(storage::IsValidDatabaseName(bad)) << bad;
   }
   EXPECT_FALSE(storage::IsValidDatabaseName(std::string(64, 'a')));
@@ -170,8 +170,7 @@ TEST(DataDir, DefaultDatabaseCreateAndAdoptExisting) {
   EXPECT_TRUE(fs::exists(dd->Resolve(sales->path)));
   EXPECT_NE(sales->id, default_id);
   EXPECT_EQ(cli::CreateDatabase(*dd, "sales", so).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(cli::CreateDatabase(*dd, "Bad Name", so).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cli::CreateDatabase(*dd, "Bad Name", so).status().code(), StatusCode::kInvalidArgument);
   {
     auto b = storage::SqliteBackend::Open(dd->Resolve(sales->path), so);
     ASSERT_TRUE(b.ok());
@@ -242,8 +241,8 @@ TEST(ConfigFile, FlagsOverrideTheFile) {
   CLI::App app;
   cli::ServeConfig config;
   CLI::App* serve = cli::AddServeCommand(app, &config);
-  std::vector<std::string> args = {"kvconnect", "serve", "--config", file.string(),
-                                   "--addr", "127.0.0.1:1"};
+  std::vector<std::string> args = {"kvconnect",   "serve",  "--config",
+                                   file.string(), "--addr", "127.0.0.1:1"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   app.parse(static_cast<int>(argv.size()), argv.data());
@@ -266,7 +265,7 @@ TEST(RateLimiter, BucketRefillsAtTheRate) {
   const auto t0 = service::RateLimiter::Clock::now();
   int allowed = 0;
   for (int i = 0; i < 20; ++i) allowed += rl.Allow("a", 10, 5, t0);
-  EXPECT_EQ(allowed, 5);  // the burst
+  EXPECT_EQ(allowed, 5);                  // the burst
   EXPECT_TRUE(rl.Allow("b", 10, 5, t0));  // buckets are per key
   // 0.5 s later: 5 more.
   allowed = 0;

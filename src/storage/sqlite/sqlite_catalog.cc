@@ -149,8 +149,7 @@ Result<std::vector<DatabaseRecord>> SqliteCatalog::ListDatabases() {
 
 Result<DatabaseRecord> SqliteCatalog::FindDatabase(const std::string& name_or_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt s(db_,
-         "select id, name, path, created_ms from databases where name = ?1 or id = lower(?1)");
+  Stmt s(db_, "select id, name, path, created_ms from databases where name = ?1 or id = lower(?1)");
   if (!s.ok()) return Error(db_, "find database");
   s.Text(1, name_or_id);
   int rc = s.Step();
