@@ -31,6 +31,7 @@ import { parseArgs } from "node:util";
 import {
   annotate, makeTempDir, randomToken, removeTempDirs, sleep, startServer, withTimeout,
 } from "../e2e/harness.mjs";
+import { prng } from "../e2e/prng.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DENO_KV_MODULE = path.join(HERE, "..", "e2e", "node_modules", "@deno", "kv", "esm", "npm.js");
@@ -91,17 +92,6 @@ function resolveOptions(argv = [], env = process.env) {
 // ---------------------------------------------------------------------------
 // Helpers
 
-/** mulberry32: a small seeded PRNG; returns floats in [0, 1). */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const randInt = (rng, n) => Math.floor(rng() * n); // 0 .. n-1
 const subSeed = (seed, ...parts) => parts.reduce((h, p) => Math.imul(h ^ (p + 0x9e3779b9), 0x85ebca6b) >>> 0, seed >>> 0);
 

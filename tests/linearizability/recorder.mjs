@@ -19,18 +19,9 @@ import path from "node:path";
 import v8 from "node:v8";
 import { fileURLToPath } from "node:url";
 import { openKv } from "../e2e/node_modules/@deno/kv/esm/npm.js";
+import { prng } from "../e2e/prng.mjs";
 
-/** Small fast seeded PRNG (mulberry32); returns floats in [0, 1). */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng };
 
 const codec = { encodeV8: v8.serialize, decodeV8: (b) => v8.deserialize(b) };
 

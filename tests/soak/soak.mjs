@@ -34,6 +34,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
+import { prng } from "../e2e/prng.mjs";
 import { H2, metadata, dataPath } from "../e2e/raw_client.mjs";
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -91,18 +92,7 @@ export function watchdogMs(opts) {
 }
 
 // ---------------------------------------------------------------------------
-// Small helpers: PRNG, protobuf by hand, tuple keys, /proc
-
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Small helpers: protobuf by hand, tuple keys, /proc
 
 function varint(n) {
   const out = [];
@@ -305,7 +295,7 @@ class SoakRun {
   constructor(opts, out) {
     this.opts = opts;
     this.out = out;
-    this.rand = mulberry32(opts.seed);
+    this.rand = prng(opts.seed);
     this.keys = Array.from({ length: opts.keys }, (_, i) => soakKey(i));
     this.phase = "starting";
     this.stopping = false; // no more churn, writes or replacements
