@@ -39,6 +39,27 @@ Result<std::string> LoadOrCreateSecret(const fs::path& path,
   return v;
 }
 
+namespace {
+// Opens (creating if needed) the database file at `path` and returns the UUID it carries.
+Result<std::string> DatabaseIdOf(const std::string& path, const storage::SqliteOptions& sqlite) {
+  auto backend = storage::SqliteBackend::Open(path, sqlite);
+  if (!backend.ok()) return Internal("cannot open " + path + ": " + backend.status().message());
+  return (*backend)->database_id();
+}
+
+// A catalog record for `file` (relative to the data directory) under `name`.
+Result<storage::DatabaseRecord> RecordFor(const DataDir& dd, const std::string& name,
+                                          const std::string& file,
+                                          const storage::SqliteOptions& sqlite) {
+  storage::DatabaseRecord rec;
+  KVC_ASSIGN_OR_RETURN(rec.id, DatabaseIdOf(dd.Resolve(file), sqlite));
+  rec.name = name;
+  rec.path = file;
+  rec.created_ms = NowUnixMs();
+  return rec;
+}
+}  // namespace
+
 std::string DataDir::Resolve(const std::string& path) const {
   fs::path p(path);
   return p.is_absolute() ? p.string() : (root / p).string();
@@ -58,17 +79,7 @@ Result<DataDir> OpenDataDir(const std::string& dir, const storage::SqliteOptions
   if (found.ok()) return dd;
   if (found.status().code() != StatusCode::kNotFound) return found.status();
   // First start, or a data directory from before the catalog: register default.sqlite3.
-  const std::string file = "default.sqlite3";
-  auto backend = storage::SqliteBackend::Open(dd.Resolve(file), sqlite);
-  if (!backend.ok()) {
-    return Internal("cannot open " + dd.Resolve(file) + ": " + backend.status().message());
-  }
-  storage::DatabaseRecord rec;
-  rec.id = (*backend)->database_id();
-  rec.name = kDefaultDatabase;
-  rec.path = file;
-  rec.created_ms = NowUnixMs();
-  backend->reset();
+  KVC_ASSIGN_OR_RETURN(auto rec, RecordFor(dd, kDefaultDatabase, "default.sqlite3", sqlite));
   Status s = dd.catalog->AddDatabase(rec);
   // Another process may have registered it at the same moment.
   if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
@@ -86,16 +97,7 @@ Result<storage::DatabaseRecord> CreateDatabase(DataDir& dd, const std::string& n
     return AlreadyExists("a database named '" + name + "' already exists");
   }
   const std::string file = "db-" + HexEncode(RandomBytes(8)) + ".sqlite3";
-  auto backend = storage::SqliteBackend::Open(dd.Resolve(file), sqlite);
-  if (!backend.ok()) {
-    return Internal("cannot create " + dd.Resolve(file) + ": " + backend.status().message());
-  }
-  storage::DatabaseRecord rec;
-  rec.id = (*backend)->database_id();
-  rec.name = name;
-  rec.path = file;
-  rec.created_ms = NowUnixMs();
-  backend->reset();
+  KVC_ASSIGN_OR_RETURN(auto rec, RecordFor(dd, name, file, sqlite));
   Status s = dd.catalog->AddDatabase(rec);
   if (!s.ok()) {
     RemoveDatabaseFiles(dd.Resolve(file));
@@ -107,12 +109,7 @@ Result<storage::DatabaseRecord> CreateDatabase(DataDir& dd, const std::string& n
 Status PointDefaultAt(DataDir& dd, const std::string& sqlite_path,
                       const storage::SqliteOptions& sqlite) {
   const std::string abs = fs::absolute(sqlite_path).lexically_normal().string();
-  auto backend = storage::SqliteBackend::Open(abs, sqlite);
-  if (!backend.ok()) {
-    return Internal("cannot open database " + abs + ": " + backend.status().message());
-  }
-  const std::string id = (*backend)->database_id();
-  backend->reset();
+  KVC_ASSIGN_OR_RETURN(const std::string id, DatabaseIdOf(abs, sqlite));
   KVC_ASSIGN_OR_RETURN(auto current, dd.catalog->FindDatabase(kDefaultDatabase));
   if (current.id == id && dd.Resolve(current.path) == abs) return Status::Ok();
   return dd.catalog->RebindDatabase(kDefaultDatabase, id, abs);
