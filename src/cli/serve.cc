@@ -82,6 +82,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--max-queued-writes", c->engine.max_queued_writes,
                 "Writes waiting for the writer before new ones get 503")
       ->capture_default_str();
+  s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
+                "Memory for cached point reads per database (0: no cache)")
+      ->capture_default_str();
   s->add_option("--h2-initial-window", c->net.h2_initial_window,
                 "HTTP/2 flow-control window per stream")
       ->capture_default_str();

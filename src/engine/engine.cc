@@ -14,8 +14,23 @@ namespace kvc::engine {
 
 using storage::StoredRow;
 
+namespace {
+
+// True if every range selects exactly one key: [k, k + "\0") with a limit of at least 1.
+bool AllPointReads(const std::vector<ReadRange>& ranges) {
+  for (const ReadRange& r : ranges) {
+    if (r.limit < 1 || r.end.size() != r.start.size() + 1 || r.end.back() != '\0' ||
+        r.end.compare(0, r.start.size(), r.start) != 0) {
+      return false;
+    }
+  }
+  return !ranges.empty();
+}
+
+}  // namespace
+
 Engine::Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options)
-    : options_(options), backend_(std::move(backend)) {
+    : options_(options), backend_(std::move(backend)), cache_(options.read_cache_bytes) {
   std::string seed = RandomBytes(8);
   uint64_t s = 0;
   for (unsigned char c : seed) s = (s << 8) | c;
@@ -84,11 +99,18 @@ std::unique_ptr<WatchHub::Subscription> Engine::Subscribe(std::vector<std::strin
   return hub_.Subscribe(std::move(keys), std::move(on_change));
 }
 
-void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done) {
+void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, Completion completion) {
   Status s = ValidateSnapshotRead(ranges, options_.limits);
   if (!s.ok()) {
     done(s);
     return;
+  }
+  if (completion == Completion::kMayBeInline) {
+    ReadResult hit;
+    if (TryCachedRead(ranges, &hit)) {
+      done(std::move(hit));
+      return;
+    }
   }
   Status refused;
   {
@@ -106,6 +128,57 @@ void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done) {
     return;
   }
   read_cv_.notify_one();
+}
+
+bool Engine::TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out) {
+  if (!cache_.enabled() || !AllPointReads(ranges)) return false;
+  const uint64_t writes_ended = cache_.writes_ended();
+  const int64_t version = committed_version_.load();
+  const int64_t now = NowUnixMs();
+  out->ranges.assign(ranges.size(), {});
+  storage::StoredRow row;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    switch (cache_.Get(ranges[i].start, now, &row)) {
+      case ReadCache::Lookup::kMiss:
+        return false;
+      case ReadCache::Lookup::kAbsent:
+        break;
+      case ReadCache::Lookup::kPresent:
+        out->ranges[i].push_back(
+            Entry{ranges[i].start, std::move(row.value), row.encoding, row.version});
+        break;
+    }
+  }
+  // Several keys form one snapshot only if no write ended between their lookups.
+  if (ranges.size() > 1 && cache_.writes_ended() != writes_ended) return false;
+  out->version = version;
+  return true;
+}
+
+Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector<ReadRange>& ranges,
+                                      int64_t now_ms) {
+  std::vector<uint64_t> tickets(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) tickets[i] = cache_.FillTicket(ranges[i].start);
+  KVC_RETURN_IF_ERROR(reader->Begin());  // after the tickets: see ReadCache
+  ReadResult out;
+  out.ranges.resize(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Result<std::optional<StoredRow>> row = reader->Get(ranges[i].start);
+    if (!row.ok()) {
+      reader->End();
+      return row.status();
+    }
+    cache_.Fill(ranges[i].start, tickets[i], *row);
+    if (*row && storage::IsLive((*row)->expire_at_ms, now_ms)) {
+      StoredRow& r = **row;
+      out.ranges[i].push_back(Entry{ranges[i].start, std::move(r.value), r.encoding, r.version});
+    }
+  }
+  auto v = reader->DataVersion();
+  reader->End();
+  if (!v.ok()) return v.status();
+  out.version = *v;
+  return out;
 }
 
 void Engine::ReaderLoop(storage::Reader* reader) {
@@ -136,7 +209,8 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       out.version = *v;
       return out;
     };
-    Result<ReadResult> r = run();
+    Result<ReadResult> r =
+        cache_.enabled() && AllPointReads(job.ranges) ? ReadPoints(reader, job.ranges, now) : run();
     if (!r.ok() && r.status().code() == StatusCode::kInternal) {
       spdlog::error("snapshot read failed: {}", r.status().message());
     }
@@ -255,6 +329,8 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       return;
     }
   }
+  // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
+  for (WriteJob& j : batch) cache_.BeginWrite(j.changed_keys);
   if (any_applied) {
     s = writer_->SetDataVersion(version_);
     if (s.ok()) {
@@ -265,6 +341,7 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
   } else {
     writer_->Rollback();
   }
+  for (WriteJob& j : batch) cache_.EndWrite(j.changed_keys);
   if (!s.ok()) {
     // The transaction is gone; nothing of this batch is visible. We cannot know whether a
     // failed fsync left data in the OS cache, so refuse further writes until restart.

@@ -12,8 +12,11 @@
 // - Expired keys are deleted by the writer at the earliest expiry time (rescheduled as writes
 //   set earlier expiries), and watchers of those keys are notified.
 //
-// Callbacks are invoked on engine threads (or inline, for requests refused up front), never
-// while an engine lock is held; they must not block.
+// - Point reads are served from a ReadCache kept coherent by the writer; a read whose every
+//   range is one key and whose keys all hit completes inline, on the caller's thread.
+//
+// Callbacks are invoked on engine threads, or inline (requests refused up front, cache hits),
+// never while an engine lock is held; they must not block.
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
@@ -30,6 +33,7 @@
 
 #include "common/status.h"
 #include "engine/limits.h"
+#include "engine/read_cache.h"
 #include "engine/watch_hub.h"
 #include "storage/backend.h"
 #include "storage/kv_types.h"
@@ -44,6 +48,7 @@ struct EngineOptions {
   // which clients retry) instead of growing memory without bound.
   size_t max_queued_reads = 10000;
   size_t max_queued_writes = 10000;
+  size_t read_cache_bytes = 64u << 20;  // 0: no read cache
   Limits limits;
 };
 
@@ -66,8 +71,11 @@ class Engine {
   const Limits& limits() const { return options_.limits; }
 
   // Validates and reads `ranges` from one snapshot. Errors: InvalidArgument (limits),
-  // Unavailable (shutting down), Internal (storage).
-  void SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done);
+  // Unavailable (shutting down), Internal (storage). With Completion::kNeverInline the callback
+  // never runs on the calling thread, even for a cache hit.
+  enum class Completion { kMayBeInline, kNeverInline };
+  void SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done,
+                    Completion completion = Completion::kMayBeInline);
   // Validates and commits `write`. CommitResult.ok=false when a check failed (nothing applied).
   // Errors: InvalidArgument (limits, type mismatches; nothing applied), Unavailable.
   void Write(AtomicWrite write, WriteCallback done);
@@ -81,6 +89,7 @@ class Engine {
   // The last committed version (for tests and metrics).
   int64_t committed_version() const;
   size_t watch_count() const { return hub_.subscription_count(); }
+  const ReadCache& read_cache() const { return cache_; }
 
  private:
   struct ReadJob {
@@ -96,6 +105,11 @@ class Engine {
 
   Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options);
   Status Start();
+  // Answers `ranges` from the cache if every range is a point read and every key hits.
+  bool TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out);
+  // Reads point ranges with Reader::Get and fills the cache. REQUIRES: AllPointReads(ranges).
+  Result<ReadResult> ReadPoints(storage::Reader* reader, const std::vector<ReadRange>& ranges,
+                                int64_t now_ms);
   void ReaderLoop(storage::Reader* reader);
   void WriterLoop();
   void CommitBatch(std::vector<WriteJob>& batch);
@@ -108,6 +122,7 @@ class Engine {
   std::unique_ptr<storage::Backend> backend_;
   std::string database_id_;
   WatchHub hub_;
+  ReadCache cache_;
 
   std::vector<std::unique_ptr<storage::Reader>> readers_;
   std::vector<std::thread> reader_threads_;

@@ -55,8 +55,10 @@ void WatchStream::StartRead() {
     ranges.push_back(ReadRange{k, k + std::string(1, '\0'), 1, false});
   }
   auto self = shared_from_this();
-  engine_->SnapshotRead(std::move(ranges),
-                        [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
+  // Never inline: StartRead runs on the writer's notification path, which must stay short.
+  engine_->SnapshotRead(
+      std::move(ranges), [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); },
+      engine::Engine::Completion::kNeverInline);
 }
 
 void WatchStream::OnRead(Result<engine::ReadResult> result) {

@@ -47,6 +47,8 @@ class Reader {
   virtual Status Begin() = 0;
   // Appends the live rows (see IsLive) of `range` to *out, at most range.limit of them.
   virtual Status Scan(const ReadRange& range, int64_t now_ms, std::vector<Entry>* out) = 0;
+  // The row stored for `key` in the open snapshot, expired or not (callers apply IsLive).
+  virtual Result<std::optional<StoredRow>> Get(std::string_view key) = 0;
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
   virtual void End() = 0;

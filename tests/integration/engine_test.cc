@@ -77,6 +77,8 @@ Mutation Le64Op(std::string k, MutationType t, uint64_t v) {
   m.value = KvValue{b, ValueEncoding::kLe64};
   return m;
 }
+ReadRange Point(const std::string& k) { return ReadRange{k, k + std::string(1, '\0'), 1, false}; }
+
 Mutation Del(std::string k) {
   Mutation m;
   m.key = std::move(k);
@@ -144,6 +146,30 @@ TEST_F(EngineTest, DifferentialAgainstModel) {
       ++errors;
       ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
       ASSERT_EQ(model.Apply(w, 0), -1) << "op " << i << ": " << r.status().message();
+    }
+    // Point reads (served by the read cache after the first miss) must agree with the model
+    // after every write, one key at a time and all keys in one snapshot.
+    {
+      const std::string& k = keys[rng() % keys.size()];
+      auto one = Read({Point(k)});
+      ASSERT_TRUE(one.ok());
+      auto it = model.rows.find(k);
+      ASSERT_EQ(one->ranges[0].size(), it == model.rows.end() ? 0u : 1u) << "op " << i;
+      if (it != model.rows.end()) {
+        EXPECT_EQ(one->ranges[0][0].value, it->second.value) << "op " << i;
+        EXPECT_EQ(one->ranges[0][0].version, it->second.version) << "op " << i;
+      }
+      std::vector<ReadRange> points;
+      for (const std::string& key : keys) points.push_back(Point(key));
+      auto many = Read(points);
+      ASSERT_TRUE(many.ok());
+      for (size_t j = 0; j < keys.size(); ++j) {
+        auto m = model.rows.find(keys[j]);
+        ASSERT_EQ(many->ranges[j].size(), m == model.rows.end() ? 0u : 1u) << "op " << i;
+        if (m != model.rows.end()) {
+          EXPECT_EQ(many->ranges[j][0].version, m->second.version);
+        }
+      }
     }
     if (i % 50 == 0 || i == 1499) {
       auto all = All();
@@ -266,6 +292,129 @@ TEST_F(EngineTest, ConcurrentWritersGroupCommitAndKeepEveryIncrement) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(r->ranges[0][0].value[i]);
   EXPECT_EQ(v, static_cast<uint64_t>(kThreads * kPerThread));
+}
+
+uint64_t Le64Value(const std::string& b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[i]);
+  return v;
+}
+
+// Transfers between accounts run while other threads read every account in one multi-key
+// point read (the read cache's path): each such read must be one snapshot, so the balances
+// always add up. A read that mixed keys from before and after a transfer would not.
+TEST_F(EngineTest, CachedMultiKeyReadsAreSnapshotsUnderConcurrentTransfers) {
+  constexpr int kAccounts = 10, kInitial = 1000;  // 10: the most ranges one read may have
+  std::vector<std::string> accounts;
+  AtomicWrite init;
+  for (int i = 0; i < kAccounts; ++i) {
+    accounts.push_back("acct" + std::to_string(i));
+    init.mutations.push_back(Le64Op(accounts.back(), MutationType::kSum, kInitial));
+  }
+  ASSERT_TRUE(Write(init).ok());
+  std::vector<ReadRange> all_points;
+  for (const std::string& a : accounts) all_points.push_back(Point(a));
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> transfers{0}, reads{0}, bad_reads{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      while (!stop) {
+        const int from = static_cast<int>(rng() % kAccounts);
+        const int to = (from + 1 + static_cast<int>(rng() % (kAccounts - 1))) % kAccounts;
+        auto r = Read({Point(accounts[from]), Point(accounts[to])});
+        if (!r.ok() || r->ranges[0].empty() || r->ranges[1].empty()) {
+          ++errors;
+          continue;
+        }
+        const Entry& f = r->ranges[0][0];
+        const Entry& g = r->ranges[1][0];
+        const uint64_t fb = Le64Value(f.value), gb = Le64Value(g.value);
+        const uint64_t amount = fb == 0 ? 0 : 1 + rng() % std::min<uint64_t>(fb, 10);
+        AtomicWrite w;
+        w.checks = {Check{f.key, Stamp(f.version)}, Check{g.key, Stamp(g.version)}};
+        auto set = [](const std::string& k, uint64_t v) {
+          std::string b(8, '\0');
+          for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+          Mutation m;
+          m.key = k;
+          m.type = MutationType::kSet;
+          m.value = KvValue{b, ValueEncoding::kLe64};
+          return m;
+        };
+        w.mutations = {set(f.key, fb - amount), set(g.key, gb + amount)};
+        auto c = Write(w);
+        if (!c.ok()) ++errors;
+        if (c.ok() && c->ok) ++transfers;
+      }
+    });
+  }
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!stop) {
+        auto r = Read(all_points);
+        if (!r.ok()) {
+          ++errors;
+          continue;
+        }
+        uint64_t sum = 0;
+        for (const auto& range : r->ranges) {
+          if (range.size() == 1) sum += Le64Value(range[0].value);
+        }
+        ++reads;
+        if (sum != uint64_t{kAccounts} * kInitial) ++bad_reads;
+      }
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(bad_reads.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_GT(transfers.load(), 50);
+  EXPECT_GT(reads.load(), 50);
+  EXPECT_GT(engine_->read_cache().entry_count(), 0u);  // the cache was in play
+}
+
+TEST_F(EngineTest, PointReadsFollowWritesDeletesAndExpiryWithAndWithoutCache) {
+  for (size_t cache : {size_t{64} << 20, size_t{0}}) {
+    EngineOptions o;
+    o.read_cache_bytes = cache;
+    Reopen(o);
+    for (int i = 0; i < 50; ++i) {
+      AtomicWrite w;
+      w.mutations = {Set("k", "v" + std::to_string(i))};
+      ASSERT_TRUE(Write(w).ok());
+      for (int rep = 0; rep < 2; ++rep) {  // a miss that fills, then a hit
+        auto r = Read({Point("k")});
+        ASSERT_TRUE(r.ok());
+        ASSERT_EQ(r->ranges[0].size(), 1u);
+        EXPECT_EQ(r->ranges[0][0].value, "v" + std::to_string(i));
+      }
+    }
+    AtomicWrite del;
+    del.mutations = {Del("k")};
+    ASSERT_TRUE(Write(del).ok());
+    auto gone = Read({Point("k")});
+    ASSERT_TRUE(gone.ok());
+    EXPECT_TRUE(gone->ranges[0].empty());
+    AtomicWrite exp;
+    exp.mutations = {Set("e", "x", NowUnixMs() + 300)};
+    ASSERT_TRUE(Write(exp).ok());
+    auto live = Read({Point("e")});
+    ASSERT_TRUE(live.ok());
+    EXPECT_EQ(live->ranges[0].size(), 1u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    auto expired = Read({Point("e")});  // a hit on a row whose time has passed
+    ASSERT_TRUE(expired.ok());
+    EXPECT_TRUE(expired->ranges[0].empty());
+    EXPECT_EQ(engine_->read_cache().entry_count() > 0, cache > 0);
+  }
 }
 
 }  // namespace

@@ -129,6 +129,28 @@ Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* s) {
   return SqliteError(c.db(), "read data_version");
 }
 
+// Runs `s` ("select v, v_encoding, version, expiration_ms from kv where k = ?1") for `key`.
+Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* s, std::string_view key) {
+  StmtScope scope(s);
+  BindBlob(s, 1, key);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::optional<StoredRow>();
+  if (rc != SQLITE_ROW) return SqliteError(c.db(), "get");
+  StoredRow row;
+  row.value = ColumnBlob(s, 0);
+  int64_t enc = sqlite3_column_int64(s, 1);
+  if (!IsKnownEncoding(enc)) {
+    return InvalidArgument("The value encoding " + std::to_string(enc) + " is unknown.");
+  }
+  row.encoding = static_cast<ValueEncoding>(enc);
+  row.version = sqlite3_column_int64(s, 2);
+  row.expire_at_ms = sqlite3_column_int64(s, 3);
+  return std::optional<StoredRow>(std::move(row));
+}
+
+constexpr const char* kGetRowSql =
+    "select v, v_encoding, version, expiration_ms from kv where k = ?1";
+
 class SqliteReader : public Reader {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
@@ -145,6 +167,7 @@ class SqliteReader : public Reader {
         conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
                       "and (expiration_ms < 0 or expiration_ms > ?3) order by k desc limit ?4"));
     KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
+    KVC_ASSIGN_OR_RETURN(get_, conn_.Prepare(kGetRowSql));
     return Status::Ok();
   }
 
@@ -187,6 +210,10 @@ class SqliteReader : public Reader {
     return Status::Ok();
   }
 
+  Result<std::optional<StoredRow>> Get(std::string_view key) override {
+    return QueryRow(conn_, get_, key);
+  }
+
   Result<int64_t> DataVersion() override { return snapshot_version_; }
 
   void End() override {
@@ -201,6 +228,7 @@ class SqliteReader : public Reader {
   sqlite3_stmt* scan_ = nullptr;
   sqlite3_stmt* scan_rev_ = nullptr;
   sqlite3_stmt* version_ = nullptr;
+  sqlite3_stmt* get_ = nullptr;
   int64_t snapshot_version_ = 0;
 };
 
@@ -214,8 +242,7 @@ class SqliteWriter : public Writer {
     KVC_ASSIGN_OR_RETURN(savepoint_, conn_.Prepare("savepoint w"));
     KVC_ASSIGN_OR_RETURN(release_, conn_.Prepare("release w"));
     KVC_ASSIGN_OR_RETURN(rollback_to_, conn_.Prepare("rollback to w"));
-    KVC_ASSIGN_OR_RETURN(
-        get_, conn_.Prepare("select v, v_encoding, version, expiration_ms from kv where k = ?1"));
+    KVC_ASSIGN_OR_RETURN(get_, conn_.Prepare(kGetRowSql));
     KVC_ASSIGN_OR_RETURN(
         put_, conn_.Prepare("insert into kv (k, v, v_encoding, version, expiration_ms) "
                             "values (?1, ?2, ?3, ?4, ?5) on conflict(k) do update set v = ?2, "
@@ -253,21 +280,7 @@ class SqliteWriter : public Writer {
   }
 
   Result<std::optional<StoredRow>> Get(std::string_view key) override {
-    StmtScope scope(get_);
-    BindBlob(get_, 1, key);
-    int rc = sqlite3_step(get_);
-    if (rc == SQLITE_DONE) return std::optional<StoredRow>();
-    if (rc != SQLITE_ROW) return SqliteError(conn_.db(), "get");
-    StoredRow row;
-    row.value = ColumnBlob(get_, 0);
-    int64_t enc = sqlite3_column_int64(get_, 1);
-    if (!IsKnownEncoding(enc)) {
-      return InvalidArgument("The value encoding " + std::to_string(enc) + " is unknown.");
-    }
-    row.encoding = static_cast<ValueEncoding>(enc);
-    row.version = sqlite3_column_int64(get_, 2);
-    row.expire_at_ms = sqlite3_column_int64(get_, 3);
-    return std::optional<StoredRow>(std::move(row));
+    return QueryRow(conn_, get_, key);
   }
 
   Status Put(std::string_view key, const StoredRow& row) override {

@@ -1,0 +1,181 @@
+#include "engine/read_cache.h"
+
+#include <functional>
+
+namespace kvc::engine {
+namespace {
+
+constexpr size_t kShards = 64;  // power of two
+// Per-entry bookkeeping (map node, hash bucket, list links), charged on top of key and value.
+constexpr size_t kEntryOverhead = 128;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+struct ReadCache::Shard {
+  struct Node {
+    const std::string* key = nullptr;  // the map's own key
+    bool cached = false;               // holds a lookup answer (row or "no row")
+    std::optional<storage::StoredRow> row;
+    uint32_t pending = 0;  // writes between BeginWrite and EndWrite
+    size_t charge = 0;
+    Node* prev = nullptr;  // LRU links; only cached nodes are linked
+    Node* next = nullptr;
+  };
+
+  mutable std::mutex mu;
+  std::unordered_map<std::string, Node, StringHash, std::equal_to<>> map;
+  Node* head = nullptr;  // most recently used
+  Node* tail = nullptr;
+  uint64_t writes_ended = 0;  // EndWrite calls that touched this shard
+  size_t bytes = 0;
+  size_t capacity = 0;
+
+  void Unlink(Node* n) {
+    (n->prev ? n->prev->next : head) = n->next;
+    (n->next ? n->next->prev : tail) = n->prev;
+    n->prev = n->next = nullptr;
+  }
+  void PushFront(Node* n) {
+    n->prev = nullptr;
+    n->next = head;
+    if (head) head->prev = n;
+    head = n;
+    if (!tail) tail = n;
+  }
+  // Drops the cached answer of `n`; erases the node unless a write is pending on it.
+  void Uncache(Node* n) {
+    if (n->cached) {
+      Unlink(n);
+      bytes -= n->charge;
+      n->cached = false;
+      n->row.reset();
+      n->charge = 0;
+    }
+    if (n->pending == 0) map.erase(map.find(std::string_view(*n->key)));
+  }
+  void EvictToCapacity() {
+    while (bytes > capacity && tail) Uncache(tail);
+  }
+};
+
+ReadCache::ReadCache(size_t capacity_bytes)
+    : capacity_bytes_(capacity_bytes), shards_(new Shard[kShards]) {
+  for (size_t i = 0; i < kShards; ++i) shards_[i].capacity = capacity_bytes / kShards;
+}
+
+ReadCache::~ReadCache() = default;
+
+ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
+  // Mix the hash so shard choice and bucket choice use different bits.
+  uint64_t h = StringHash{}(key);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 32;
+  return shards_[h & (kShards - 1)];
+}
+
+ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
+  if (!enabled()) return Lookup::kMiss;
+  Shard& s = ShardFor(key);
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.map.find(key);
+  if (it == s.map.end() || !it->second.cached) return Lookup::kMiss;
+  Shard::Node* n = &it->second;
+  if (n != s.head) {
+    s.Unlink(n);
+    s.PushFront(n);
+  }
+  if (!n->row || !storage::IsLive(n->row->expire_at_ms, now_ms)) return Lookup::kAbsent;
+  *row = *n->row;
+  return Lookup::kPresent;
+}
+
+uint64_t ReadCache::FillTicket(std::string_view key) {
+  if (!enabled()) return 0;
+  Shard& s = ShardFor(key);
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.writes_ended;
+}
+
+void ReadCache::Fill(std::string_view key, uint64_t ticket,
+                     const std::optional<storage::StoredRow>& row) {
+  if (!enabled()) return;
+  const size_t charge = key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
+  Shard& s = ShardFor(key);
+  if (charge > s.capacity) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
+  auto [it, inserted] = s.map.try_emplace(std::string(key));
+  Shard::Node* n = &it->second;
+  if (inserted) n->key = &it->first;
+  if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
+  if (n->cached) {
+    s.Unlink(n);
+    s.bytes -= n->charge;
+  }
+  n->cached = true;
+  n->row = row;
+  n->charge = charge;
+  s.bytes += charge;
+  s.PushFront(n);
+  s.EvictToCapacity();
+}
+
+void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
+  if (!enabled() || keys.empty()) return;
+  for (const std::string& key : keys) {
+    Shard& s = ShardFor(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto [it, inserted] = s.map.try_emplace(key);
+    Shard::Node* n = &it->second;
+    if (inserted) n->key = &it->first;
+    ++n->pending;
+    if (n->cached) {
+      s.Unlink(n);
+      s.bytes -= n->charge;
+      n->cached = false;
+      n->row.reset();
+      n->charge = 0;
+    }
+  }
+}
+
+void ReadCache::EndWrite(const std::vector<std::string>& keys) {
+  if (!enabled() || keys.empty()) return;
+  for (const std::string& key : keys) {
+    Shard& s = ShardFor(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.writes_ended;
+    auto it = s.map.find(std::string_view(key));
+    if (it == s.map.end()) continue;  // unreachable when paired with BeginWrite
+    Shard::Node* n = &it->second;
+    if (n->pending > 0) --n->pending;
+    if (n->pending == 0 && !n->cached) s.map.erase(it);
+  }
+  writes_ended_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+size_t ReadCache::entry_count() const {
+  size_t n = 0;
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    n += shards_[i].map.size();
+  }
+  return n;
+}
+
+size_t ReadCache::charged_bytes() const {
+  size_t n = 0;
+  for (size_t i = 0; i < kShards; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    n += shards_[i].bytes;
+  }
+  return n;
+}
+
+}  // namespace kvc::engine

@@ -1,0 +1,78 @@
+// ReadCache: a bounded in-memory cache of point reads (key -> stored row, or "no row"), kept
+// coherent with the engine's single writer so that a hit is always the latest committed state.
+//
+// Why: a point read that hits needs no reader thread, so it is answered on the caller's (I/O)
+// thread without the two thread hand-offs a SQLite read costs, and never blocks.
+//
+// Coherence protocol (the engine is the only writer of its database):
+// - The writer calls BeginWrite(keys) after applying a group's writes and before the storage
+//   commit makes them visible, and EndWrite(keys) after the commit returned (success or not),
+//   before acknowledging anything. Between the two, each key has a "pending" mark and no value.
+// - A fill takes a ticket (FillTicket) before its storage snapshot begins and offers the row
+//   read from that snapshot with Fill(). Fill stores it only if no write to the key's shard
+//   ended since the ticket and none is pending on the key, so a row older than the latest
+//   committed state is never stored.
+// - So at any moment a cached value equals the latest committed row of its key. A lookup of
+//   several keys is one consistent snapshot if writes_ended() did not move across it.
+// A cached row past its expiry is reported as "no row", like storage does.
+//
+// Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, split
+// evenly over the shards; each shard evicts least recently used entries.
+// Thread-safety: all methods are thread-safe (one mutex per shard).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/backend.h"
+
+namespace kvc::engine {
+
+class ReadCache {
+ public:
+  // capacity_bytes == 0 disables the cache: lookups miss and fills are dropped.
+  explicit ReadCache(size_t capacity_bytes);
+  ~ReadCache();
+  ReadCache(const ReadCache&) = delete;
+  ReadCache& operator=(const ReadCache&) = delete;
+
+  bool enabled() const { return capacity_bytes_ > 0; }
+
+  enum class Lookup { kMiss, kAbsent, kPresent };
+  // kPresent fills *row; kAbsent means the key has no live row.
+  Lookup Get(std::string_view key, int64_t now_ms, storage::StoredRow* row);
+
+  // See the class comment. REQUIRES: the ticket is taken before the snapshot the row comes from.
+  uint64_t FillTicket(std::string_view key);
+  // Stores `row` (nullopt: the key has no row) for `key` if the ticket is still valid.
+  void Fill(std::string_view key, uint64_t ticket, const std::optional<storage::StoredRow>& row);
+
+  // Writer side. Every BeginWrite(keys) is followed by exactly one EndWrite(keys) with the same
+  // keys. Duplicate keys are allowed.
+  void BeginWrite(const std::vector<std::string>& keys);
+  void EndWrite(const std::vector<std::string>& keys);
+  // Counts EndWrite calls.
+  uint64_t writes_ended() const { return writes_ended_.load(std::memory_order_acquire); }
+
+  // For tests and metrics.
+  size_t entry_count() const;
+  size_t charged_bytes() const;
+
+ private:
+  struct Shard;
+  Shard& ShardFor(std::string_view key) const;
+
+  const size_t capacity_bytes_;
+  std::unique_ptr<Shard[]> shards_;
+  std::atomic<uint64_t> writes_ended_{0};
+};
+
+}  // namespace kvc::engine
