@@ -183,6 +183,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       return;
     }
     activity_ = true;
+    QuickAck(LowestSocket(socket_));
     if (!Feed(read_buf_.data(), n)) return;
     DoWrite();
     DoRead();
@@ -380,7 +381,20 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       }
       if (shutting_down_) EndStreamBody(st);
     }
-    DoWrite();
+    FlushSoon();
+  }
+
+  // Writes after the handlers already queued on this connection's executor have run, so the
+  // responses that complete together (a burst of cache hits, a group commit) leave in one
+  // write and the client reads them in one go, instead of one write for the first and
+  // another for the rest.
+  void FlushSoon() {
+    if (flush_posted_) return;
+    flush_posted_ = true;
+    asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
+      self->flush_posted_ = false;
+      self->DoWrite();
+    });
   }
 
   void ScheduleHeartbeat(int32_t id, H2Stream* st) {
@@ -534,6 +548,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   std::array<char, 32 * 1024> read_buf_{};
   std::string write_buf_;
   bool writing_ = false;
+  bool flush_posted_ = false;  // a FlushSoon() write is queued
   bool closed_ = false;
   bool close_after_write_ = false;
   bool shutting_down_ = false;

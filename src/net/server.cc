@@ -193,6 +193,8 @@ class ServerImpl {
     (void)spdlog::default_logger_raw();
     ctx_.options = std::move(options);
     ctx_.handler = handler;
+    iocs_ = MakeIoContexts(ctx_.options.io_threads);
+    work_ = MakeGuards(iocs_);
   }
 
   Status Start() {
@@ -201,8 +203,7 @@ class ServerImpl {
     KVC_RETURN_IF_ERROR(Listen(o.host, o.port, o.tls));
     if (!o.tls_host.empty()) KVC_RETURN_IF_ERROR(Listen(o.tls_host, o.tls_port, true));
     for (auto& l : listeners_) Accept(l.get());
-    const int n = std::max(1, ctx_.options.io_threads);
-    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (auto& ioc : iocs_) threads_.emplace_back([ioc = ioc.get()] { ioc->run(); });
     return Status::Ok();
   }
 
@@ -235,8 +236,8 @@ class ServerImpl {
       spdlog::warn("{} connections still open after the shutdown grace period; closing them",
                    ctx_.registry.size());
     }
-    work_.reset();
-    ioc_.stop();
+    work_.clear();
+    for (auto& ioc : iocs_) ioc->stop();
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -262,7 +263,7 @@ class ServerImpl {
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(host, ec);
     if (ec) return Unavailable("invalid listen address '" + host + "'");
-    auto l = std::make_unique<Listener>(ioc_);
+    auto l = std::make_unique<Listener>(*iocs_[0]);
     l->tls = tls;
     tcp::endpoint ep(addr, port);
     l->acceptor.open(ep.protocol(), ec);
@@ -279,9 +280,12 @@ class ServerImpl {
   }
 
   // Runs on the acceptor's strand, like Stop()'s close, so the acceptor is never used
-  // concurrently.
+  // concurrently. Connections go round-robin to the I/O threads; each connection stays on its
+  // thread's io_context, which runs on that thread alone, so its handlers never run
+  // concurrently and need no strand.
   void Accept(Listener* l) {
-    l->acceptor.async_accept(asio::make_strand(ioc_),
+    asio::io_context& ioc = *iocs_[next_ioc_++ % iocs_.size()];
+    l->acceptor.async_accept(ioc.get_executor(),
                              [this, l](boost::system::error_code ec, tcp::socket socket) {
                                OnAccept(l, ec, std::move(socket));
                              });
@@ -315,10 +319,24 @@ class ServerImpl {
     if (!ctx_.stopping) Accept(l);
   }
 
+  // One io_context per I/O thread (concurrency hint 1: run by one thread only).
+  static std::vector<std::unique_ptr<asio::io_context>> MakeIoContexts(int threads) {
+    std::vector<std::unique_ptr<asio::io_context>> v;
+    for (int i = 0; i < std::max(1, threads); ++i)
+      v.push_back(std::make_unique<asio::io_context>(1));
+    return v;
+  }
+  static std::vector<asio::executor_work_guard<asio::io_context::executor_type>> MakeGuards(
+      const std::vector<std::unique_ptr<asio::io_context>>& iocs) {
+    std::vector<asio::executor_work_guard<asio::io_context::executor_type>> v;
+    for (const auto& ioc : iocs) v.push_back(asio::make_work_guard(*ioc));
+    return v;
+  }
+
   ServerContext ctx_;
-  asio::io_context ioc_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{
-      asio::make_work_guard(ioc_)};
+  std::vector<std::unique_ptr<asio::io_context>> iocs_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  size_t next_ioc_ = 0;  // acceptor strands only
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;
