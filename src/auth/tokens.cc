@@ -4,6 +4,8 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include <array>
+#include <atomic>
 #include <cctype>
 #include <vector>
 
@@ -127,7 +129,48 @@ std::string TokenSigner::Issue(const TokenClaims& c) const {
   return std::string(kPrefix) + body + "." + Base64UrlEncode(Mac(body));
 }
 
+namespace {
+
+std::atomic<uint64_t> next_signer_id{1};
+
+// The per-thread memo of verified tokens: a few slots, replaced round-robin.
+struct VerifiedToken {
+  uint64_t signer = 0;  // 0: empty slot
+  std::string token;
+  TokenClaims claims;
+};
+constexpr size_t kMemoSlots = 4;
+thread_local std::array<VerifiedToken, kMemoSlots> verified_memo;
+thread_local size_t verified_memo_next = 0;
+
+}  // namespace
+
+TokenSigner::TokenSigner(std::string secret)
+    : secret_(std::move(secret)), id_(next_signer_id.fetch_add(1)) {}
+
 Result<TokenClaims> TokenSigner::Verify(std::string_view token, int64_t now_ms) const {
+  const TokenClaims* claims = nullptr;
+  for (const VerifiedToken& v : verified_memo) {
+    if (v.signer == id_ && ConstantTimeEquals(v.token, token)) {
+      claims = &v.claims;
+      break;
+    }
+  }
+  TokenClaims checked;
+  if (!claims) {
+    KVC_ASSIGN_OR_RETURN(checked, VerifyMac(token));
+    VerifiedToken& slot = verified_memo[verified_memo_next++ % kMemoSlots];
+    slot = VerifiedToken{id_, std::string(token), checked};
+    claims = &checked;
+  }
+  if (now_ms >= claims->expires_at_ms) {
+    return Unauthenticated(
+        "The authorization token has expired; repeat the metadata exchange to get a new one.");
+  }
+  return *claims;
+}
+
+Result<TokenClaims> TokenSigner::VerifyMac(std::string_view token) const {
   const Status bad = Unauthenticated(
       "The authorization token is invalid; repeat the metadata exchange to get a new one.");
   if (token.substr(0, kPrefix.size()) != kPrefix) return bad;
@@ -153,10 +196,6 @@ Result<TokenClaims> TokenSigner::Verify(std::string_view token, int64_t now_ms) 
     return bad;
   }
   c.access_token_id = std::string(parts[3]);
-  if (now_ms >= c.expires_at_ms) {
-    return Unauthenticated(
-        "The authorization token has expired; repeat the metadata exchange to get a new one.");
-  }
   return c;
 }
 

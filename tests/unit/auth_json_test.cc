@@ -34,6 +34,40 @@ TEST(Tokens, IssueVerifyAndTamper) {
   EXPECT_FALSE(signer.Verify("kvc1.!!!.???", 0).ok());
 }
 
+// Verify remembers tokens it checked (per thread); the memo must never let a token pass for
+// another signer, even one living at the same address, nor skip the expiry check.
+TEST(Tokens, VerifiedTokenMemoIsPerSignerAndStillChecksExpiry) {
+  const int64_t now = NowUnixMs();
+  auth::TokenClaims c{"0b6f3a8e-1111-4222-8333-444455556666", auth::Scope::kWrite, "tok2",
+                      now + 60000};
+  std::string t;
+  {
+    auth::TokenSigner a(std::string(32, 'a'));
+    t = a.Issue(c);
+    ASSERT_TRUE(a.Verify(t, now).ok());
+    ASSERT_TRUE(a.Verify(t, now).ok());  // from the memo
+    EXPECT_FALSE(a.Verify(t, c.expires_at_ms).ok());
+  }
+  for (int i = 0; i < 3; ++i) {
+    auth::TokenSigner b(std::string(32, 'b'));  // likely where `a` lived
+    EXPECT_FALSE(b.Verify(t, now).ok());
+  }
+  auth::TokenSigner a2(std::string(32, 'a'));  // same secret: a different signer, same key
+  for (int i = 0; i < 10; ++i) {               // more tokens than memo slots
+    auth::TokenClaims ci = c;
+    ci.access_token_id = "t" + std::to_string(i);
+    const std::string ti = a2.Issue(ci);
+    auto v = a2.Verify(ti, now);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->access_token_id, ci.access_token_id);
+    std::string tampered = ti;
+    char& ch = tampered[tampered.size() - 5];  // inside the MAC, clear of padding bits
+    ch = ch == 'A' ? 'B' : 'A';
+    EXPECT_FALSE(a2.Verify(tampered, now).ok());
+    EXPECT_TRUE(a2.Verify(ti, now).ok());
+  }
+}
+
 TEST(Tokens, ParseBearer) {
   EXPECT_EQ(*auth::ParseBearer("Bearer abc"), "abc");
   EXPECT_EQ(*auth::ParseBearer("bEaReR abc"), "abc");
