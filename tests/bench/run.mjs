@@ -64,6 +64,9 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/run.mjs [op
                     a bare workload name (e.g. get) selects all its rows; any other
                     <workload>@<in flight> adds a row without a goal (default: all rows)
   --json FILE       also write every raw result, the machine and the table to FILE
+  --server-args S   extra \`kvconnect serve\` flags, space-separated (e.g. "--read-cache-bytes 0"),
+                    to compare server settings; they are printed with the results
+  --no-tools        skip the h2load and redis-benchmark rows
   -h, --help        this text
 
 Needs \`npm ci\` in tests/e2e first (the Deno binary and the harness come from there).`;
@@ -77,6 +80,8 @@ function parseOptions(argv) {
       repeat: { type: "string" },
       workloads: { type: "string" },
       json: { type: "string" },
+      "server-args": { type: "string" },
+      "no-tools": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -98,6 +103,8 @@ function parseOptions(argv) {
     repeat: num("repeat", 1, 1, true),
     rows: selectRows(values.workloads),
     json: values.json,
+    serverArgs: (values["server-args"] ?? "").split(/\s+/).filter(Boolean),
+    tools: !values["no-tools"],
   };
 }
 
@@ -336,7 +343,7 @@ function summarize(row, runs) {
 
 function printTable(rows, opts) {
   console.log(`### Deno client: kvconnect (--sync full) vs. Deno's local SQLite file\n`);
-  console.log(`kvconnect: \`kvconnect serve ${SERVER_ARGS.join(" ")}\`, other options at their defaults; ` +
+  console.log(`kvconnect: \`kvconnect serve ${[...SERVER_ARGS, ...opts.serverArgs].join(" ")}\`, other options at their defaults; ` +
     "local: `Deno.openKv(<fresh file>)` with Deno's defaults; one `Deno.Kv` handle per run.\n");
   console.log(`${opts.duration} s timed after ${opts.warmup} s warm-up; ` +
     `${opts.repeat === 1 ? "one run per target" : `median of ${opts.repeat} runs per target, alternating order`}; ` +
@@ -589,7 +596,7 @@ async function main() {
   const machine = machineInfo();
   printMachine(machine);
 
-  const server = await startServer({ extraArgs: SERVER_ARGS });
+  const server = await startServer({ extraArgs: [...SERVER_ARGS, ...opts.serverArgs] });
   const runs = [];
   let tools = { rows: [], notes: [] };
   try {
@@ -607,7 +614,7 @@ async function main() {
         }
       }
     }
-    for (const part of [() => h2loadRows(server, opts), () => redisRows(opts)]) {
+    for (const part of opts.tools ? [() => h2loadRows(server, opts), () => redisRows(opts)] : []) {
       try {
         const t = await part();
         tools.rows.push(...t.rows);
