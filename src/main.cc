@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/admin.h"
+#include "cli/bench.h"
 #include "cli/serve.h"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,14 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = kvc::cli::AddServeCommand(app, &serve);
   kvc::cli::AdminConfig admin;
   kvc::cli::AddAdminCommands(app, &admin);
-  CLI11_PARSE(app, argc, argv);
+  kvc::cli::BenchConfig bench;
+  kvc::cli::AddBenchCommand(app, &bench);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (app.got_subcommand("serve")) {
     kvc::Status s = kvc::cli::ApplyServeConfigFile(serve_cmd, serve);
     if (!s.ok()) {
@@ -23,5 +31,6 @@ int main(int argc, char** argv) {
     }
     return kvc::cli::RunServe(serve);
   }
+  if (app.got_subcommand("bench")) return kvc::cli::RunBench(bench);
   return kvc::cli::RunAdmin(app, admin);
 }

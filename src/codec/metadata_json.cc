@@ -107,6 +107,39 @@ std::string EncodeMetadataResponse(const MetadataResponse& r) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
+Result<MetadataResponse> ParseMetadataResponse(std::string_view json) {
+  rapidjson::Document d;
+  d.Parse(json.data(), json.size());
+  if (d.HasParseError()) {
+    return InvalidArgument(std::string("The metadata exchange response is not valid JSON: ") +
+                           rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
+                           std::to_string(d.GetErrorOffset()) + ").");
+  }
+  if (!d.IsObject() || !d.HasMember("version") || !d["version"].IsInt()) {
+    return InvalidArgument(
+        "The metadata exchange response has no integer 'version' member at the top level.");
+  }
+  const int version = d["version"].GetInt();
+  if (version < 1 || version > 3) {
+    return InvalidArgument("The metadata exchange response names unsupported protocol version " +
+                           std::to_string(version) + ".");
+  }
+  const std::string schema_name =
+      "metadata-exchange-response-v" + std::to_string(version) + ".schema.json";
+  const auto* schema = CompiledSchema(schema_name);
+  if (!schema) return Internal("metadata response schema " + schema_name + " is missing");
+  KVC_RETURN_IF_ERROR(Validate(*schema, d, "The metadata exchange response"));
+  MetadataResponse r;
+  r.version = version;
+  r.database_id = d["databaseId"].GetString();
+  for (const auto& e : d["endpoints"].GetArray()) {
+    r.endpoints.push_back(Endpoint{e["url"].GetString(), e["consistency"].GetString()});
+  }
+  r.token = d["token"].GetString();
+  r.expires_at = d["expiresAt"].GetString();
+  return r;
+}
+
 Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view json) {
   const auto* schema = CompiledSchema(schema_name);
   if (!schema) return NotFound("unknown schema " + std::string(schema_name));

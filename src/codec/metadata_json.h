@@ -36,6 +36,12 @@ struct MetadataResponse {
 
 std::string EncodeMetadataResponse(const MetadataResponse& r);
 
+// The client side: parses a metadata-exchange response body and validates it against the
+// embedded schema of the version it names (metadata-exchange-response-v<N>.schema.json).
+// Errors: InvalidArgument with a readable text for invalid JSON, a missing or unsupported
+// `version`, or a schema violation.
+Result<MetadataResponse> ParseMetadataResponse(std::string_view json);
+
 // Validates `json` against one of the embedded schemas by file name (e.g.
 // "metadata-exchange-response-v3.schema.json"). Used by tests and by config loading.
 Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view json);

@@ -1,0 +1,373 @@
+#include "codec/client_codec.h"
+
+#include <utility>
+
+#include "codec/versionstamp.h"
+#include "datapath.pb.h"
+
+namespace kvc::codec {
+namespace pb = com::deno::kv::datapath;
+
+namespace {
+
+// V8 serialization tags (reference §5). Wire format: do not change.
+constexpr uint8_t kVersionTag = 0xFF;
+constexpr uint8_t kPaddingTag = 0x00;
+constexpr uint8_t kOneByteStringTag = '"';
+constexpr uint8_t kTwoByteStringTag = 'c';
+constexpr uint8_t kUtf8StringTag = 'S';
+constexpr uint8_t kWriteVersion = 15;  // every Deno reads it
+constexpr uint32_t kMinReadVersion = 13;
+constexpr uint32_t kMaxReadVersion = 16;
+constexpr uint32_t kReplacementChar = 0xFFFD;
+
+constexpr char kUnsupportedType[] = "unsupported value type";
+constexpr char kInvalidValue[] = "invalid v8 value";
+
+Status Undecodable(const char* what) {
+  return InvalidArgument(std::string("Response protobuf is invalid: could not decode ") + what +
+                         ".");
+}
+
+Result<Entry> ToEntry(const pb::KvEntry& e) {
+  Entry out;
+  out.key = e.key();
+  out.value = e.value();
+  if (!IsKnownEncoding(e.encoding())) {
+    return InvalidArgument("Unknown value encoding " + std::to_string(e.encoding()) + ".");
+  }
+  out.encoding = static_cast<ValueEncoding>(e.encoding());
+  if (out.encoding == ValueEncoding::kLe64 && out.value.size() != 8) {
+    return InvalidArgument("A KvU64 value in the response is not 8 bytes.");
+  }
+  Result<Versionstamp> stamp = VersionstampFromBytes(e.versionstamp());
+  if (!stamp.ok()) {
+    return InvalidArgument("An entry's versionstamp in the response is not 10 bytes.");
+  }
+  out.version = VersionstampToVersion(*stamp);
+  return out;
+}
+
+void AppendVarint32(uint32_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+size_t Varint32Size(uint32_t value) {
+  size_t n = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// Decodes the UTF-8 sequence at utf8[*pos] and advances past it; malformed input (bad lead or
+// continuation bytes, overlong forms, surrogates, values above U+10FFFF) yields U+FFFD and
+// consumes one byte.
+uint32_t NextCodePoint(std::string_view utf8, size_t* pos) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(utf8[i]); };
+  const uint8_t lead = byte(*pos);
+  size_t length;
+  uint32_t cp;
+  uint32_t min;
+  if (lead < 0x80) {
+    ++*pos;
+    return lead;
+  } else if ((lead & 0xE0) == 0xC0) {
+    length = 2, cp = lead & 0x1F, min = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, cp = lead & 0x0F, min = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, cp = lead & 0x07, min = 0x10000;
+  } else {
+    ++*pos;
+    return kReplacementChar;
+  }
+  if (*pos + length > utf8.size()) {
+    ++*pos;
+    return kReplacementChar;
+  }
+  for (size_t i = 1; i < length; ++i) {
+    const uint8_t c = byte(*pos + i);
+    if ((c & 0xC0) != 0x80) {
+      ++*pos;
+      return kReplacementChar;
+    }
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++*pos;
+    return kReplacementChar;
+  }
+  *pos += length;
+  return cp;
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Bounds-checked cursor over serialized V8 bytes.
+class V8Reader {
+ public:
+  explicit V8Reader(std::string_view data) : data_(data) {}
+
+  bool done() const { return pos_ == data_.size(); }
+
+  bool ReadByte(uint8_t* out) {
+    if (pos_ >= data_.size()) return false;
+    *out = static_cast<uint8_t>(data_[pos_++]);
+    return true;
+  }
+
+  bool ReadBytes(size_t n, std::string_view* out) {
+    if (data_.size() - pos_ < n) return false;
+    *out = data_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+
+  bool ReadVarint32(uint32_t* out) {
+    uint32_t value = 0;
+    for (int shift = 0; shift < 35; shift += 7) {
+      uint8_t b;
+      if (!ReadByte(&b)) return false;
+      const uint32_t bits = b & 0x7F;
+      if (shift == 28 && bits > 0x0F) return false;
+      value |= bits << shift;
+      if ((b & 0x80) == 0) {
+        *out = value;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::string_view data_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string EncodeSnapshotReadRequest(const std::vector<ReadRange>& ranges) {
+  pb::SnapshotRead msg;
+  for (const ReadRange& r : ranges) {
+    pb::ReadRange* out = msg.add_ranges();
+    out->set_start(r.start);
+    out->set_end(r.end);
+    out->set_limit(r.limit);
+    out->set_reverse(r.reverse);
+  }
+  return msg.SerializeAsString();
+}
+
+std::string EncodeAtomicWriteRequest(const AtomicWrite& write) {
+  pb::AtomicWrite msg;
+  for (const Check& c : write.checks) {
+    pb::Check* out = msg.add_checks();
+    out->set_key(c.key);
+    out->set_versionstamp(c.versionstamp);
+  }
+  for (const Mutation& m : write.mutations) {
+    pb::Mutation* out = msg.add_mutations();
+    out->set_key(m.key);
+    out->set_mutation_type(static_cast<pb::MutationType>(m.type));
+    if (m.type != MutationType::kDelete) {
+      out->mutable_value()->set_data(m.value.data);
+      out->mutable_value()->set_encoding(static_cast<pb::ValueEncoding>(m.value.encoding));
+    }
+    out->set_expire_at_ms(m.expire_at_ms);
+    out->set_sum_min(m.sum_min);
+    out->set_sum_max(m.sum_max);
+    out->set_sum_clamp(m.sum_clamp);
+  }
+  for (const Enqueue& e : write.enqueues) {
+    pb::Enqueue* out = msg.add_enqueues();
+    out->set_payload(e.payload);
+    out->set_deadline_ms(e.deadline_ms);
+    for (const std::string& k : e.keys_if_undelivered) out->add_keys_if_undelivered(k);
+    for (uint32_t b : e.backoff_schedule) out->add_backoff_schedule(b);
+  }
+  return msg.SerializeAsString();
+}
+
+std::string EncodeWatchRequest(const std::vector<std::string>& keys) {
+  pb::Watch msg;
+  for (const std::string& k : keys) msg.add_keys()->set_key(k);
+  return msg.SerializeAsString();
+}
+
+Result<SnapshotReadResult> DecodeSnapshotReadOutput(std::string_view body) {
+  pb::SnapshotReadOutput msg;
+  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return Undecodable("a SnapshotReadOutput message");
+  }
+  SnapshotReadResult out;
+  out.status = static_cast<ReadStatus>(msg.status());
+  out.read_disabled = msg.read_disabled();
+  out.read_is_strongly_consistent = msg.read_is_strongly_consistent();
+  out.ranges.reserve(static_cast<size_t>(msg.ranges_size()));
+  for (const auto& range : msg.ranges()) {
+    std::vector<Entry>& entries = out.ranges.emplace_back();
+    entries.reserve(static_cast<size_t>(range.values_size()));
+    for (const auto& e : range.values()) {
+      KVC_ASSIGN_OR_RETURN(Entry entry, ToEntry(e));
+      entries.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+Result<AtomicWriteResult> DecodeAtomicWriteOutput(std::string_view body) {
+  pb::AtomicWriteOutput msg;
+  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return Undecodable("an AtomicWriteOutput message");
+  }
+  AtomicWriteResult out;
+  out.status = static_cast<WriteStatus>(msg.status());
+  if (out.status == WriteStatus::kSuccess) {
+    Result<Versionstamp> stamp = VersionstampFromBytes(msg.versionstamp());
+    if (!stamp.ok()) {
+      return InvalidArgument("The commit versionstamp in the response is not 10 bytes.");
+    }
+    out.version = VersionstampToVersion(*stamp);
+  }
+  out.failed_checks.assign(msg.failed_checks().begin(), msg.failed_checks().end());
+  return out;
+}
+
+Result<WatchResult> DecodeWatchOutput(std::string_view payload) {
+  pb::WatchOutput msg;
+  if (!msg.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return Undecodable("a WatchOutput message");
+  }
+  WatchResult out;
+  out.status = static_cast<ReadStatus>(msg.status());
+  out.keys.reserve(static_cast<size_t>(msg.keys_size()));
+  for (const auto& k : msg.keys()) {
+    WatchKeyResult& key = out.keys.emplace_back();
+    key.changed = k.changed();
+    if (k.has_entry_if_changed()) {
+      KVC_ASSIGN_OR_RETURN(key.entry, ToEntry(k.entry_if_changed()));
+    }
+  }
+  return out;
+}
+
+std::string EncodeV8String(std::string_view utf8) {
+  std::vector<uint32_t> code_points;
+  code_points.reserve(utf8.size());
+  bool one_byte = true;
+  for (size_t pos = 0; pos < utf8.size();) {
+    const uint32_t cp = NextCodePoint(utf8, &pos);
+    if (cp > 0xFF) one_byte = false;
+    code_points.push_back(cp);
+  }
+  std::string out{static_cast<char>(kVersionTag), static_cast<char>(kWriteVersion)};
+  if (one_byte) {
+    out.push_back(static_cast<char>(kOneByteStringTag));
+    AppendVarint32(static_cast<uint32_t>(code_points.size()), &out);
+    for (uint32_t cp : code_points) out.push_back(static_cast<char>(cp));
+    return out;
+  }
+  std::vector<uint16_t> units;
+  units.reserve(code_points.size());
+  for (uint32_t cp : code_points) {
+    if (cp < 0x10000) {
+      units.push_back(static_cast<uint16_t>(cp));
+    } else {
+      cp -= 0x10000;
+      units.push_back(static_cast<uint16_t>(0xD800 + (cp >> 10)));
+      units.push_back(static_cast<uint16_t>(0xDC00 + (cp & 0x3FF)));
+    }
+  }
+  const auto byte_length = static_cast<uint32_t>(units.size() * 2);
+  // V8 aligns two-byte character data to an even offset with one padding byte before the tag.
+  if ((out.size() + 1 + Varint32Size(byte_length)) % 2 != 0) out.push_back('\0');
+  out.push_back(static_cast<char>(kTwoByteStringTag));
+  AppendVarint32(byte_length, &out);
+  for (uint16_t u : units) {
+    out.push_back(static_cast<char>(u & 0xFF));
+    out.push_back(static_cast<char>(u >> 8));
+  }
+  return out;
+}
+
+Result<std::string> ParseV8String(std::string_view data) {
+  V8Reader reader(data);
+  uint8_t byte = 0;
+  uint32_t version = 0;
+  if (!reader.ReadByte(&byte) || byte != kVersionTag || !reader.ReadVarint32(&version) ||
+      version < kMinReadVersion || version > kMaxReadVersion) {
+    return InvalidArgument(kInvalidValue);
+  }
+  uint8_t tag = kPaddingTag;
+  do {
+    if (!reader.ReadByte(&tag)) return InvalidArgument(kInvalidValue);
+  } while (tag == kPaddingTag);
+  uint32_t length = 0;
+  std::string_view bytes;
+  std::string out;
+  switch (tag) {
+    case kOneByteStringTag:
+      if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
+        return InvalidArgument(kInvalidValue);
+      }
+      out.reserve(bytes.size());
+      for (char c : bytes) AppendUtf8(static_cast<uint8_t>(c), &out);
+      break;
+    case kTwoByteStringTag: {
+      if (!reader.ReadVarint32(&length) || length % 2 != 0 || !reader.ReadBytes(length, &bytes)) {
+        return InvalidArgument(kInvalidValue);
+      }
+      const auto unit = [&](size_t i) {
+        return static_cast<uint32_t>(static_cast<uint8_t>(bytes[2 * i])) |
+               static_cast<uint32_t>(static_cast<uint8_t>(bytes[2 * i + 1])) << 8;
+      };
+      const size_t units = bytes.size() / 2;
+      for (size_t i = 0; i < units; ++i) {
+        uint32_t cp = unit(i);
+        if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < units && unit(i + 1) >= 0xDC00 &&
+            unit(i + 1) <= 0xDFFF) {
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (unit(i + 1) - 0xDC00);
+          ++i;
+        } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+          cp = kReplacementChar;  // a lone surrogate has no UTF-8 form
+        }
+        AppendUtf8(cp, &out);
+      }
+      break;
+    }
+    case kUtf8StringTag:
+      if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
+        return InvalidArgument(kInvalidValue);
+      }
+      out.assign(bytes);
+      break;
+    default:
+      return InvalidArgument(kUnsupportedType);
+  }
+  if (!reader.done()) return InvalidArgument(kInvalidValue);
+  return out;
+}
+
+}  // namespace kvc::codec

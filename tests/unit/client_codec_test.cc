@@ -1,0 +1,285 @@
+// The client side of the data-path codec, checked against the server side (datapath_codec.h),
+// the reference's wire test vectors (reference §2.7, §5), and the metadata response parser.
+#include "codec/client_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "codec/datapath_codec.h"
+#include "codec/key_codec.h"
+#include "codec/metadata_json.h"
+#include "codec/v8_value.h"
+#include "codec/versionstamp.h"
+#include "common/bytes.h"
+#include "testutil/hex.h"
+
+namespace kvc::codec {
+namespace {
+
+using testutil::FromHex;
+using testutil::ToHex;
+
+TEST(ClientCodec, SnapshotReadRequestMatchesDenoBytes) {
+  // Deno's kv.get(["a"]) (reference §2.7).
+  const std::string key = EncodeKey({KeyPart::String("a")});
+  const std::string body = EncodeSnapshotReadRequest({ReadRange{key, key + '\0', 1, false}});
+  EXPECT_EQ(ToHex(body), "0A 0D 0A 03 02 61 00 12 04 02 61 00 00 18 01");
+}
+
+TEST(ClientCodec, SnapshotReadRequestRoundTripsThroughTheServerDecoder) {
+  const std::vector<ReadRange> ranges = {
+      {EncodeKey({KeyPart::String("bench"), KeyPart::Int(1)}), std::string("\xff", 1), 100, false},
+      {"", "z", 1000, true},
+  };
+  auto decoded = DecodeSnapshotRead(EncodeSnapshotReadRequest(ranges));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_EQ(decoded->size(), 2u);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    EXPECT_EQ((*decoded)[i].start, ranges[i].start);
+    EXPECT_EQ((*decoded)[i].end, ranges[i].end);
+    EXPECT_EQ((*decoded)[i].limit, ranges[i].limit);
+    EXPECT_EQ((*decoded)[i].reverse, ranges[i].reverse);
+  }
+}
+
+TEST(ClientCodec, SnapshotReadOutputRoundTrip) {
+  const Entry a{EncodeKey({KeyPart::String("a")}), EncodeV8String("hello"), ValueEncoding::kV8, 7};
+  const Entry b{EncodeKey({KeyPart::String("b")}), EncodeLe64(42), ValueEncoding::kLe64,
+                int64_t{1} << 40};
+  auto out = DecodeSnapshotReadOutput(EncodeSnapshotReadOutput({{a, b}, {}}));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->status, ReadStatus::kSuccess);
+  EXPECT_TRUE(out->read_is_strongly_consistent);
+  EXPECT_FALSE(out->read_disabled);
+  ASSERT_EQ(out->ranges.size(), 2u);
+  ASSERT_EQ(out->ranges[0].size(), 2u);
+  EXPECT_TRUE(out->ranges[1].empty());
+  EXPECT_EQ(out->ranges[0][0].key, a.key);
+  EXPECT_EQ(out->ranges[0][0].value, a.value);
+  EXPECT_EQ(out->ranges[0][0].encoding, ValueEncoding::kV8);
+  EXPECT_EQ(out->ranges[0][0].version, 7);
+  EXPECT_EQ(out->ranges[0][1].encoding, ValueEncoding::kLe64);
+  EXPECT_EQ(DecodeLe64(out->ranges[0][1].value), 42u);
+  EXPECT_EQ(out->ranges[0][1].version, int64_t{1} << 40);
+}
+
+TEST(ClientCodec, SnapshotReadOutputVectors) {
+  // "Not found" reply of a v3 server (reference §2.7).
+  auto empty = DecodeSnapshotReadOutput(FromHex("0a 00 20 01 40 01"));
+  ASSERT_TRUE(empty.ok());
+  ASSERT_EQ(empty->ranges.size(), 1u);
+  EXPECT_TRUE(empty->ranges[0].empty());
+  EXPECT_EQ(empty->status, ReadStatus::kSuccess);
+  // Status omitted: the decoder reports it, the caller judges it.
+  auto unspecified = DecodeSnapshotReadOutput(FromHex("0a 00 20 01"));
+  ASSERT_TRUE(unspecified.ok());
+  EXPECT_EQ(unspecified->status, ReadStatus::kUnspecified);
+  auto disabled = DecodeSnapshotReadOutput(FromHex("10 01 40 02"));
+  ASSERT_TRUE(disabled.ok());
+  EXPECT_TRUE(disabled->read_disabled);
+  EXPECT_EQ(disabled->status, ReadStatus::kReadDisabled);
+}
+
+TEST(ClientCodec, SnapshotReadOutputRejectsBadEntries) {
+  EXPECT_FALSE(DecodeSnapshotReadOutput(FromHex("0a 05 0a 03")).ok());  // truncated
+  // An entry with a 2-byte versionstamp.
+  EXPECT_FALSE(DecodeSnapshotReadOutput(FromHex("0a 0b 0a 09 0a 01 61 18 01 22 02 00 01")).ok());
+  // An entry with an unknown value encoding (7).
+  const std::string stamp = "22 0a 00 00 00 00 00 00 00 01 00 00";
+  EXPECT_FALSE(DecodeSnapshotReadOutput(FromHex("0a 13 0a 11 0a 01 61 18 07 " + stamp)).ok());
+  // A KvU64 value that is not 8 bytes.
+  EXPECT_FALSE(
+      DecodeSnapshotReadOutput(FromHex("0a 16 0a 14 0a 01 61 12 01 05 18 02 " + stamp)).ok());
+  EXPECT_TRUE(DecodeSnapshotReadOutput(FromHex("0a 13 0a 11 0a 01 61 18 01 " + stamp)).ok());
+}
+
+TEST(ClientCodec, AtomicWriteRequestRoundTripsThroughTheServerDecoder) {
+  AtomicWrite w;
+  const std::string counter = EncodeKey({KeyPart::String("bench"), KeyPart::String("counter")});
+  const std::string hot =
+      EncodeKey({KeyPart::String("bench"), KeyPart::String("hot"), KeyPart::Int(3)});
+  w.checks.push_back(Check{hot, VersionstampToBytes(VersionToVersionstamp(99))});
+  w.checks.push_back(Check{counter, ""});
+  w.mutations.push_back(
+      Mutation{hot, MutationType::kSet, {EncodeV8String("v"), ValueEncoding::kV8}});
+  w.mutations.push_back(
+      Mutation{counter, MutationType::kSum, {EncodeLe64(1), ValueEncoding::kLe64}});
+  Mutation del{hot, MutationType::kDelete, {}};
+  w.mutations.push_back(del);
+  Mutation expiring{counter, MutationType::kSet, {"raw", ValueEncoding::kBytes}};
+  expiring.expire_at_ms = 1234567890123;
+  w.mutations.push_back(expiring);
+  Mutation v8sum{counter, MutationType::kSum, {EncodeV8Number(1.5), ValueEncoding::kV8}};
+  v8sum.sum_min = EncodeV8Number(0);
+  v8sum.sum_max = EncodeV8Number(10);
+  v8sum.sum_clamp = true;
+  w.mutations.push_back(v8sum);
+  Enqueue e;
+  e.payload = "p";
+  e.deadline_ms = 5;
+  e.keys_if_undelivered = {counter};
+  e.backoff_schedule = {100, 200};
+  w.enqueues.push_back(e);
+
+  auto decoded = DecodeAtomicWrite(EncodeAtomicWriteRequest(w));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ASSERT_EQ(decoded->checks.size(), 2u);
+  EXPECT_EQ(decoded->checks[0].key, hot);
+  EXPECT_EQ(decoded->checks[0].versionstamp, w.checks[0].versionstamp);
+  EXPECT_EQ(decoded->checks[1].versionstamp, "");
+  ASSERT_EQ(decoded->mutations.size(), w.mutations.size());
+  for (size_t i = 0; i < w.mutations.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Mutation& want = w.mutations[i];
+    const Mutation& got = decoded->mutations[i];
+    EXPECT_EQ(got.key, want.key);
+    EXPECT_EQ(got.type, want.type);
+    EXPECT_EQ(got.expire_at_ms, want.expire_at_ms);
+    EXPECT_EQ(got.sum_min, want.sum_min);
+    EXPECT_EQ(got.sum_max, want.sum_max);
+    EXPECT_EQ(got.sum_clamp, want.sum_clamp);
+    if (want.type != MutationType::kDelete) {
+      EXPECT_EQ(got.value.data, want.value.data);
+      EXPECT_EQ(got.value.encoding, want.value.encoding);
+    }
+  }
+  ASSERT_EQ(decoded->enqueues.size(), 1u);
+  EXPECT_EQ(decoded->enqueues[0].payload, "p");
+  EXPECT_EQ(decoded->enqueues[0].deadline_ms, 5);
+  EXPECT_EQ(decoded->enqueues[0].keys_if_undelivered, e.keys_if_undelivered);
+  EXPECT_EQ(decoded->enqueues[0].backoff_schedule, e.backoff_schedule);
+}
+
+TEST(ClientCodec, SumMutationWireBytes) {
+  // M_SUM of KvU64 1 on key 02 61 00: key, value {data = 8 bytes LE, encoding VE_LE64}, type 3.
+  AtomicWrite w;
+  w.mutations.push_back(Mutation{EncodeKey({KeyPart::String("a")}),
+                                 MutationType::kSum,
+                                 {EncodeLe64(1), ValueEncoding::kLe64}});
+  EXPECT_EQ(ToHex(EncodeAtomicWriteRequest(w)),
+            "12 15 0A 03 02 61 00 12 0C 0A 08 01 00 00 00 00 00 00 00 10 02 18 03");
+}
+
+TEST(ClientCodec, AtomicWriteOutputRoundTrip) {
+  auto ok = DecodeAtomicWriteOutput(EncodeAtomicWriteOutput(CommitResult{true, 12345, {}}));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->status, WriteStatus::kSuccess);
+  EXPECT_EQ(ok->version, 12345);
+  auto failed = DecodeAtomicWriteOutput(EncodeAtomicWriteOutput(CommitResult{false, 0, {0, 2}}));
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->status, WriteStatus::kCheckFailure);
+  EXPECT_EQ(failed->failed_checks, (std::vector<uint32_t>{0, 2}));
+  // Reference vectors (§2.7): check failure, write disabled; a success needs 10 stamp bytes.
+  EXPECT_EQ(DecodeAtomicWriteOutput(FromHex("08 02"))->status, WriteStatus::kCheckFailure);
+  EXPECT_EQ(DecodeAtomicWriteOutput(FromHex("08 05"))->status, WriteStatus::kWriteDisabled);
+  EXPECT_FALSE(DecodeAtomicWriteOutput(FromHex("08 01 12 02 00 01")).ok());
+  EXPECT_FALSE(DecodeAtomicWriteOutput(FromHex("08")).ok());
+}
+
+TEST(ClientCodec, WatchRequestRoundTrip) {
+  const std::vector<std::string> keys = {EncodeKey({KeyPart::String("w"), KeyPart::Int(0)}),
+                                         EncodeKey({KeyPart::String("w"), KeyPart::Int(1)})};
+  auto decoded = DecodeWatch(EncodeWatchRequest(keys));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, keys);
+}
+
+TEST(ClientCodec, WatchOutputRoundTripAndVector) {
+  const Entry e{EncodeKey({KeyPart::String("w")}), EncodeV8String("123"), ValueEncoding::kV8, 5};
+  auto frame = DecodeWatchOutput(EncodeWatchOutput({e, std::nullopt}));
+  ASSERT_TRUE(frame.ok()) << frame.status().ToString();
+  EXPECT_EQ(frame->status, ReadStatus::kSuccess);
+  ASSERT_EQ(frame->keys.size(), 2u);
+  EXPECT_TRUE(frame->keys[0].changed);
+  ASSERT_TRUE(frame->keys[0].entry.has_value());
+  EXPECT_EQ(frame->keys[0].entry->value, e.value);
+  EXPECT_EQ(frame->keys[0].entry->version, 5);
+  EXPECT_TRUE(frame->keys[1].changed);
+  EXPECT_FALSE(frame->keys[1].entry.has_value());
+  // One absent key (reference §2.7), payload without the length prefix.
+  auto absent = DecodeWatchOutput(FromHex("08 01 12 02 08 01"));
+  ASSERT_TRUE(absent.ok());
+  ASSERT_EQ(absent->keys.size(), 1u);
+  EXPECT_TRUE(absent->keys[0].changed);
+  EXPECT_FALSE(absent->keys[0].entry.has_value());
+  EXPECT_FALSE(DecodeWatchOutput(FromHex("12 05 08")).ok());
+}
+
+TEST(V8String, EncodesLikeDeno) {
+  // Reference §5 vectors.
+  EXPECT_EQ(ToHex(EncodeV8String("hello")), "FF 0F 22 05 68 65 6C 6C 6F");
+  EXPECT_EQ(ToHex(EncodeV8String("")), "FF 0F 22 00");
+  EXPECT_EQ(ToHex(EncodeV8String("\xe2\x82\xac")), "FF 0F 63 02 AC 20");  // "€"
+  // Latin-1 code points stay one-byte strings.
+  EXPECT_EQ(ToHex(EncodeV8String("\xc3\xa9")), "FF 0F 22 01 E9");  // "é"
+  // A pad byte keeps two-byte data at an even offset: 2 (header) + 1 (tag) + 2 (varint 128).
+  const std::string long_two_byte =
+      EncodeV8String(std::string(64, 'a') + "\xe2\x82\xac" + std::string(63, 'b'));
+  EXPECT_EQ(ToHex(long_two_byte.substr(0, 6)), "FF 0F 00 63 80 02");
+  // Astral code points become surrogate pairs.
+  EXPECT_EQ(ToHex(EncodeV8String("\xf0\x9f\x98\x80")), "FF 0F 63 04 3D D8 00 DE");
+}
+
+TEST(V8String, ParsesWhatItWritesAndWhatDenoWrites) {
+  for (const std::string s : {"", "hello", "1763800000000000000", "\xc3\xa9t\xc3\xa9",
+                              "\xe2\x82\xac uro", "\xf0\x9f\x98\x80"}) {
+    auto parsed = ParseV8String(EncodeV8String(s));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_EQ(*ParseV8String(FromHex("FF 10 22 02 68 69")), "hi");  // Deno 2.9 writes version 16
+  EXPECT_EQ(*ParseV8String(FromHex("FF 0F 00 63 02 AC 20")), "\xe2\x82\xac");
+  EXPECT_EQ(ParseV8String(FromHex("FF 0F 49 54")).status().message(), "unsupported value type");
+  EXPECT_EQ(ParseV8String(FromHex("FF 0F 22 05 68")).status().message(), "invalid v8 value");
+  EXPECT_EQ(ParseV8String(FromHex("FF 0F 22 01 68 69")).status().message(), "invalid v8 value");
+  EXPECT_EQ(ParseV8String(FromHex("FF 0F 63 03 AC 20 00")).status().message(), "invalid v8 value");
+  EXPECT_FALSE(ParseV8String("").ok());
+  EXPECT_FALSE(ParseV8String(FromHex("FF 09 22 00")).ok());
+}
+
+TEST(MetadataResponse, ParsesWhatTheServerWrites) {
+  MetadataResponse m;
+  m.version = 3;
+  m.database_id = "00000000-0000-0000-0000-000000000000";
+  m.endpoints = {{"/v2", "strong"}, {"https://eu.example/v2", "eventual"}};
+  m.token = "tok_abc";
+  m.expires_at = "2026-11-22T10:00:00.123Z";
+  auto parsed = ParseMetadataResponse(EncodeMetadataResponse(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->version, 3);
+  EXPECT_EQ(parsed->database_id, m.database_id);
+  ASSERT_EQ(parsed->endpoints.size(), 2u);
+  EXPECT_EQ(parsed->endpoints[0].url, "/v2");
+  EXPECT_EQ(parsed->endpoints[0].consistency, "strong");
+  EXPECT_EQ(parsed->endpoints[1].consistency, "eventual");
+  EXPECT_EQ(parsed->token, "tok_abc");
+  EXPECT_EQ(parsed->expires_at, m.expires_at);
+}
+
+TEST(MetadataResponse, RejectsWhatClientsReject) {
+  const std::string good_tail =
+      R"("databaseId":"00000000-0000-0000-0000-000000000000","endpoints":[{"url":"/v2",)"
+      R"("consistency":"strong"}],"token":"t","expiresAt":"2026-11-22T10:00:00Z"})";
+  EXPECT_TRUE(ParseMetadataResponse(R"({"version":2,)" + good_tail).ok());
+  EXPECT_FALSE(ParseMetadataResponse("not json").ok());
+  EXPECT_FALSE(ParseMetadataResponse(R"({"version":"3",)" + good_tail).ok());
+  EXPECT_FALSE(ParseMetadataResponse(R"({"version":4,)" + good_tail).ok());
+  // Version 1 needs absolute endpoint URLs.
+  EXPECT_FALSE(ParseMetadataResponse(R"({"version":1,)" + good_tail).ok());
+  // "uuid" instead of "databaseId", and an endpoint URL ending in '/'.
+  EXPECT_FALSE(ParseMetadataResponse(
+                   R"({"version":3,"uuid":"00000000-0000-0000-0000-000000000000","endpoints":)"
+                   R"([{"url":"/v2","consistency":"strong"}],"token":"t",)"
+                   R"("expiresAt":"2026-11-22T10:00:00Z"})")
+                   .ok());
+  EXPECT_FALSE(
+      ParseMetadataResponse(R"({"version":3,"databaseId":"00000000-0000-0000-0000-000000000000",)"
+                            R"("endpoints":[{"url":"/v2/","consistency":"strong"}],"token":"t",)"
+                            R"("expiresAt":"2026-11-22T10:00:00Z"})")
+          .ok());
+}
+
+}  // namespace
+}  // namespace kvc::codec
