@@ -183,8 +183,13 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       return;
     }
     activity_ = true;
-    QuickAck(LowestSocket(socket_));
+    const uint64_t dispatched_before = dispatched_;
     if (!Feed(read_buf_.data(), n)) return;
+    // Bytes that completed no request (WINDOW_UPDATE, PING, SETTINGS, a partial request) get
+    // no answer to carry our ACK, and a client that does not set TCP_NODELAY then holds its
+    // next request until the kernel's delayed ACK fires, 40 ms later. Acknowledge those at
+    // once; reads that complete requests are acknowledged by the responses.
+    if (dispatched_ == dispatched_before) QuickAck(LowestSocket(socket_));
     DoWrite();
     DoRead();
   }
@@ -281,6 +286,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   void Dispatch(H2Stream* st) {
     st->dispatched = true;
+    ++dispatched_;
     ReleaseBody(st);
     if (st->headers_too_large) {
       service::HttpResponse r = service::ErrorResponse(
@@ -541,6 +547,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   Stream socket_;
   asio::steady_timer housekeeping_;
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
+  uint64_t dispatched_ = 0;        // requests dispatched on this connection
   uint32_t inflight_ = 0;          // dispatched requests not yet answered
   size_t pending_body_bytes_ = 0;  // bodies of undispatched streams
   nghttp2_session* session_ = nullptr;

@@ -27,9 +27,9 @@ inline tcp::socket& LowestSocket(tcp::socket& s) { return s; }
 inline tcp::socket& LowestSocket(beast::tcp_stream& s) { return s.socket(); }
 inline tcp::socket& LowestSocket(TlsStream& s) { return beast::get_lowest_layer(s).socket(); }
 
-// Asks the kernel to acknowledge received data at once instead of delaying the ACK. Linux
-// clears this after a while, so it is renewed after every read. Clients that do not set
-// TCP_NODELAY otherwise stall their next small write (Nagle) until our delayed ACK fires.
+// Asks the kernel to acknowledge received data at once (and any ACK it is holding back)
+// instead of delaying it. Linux leaves quick-ACK mode again on its own, so callers set it
+// each time they want it.
 inline void QuickAck(tcp::socket& s) {
   int one = 1;
   ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
