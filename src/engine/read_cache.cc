@@ -1,11 +1,14 @@
 #include "engine/read_cache.h"
 
 #include <functional>
+#include <vector>
 
 namespace kvc::engine {
 namespace {
 
 constexpr size_t kShards = 64;  // power of two
+// Doorkeeper slots per shard: remembers fingerprints of keys recently refused admission.
+constexpr size_t kDoorSlots = 4096;
 // Per-entry bookkeeping (map node, hash bucket, list links), charged on top of key and value.
 constexpr size_t kEntryOverhead = 128;
 
@@ -34,6 +37,23 @@ struct ReadCache::Shard {
   uint64_t writes_ended = 0;  // EndWrite calls that touched this shard
   size_t bytes = 0;
   size_t capacity = 0;
+  // Admission once full: a key is admitted only if it missed recently already, so a stream of
+  // keys read once (a scan of a database far larger than the cache) does not churn the cache
+  // and pay for an insert and an eviction on every miss.
+  std::vector<uint32_t> door = std::vector<uint32_t>(kDoorSlots, 0);
+
+  // True if a new entry of `charge` bytes for the key with hash `h` should be stored.
+  bool Admit(uint64_t h, size_t charge) {
+    if (bytes + charge <= capacity) return true;       // room left: no eviction needed
+    uint32_t fp = static_cast<uint32_t>(h >> 32) | 1;  // never 0 (the empty slot)
+    uint32_t& slot = door[(h >> 12) % kDoorSlots];
+    if (slot == fp) {
+      slot = 0;
+      return true;
+    }
+    slot = fp;
+    return false;
+  }
 
   void Unlink(Node* n) {
     (n->prev ? n->prev->next : head) = n->next;
@@ -70,13 +90,19 @@ ReadCache::ReadCache(size_t capacity_bytes)
 
 ReadCache::~ReadCache() = default;
 
-ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
-  // Mix the hash so shard choice and bucket choice use different bits.
+namespace {
+// Mixes the string hash so shard choice, doorkeeper slot and bucket use different bits.
+uint64_t MixedHash(std::string_view key) {
   uint64_t h = StringHash{}(key);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;
-  return shards_[h & (kShards - 1)];
+  return h;
+}
+}  // namespace
+
+ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
+  return shards_[MixedHash(key) & (kShards - 1)];
 }
 
 ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
@@ -106,10 +132,13 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
                      const std::optional<storage::StoredRow>& row) {
   if (!enabled()) return;
   const size_t charge = key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
-  Shard& s = ShardFor(key);
+  const uint64_t h = MixedHash(key);
+  Shard& s = shards_[h & (kShards - 1)];
   if (charge > s.capacity) return;
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
+  auto found = s.map.find(key);
+  if (found == s.map.end() && !s.Admit(h, charge)) return;
   auto [it, inserted] = s.map.try_emplace(std::string(key));
   Shard::Node* n = &it->second;
   if (inserted) n->key = &it->first;

@@ -17,7 +17,9 @@
 // A cached row past its expiry is reported as "no row", like storage does.
 //
 // Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, split
-// evenly over the shards; each shard evicts least recently used entries.
+// evenly over the shards; each shard evicts least recently used entries. Once a shard is
+// full, a new key is admitted only on its second miss within a short memory (a doorkeeper
+// of fingerprints), so reads spread over far more keys than fit do not churn the cache.
 // Thread-safety: all methods are thread-safe (one mutex per shard).
 #pragma once
 

@@ -73,6 +73,7 @@ TEST(ReadCache, StaysWithinItsCapacityAndEvictsTheLeastRecentlyUsed) {
   for (int i = 0; i < 20000; ++i) {
     const std::string k = "key" + std::to_string(i);
     c.Fill(k, c.FillTicket(k), Row(value, i));
+    c.Fill(k, c.FillTicket(k), Row(value, i));  // a second miss is admitted once full
     ASSERT_LE(c.charged_bytes(), capacity);
   }
   EXPECT_GT(c.entry_count(), 100u);
@@ -80,6 +81,27 @@ TEST(ReadCache, StaysWithinItsCapacityAndEvictsTheLeastRecentlyUsed) {
   storage::StoredRow out;
   EXPECT_EQ(c.Get("key19999", 0, &out), ReadCache::Lookup::kPresent);  // the newest stays
   EXPECT_EQ(c.Get("key0", 0, &out), ReadCache::Lookup::kMiss);         // the oldest went
+}
+
+TEST(ReadCache, OnceFullAKeyReadOnceIsNotAdmitted) {
+  const size_t capacity = 64 * 4096;
+  ReadCache c(capacity);
+  const std::string value(200, 'v');
+  for (int i = 0; i < 5000; ++i) {  // more than fits, each read once
+    const std::string k = "once" + std::to_string(i);
+    c.Fill(k, c.FillTicket(k), Row(value, i));
+  }
+  const size_t full = c.entry_count();
+  EXPECT_GT(full, 100u);
+  EXPECT_LT(full, 1000u);  // far fewer than 5000: no churn once full
+  storage::StoredRow out;
+  c.Fill("hot", c.FillTicket("hot"), Row(value, 1));
+  EXPECT_EQ(c.Get("hot", 0, &out), ReadCache::Lookup::kMiss);
+  c.Fill("hot", c.FillTicket("hot"), Row(value, 1));
+  EXPECT_EQ(c.Get("hot", 0, &out), ReadCache::Lookup::kPresent);
+  c.Fill("hot", c.FillTicket("hot"), Row(value, 2));  // present keys are refreshed at once
+  ASSERT_EQ(c.Get("hot", 0, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(out.version, 2);
 }
 
 TEST(ReadCache, DisabledCacheNeverHits) {
