@@ -85,6 +85,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
                 "Memory for cached point reads per database (0: no cache)")
       ->capture_default_str();
+  s->add_option("--sqlite-mmap-bytes", c->sqlite_mmap_bytes,
+                "Bytes of each database file SQLite reader connections memory-map (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_option("--h2-initial-window", c->net.h2_initial_window,
                 "HTTP/2 flow-control window per stream")
       ->capture_default_str();
@@ -213,6 +217,7 @@ int RunServe(ServeConfig c) {
   so.sync = c.sync == "full"     ? storage::SyncMode::kFull
             : c.sync == "normal" ? storage::SyncMode::kNormal
                                  : storage::SyncMode::kOff;
+  so.reader_mmap_bytes = c.sqlite_mmap_bytes;
   auto dd = OpenDataDir(c.data_dir, so);
   if (!dd.ok()) {
     std::cerr << "error: " << dd.status().message() << "\n";

@@ -22,6 +22,7 @@ struct ServeConfig {
   std::string sqlite_path;  // empty: <data_dir>/default.sqlite3
   std::string access_token;
   std::string sync = "full";  // full | normal | off
+  int64_t sqlite_mmap_bytes = int64_t{4} << 30;
   std::string log_level = "info";
   int shutdown_grace_ms = 10000;
   net::ServerOptions net;

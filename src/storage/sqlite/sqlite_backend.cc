@@ -156,6 +156,10 @@ class SqliteReader : public Reader {
   Status Init(const std::string& path, const SqliteOptions& o) {
     KVC_RETURN_IF_ERROR(conn_.Open(path, o, /*read_only=*/false));
     KVC_RETURN_IF_ERROR(conn_.Exec("pragma query_only=1"));
+    if (o.reader_mmap_bytes > 0) {
+      const std::string mmap = "pragma mmap_size=" + std::to_string(o.reader_mmap_bytes);
+      KVC_RETURN_IF_ERROR(conn_.Exec(mmap.c_str()));
+    }
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin"));
     KVC_ASSIGN_OR_RETURN(end_, conn_.Prepare("commit"));
     KVC_ASSIGN_OR_RETURN(

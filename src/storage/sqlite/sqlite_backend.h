@@ -23,6 +23,9 @@ struct SqliteOptions {
   SyncMode sync = SyncMode::kFull;
   int busy_timeout_ms = 5000;
   int cache_size_kib = 16384;  // per connection
+  // Reader connections map up to this many bytes of the database file instead of copying
+  // pages with read() (SQLite's mmap_size); 0 turns it off. The writer never maps.
+  int64_t reader_mmap_bytes = 0;  // serve defaults to 4 GiB (--sqlite-mmap-bytes)
   bool create_if_missing = true;
 };
 
