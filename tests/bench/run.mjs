@@ -3,7 +3,7 @@
 // against Deno's own local SQLite file, in one run, printed as a ratio table.
 //
 //   KVCONNECT_BIN=build/kvconnect node tests/bench/run.mjs [--duration 5] [--repeat 1]
-//       [--warmup 1] [--workloads set@64,get,...] [--json results.json]
+//       [--warmup 1] [--workloads set@64,get,...] [--json results.json] [--no-raw] [--no-tools]
 //
 // * Starts `kvconnect serve` through ../e2e/harness.mjs: fresh data dir, random token,
 //   `--sync full` (every commit is fsynced before it is acknowledged) and `--rate-limit-rps 0`
@@ -16,24 +16,27 @@
 //   whether this run met it, and p50/p99/p99.9 latencies. No figure fails the run; the exit
 //   code is 1 only when a benchmark could not run, reported errors, or lost money in the
 //   transfer workload.
+// * Raw protocol: `kvconnect bench` (the C++ load generator in the binary) drives the same
+//   server without the Deno client: point get and durable set over HTTP/2 with 50
+//   connections x 1 stream, compared with redis-benchmark GET (no persistence) and SET
+//   (appendfsync always) at 50 connections, plus context rows (50 x 16 streams, HTTP/1.1).
+//   --no-raw skips it.
 // * When h2load is on PATH, it also drives the server directly over one HTTP/2 connection
 //   (no Deno client); when redis-benchmark and redis-server are, it measures a private
-//   redis-server (GET/SET, and SET with appendfsync always) for context. Missing tools are
-//   skipped with a note.
+//   redis-server (GET/SET, and SET with appendfsync always) once, for the tools table and as
+//   the raw rows' baseline. Missing tools are skipped with a note.
 //
 // The numbers belong to the machine they were taken on, which must be otherwise idle.
-import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
-import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import {
-  denoBin, freePort, kvconnectBin, makeTempDir, removeTempDirs, sleep, spawnDeno, startServer,
-} from "../e2e/harness.mjs";
+import { makeTempDir, removeTempDirs, spawnDeno, startServer } from "../e2e/harness.mjs";
 import { dataPath, H2, metadata } from "../e2e/raw_client.mjs";
+import {
+  describeKvcBench, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine, redisRows, runCommand, runKvcBench, which,
+} from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BENCH_SCRIPT = path.join(HERE, "deno", "bench.ts");
@@ -66,7 +69,10 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/run.mjs [op
   --json FILE       also write every raw result, the machine and the table to FILE
   --server-args S   extra \`kvconnect serve\` flags, space-separated (e.g. "--read-cache-bytes 0"),
                     to compare server settings; they are printed with the results
-  --no-tools        skip the h2load and redis-benchmark rows
+  --no-raw          skip the raw-protocol rows (\`kvconnect bench\` against the same server,
+                    compared with redis-benchmark)
+  --no-tools        skip the h2load and redis-benchmark rows of the tools table (redis is
+                    still measured as the raw rows' baseline unless --no-raw is given too)
   -h, --help        this text
 
 Needs \`npm ci\` in tests/e2e first (the Deno binary and the harness come from there).`;
@@ -82,21 +88,14 @@ function parseOptions(argv) {
       json: { type: "string" },
       "server-args": { type: "string" },
       "no-tools": { type: "boolean" },
+      "no-raw": { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
     allowPositionals: false,
   });
   if (values.help) return { help: true };
-  const num = (name, def, min, integer) => {
-    const raw = values[name];
-    if (raw === undefined) return def;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) {
-      throw new Error(`--${name} must be ${integer ? "an integer" : "a number"} >= ${min}, got ${raw}`);
-    }
-    return n;
-  };
+  const num = (name, def, min, integer) => numberOption(values, name, def, min, integer);
   return {
     duration: num("duration", 5, 0.1, false),
     warmup: num("warmup", 1, 0, false),
@@ -105,6 +104,7 @@ function parseOptions(argv) {
     json: values.json,
     serverArgs: (values["server-args"] ?? "").split(/\s+/).filter(Boolean),
     tools: !values["no-tools"],
+    raw: !values["no-raw"],
   };
 }
 
@@ -131,122 +131,7 @@ function selectRows(spec) {
   return out;
 }
 
-// ---------------------------------------------------------------------------
-// Small helpers
-
-/** Our own helper processes (redis-server, h2load, ...); killed when we exit. */
-const children = new Set();
-process.on("exit", () => {
-  for (const c of children) {
-    try {
-      c.kill("SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-});
-
-/** Runs a command to completion; resolves { code, signal, stdout, stderr }. */
-function runCommand(cmd, args, { timeoutMs = 120_000, cwd } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], cwd });
-    children.add(child);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.once("error", (e) => (stderr += `spawn error: ${e.message}\n`));
-    child.once("close", (code, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-/** The full path of `name` on PATH, or null. */
-function which(name) {
-  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
-    if (!dir) continue;
-    const file = path.join(dir, name);
-    try {
-      fs.accessSync(file, fs.constants.X_OK);
-      if (fs.statSync(file).isFile()) return file;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
-
-function canConnect(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host: "127.0.0.1", port });
-    const done = (ok) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(1000, () => done(false));
-    sock.once("connect", () => done(true));
-    sock.once("error", () => done(false));
-  });
-}
-
-function median(values) {
-  const v = values.filter((x) => typeof x === "number" && Number.isFinite(x)).sort((a, b) => a - b);
-  if (!v.length) return null;
-  const mid = v.length >> 1;
-  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
-}
-
-const fmtInt = (x) => (x === null || x === undefined ? "—" : Math.round(x).toLocaleString("en-US"));
-const fmtMs = (x) => (x === null || x === undefined ? "—" : x < 10 ? x.toFixed(3) : x.toFixed(1));
 const fmtLat = (s) => (s ? `${fmtMs(s.p50_ms)} / ${fmtMs(s.p99_ms)} / ${fmtMs(s.p999_ms)}` : "—");
-const log = (msg) => process.stderr.write(`${msg}\n`);
-
-// ---------------------------------------------------------------------------
-// Machine
-
-function firstLine(text) {
-  return (text ?? "").split("\n")[0].trim();
-}
-
-function machineInfo() {
-  let cpu = os.cpus()[0]?.model ?? "unknown";
-  try {
-    const m = /^model name\s*:\s*(.+)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"));
-    if (m) cpu = m[1].trim();
-  } catch {
-    // not Linux
-  }
-  const deno = spawnSync(denoBin(), ["--version"], { encoding: "utf8", timeout: 30_000 });
-  const kvc = spawnSync(kvconnectBin(), ["--version"], { encoding: "utf8", timeout: 30_000 });
-  return {
-    nproc: typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length,
-    cpu,
-    kernel: `${os.type()} ${os.release()} ${typeof os.machine === "function" ? os.machine() : os.arch()}`,
-    deno: firstLine(deno.stdout) || `unknown (${firstLine(deno.stderr)})`,
-    kvconnect: firstLine(kvc.stdout) || firstLine(kvc.stderr) || "unknown",
-    node: process.version,
-    loadavg: os.loadavg().map((x) => Math.round(x * 100) / 100),
-    date: new Date().toISOString(),
-  };
-}
-
-function printMachine(m) {
-  console.log("## kvconnect benchmark\n");
-  console.log(`- machine: ${m.nproc} CPUs (nproc), ${m.cpu}`);
-  console.log(`- kernel: ${m.kernel}`);
-  console.log(`- ${m.deno}, node ${m.node}`);
-  console.log(`- ${m.kvconnect}`);
-  console.log(`- load average at start: ${m.loadavg.join(" ")}; ${m.date}`);
-  if (m.loadavg[0] > Math.max(0.5, 0.1 * m.nproc)) {
-    console.log(`- **warning**: the machine is not idle (1-minute load ${m.loadavg[0]} on ${m.nproc} CPUs); ` +
-      "these numbers are not meaningful");
-  }
-  console.log("");
-}
 
 // ---------------------------------------------------------------------------
 // Deno benchmarks
@@ -376,6 +261,102 @@ function printTable(rows, opts) {
 }
 
 // ---------------------------------------------------------------------------
+// Raw protocol: `kvconnect bench` against the same server, compared with redis-benchmark
+
+/**
+ * The raw rows. `baseline` picks the redis-benchmark row (50 connections) a row is compared
+ * with; `goal` is the ratio (kvconnect bench ops/s / redis req/s) the issue asks for.
+ */
+const RAW_ROWS = [
+  { id: "get h2 50x1", workload: "get", http: "2", connections: 50, streams: 1, baseline: { command: "GET", mode: "no persistence" }, goal: 1 },
+  { id: "set h2 50x1", workload: "set", http: "2", connections: 50, streams: 1, baseline: { command: "SET", mode: "appendfsync always" }, goal: 0.5 },
+  { id: "get h2 50x16", workload: "get", http: "2", connections: 50, streams: 16, baseline: { command: "GET", mode: "no persistence" } },
+  { id: "set h2 50x16", workload: "set", http: "2", connections: 50, streams: 16, baseline: { command: "SET", mode: "appendfsync always" } },
+  { id: "get h1.1 50", workload: "get", http: "1.1", connections: 50, baseline: { command: "GET", mode: "no persistence" } },
+  { id: "set h1.1 50", workload: "set", http: "1.1", connections: 50, baseline: { command: "SET", mode: "appendfsync always" } },
+];
+
+function rawArgs(row, opts) {
+  return [
+    "--workload", row.workload, "--http", row.http, "--connections", String(row.connections),
+    ...(row.http === "2" ? ["--streams", String(row.streams)] : []),
+    "--duration", String(opts.duration), "--warmup", String(opts.warmup),
+  ];
+}
+
+async function runRaw(row, server, opts) {
+  const timeoutMs = Math.ceil((opts.duration + opts.warmup) * 1000) + 120_000;
+  const r = await runKvcBench(server, rawArgs(row, opts), { timeoutMs });
+  return { row: row.id, ...r };
+}
+
+function summarizeRaw(row, runs, redis, opts) {
+  const mine = runs.filter((r) => r.row === row.id);
+  const done = mine.filter((r) => r.report);
+  const pick = (f) => median(done.map((r) => f(r.report)));
+  const kvc = {
+    runs: mine.length,
+    failed: mine.filter((r) => !r.ok).length,
+    ok: mine.length > 0 && mine.every((r) => r.ok),
+    ops_per_s: done.length ? pick((x) => x.ops_per_s) : null,
+    p50_ms: done.length ? pick((x) => x.latency_ms.p50) : null,
+    p99_ms: done.length ? pick((x) => x.latency_ms.p99) : null,
+    errors: done.reduce((n, r) => n + r.report.errors.total, 0),
+    exit_codes: mine.map((r) => r.code),
+  };
+  const base = redis.rows.find((b) => b.command === row.baseline.command && b.mode === row.baseline.mode);
+  const baseline = base
+    ? { test: base.test, connections: base.connections, req_per_s: base.req_per_s }
+    : { test: `${row.baseline.command} (${row.baseline.mode})`, missing: redis.missing ?? "not measured" };
+  const ratio = kvc.ops_per_s && base?.req_per_s ? kvc.ops_per_s / base.req_per_s : null;
+  let goal = "— (context)";
+  let met = "—";
+  if (row.goal !== undefined) {
+    goal = `≥ ${row.goal.toFixed(1)}x redis ${row.baseline.command}`;
+    met = kvc.ops_per_s === null ? "n/a (failed)" : ratio === null ? "n/a (no baseline)" : ratio >= row.goal ? "yes" : "**no**";
+  }
+  return {
+    id: row.id, workload: row.workload, http: row.http, connections: row.connections, streams: row.streams ?? 1,
+    command: `kvconnect bench ${rawArgs(row, opts).join(" ")}`,
+    kvconnect: kvc, baseline, ratio, goal, met,
+  };
+}
+
+function printRawTable(rows, redis, opts) {
+  console.log("### Raw protocol: `kvconnect bench` (no Deno client) vs. redis-benchmark\n");
+  console.log(`kvconnect: the same \`kvconnect serve ${[...SERVER_ARGS, ...opts.serverArgs].join(" ")}\`, ` +
+    "driven by `kvconnect bench` (point `snapshot_read` / `atomic_write` of one `M_SET`, 10,000 keys, " +
+    "100-character values); \"50x16\" is 50 connections with 16 requests in flight each, HTTP/1.1 has one " +
+    "per connection. Baseline: a private redis-server measured with `redis-benchmark -c 50 -d 100 -r 10000` " +
+    "(GET with no persistence; SET with `appendfsync always`, durable like `--sync full`).\n");
+  console.log(`${opts.duration} s timed after ${opts.warmup} s warm-up; ` +
+    `${opts.repeat === 1 ? "one run per row" : `median of ${opts.repeat} runs per row`}; latencies in ms (p50 / p99)\n`);
+  console.log("| row | kvconnect bench ops/s | p50 / p99 ms | baseline | baseline req/s | ratio | goal | met? |");
+  console.log("|---|---:|---:|---|---:|---:|---|---|");
+  for (const r of rows) {
+    const k = r.kvconnect;
+    const ops = k.ops_per_s === null
+      ? `failed (exit ${k.exit_codes.join(", ")})`
+      : `${fmtInt(k.ops_per_s)}${k.ok ? "" : " (!)"}`;
+    const lat = k.ops_per_s === null ? "—" : `${fmtMs(k.p50_ms)} / ${fmtMs(k.p99_ms)}`;
+    const label = `${r.workload}, HTTP/${r.http}, ${r.connections} conn${r.http === "2" ? ` x ${r.streams} stream${r.streams === 1 ? "" : "s"}` : ""}`;
+    const base = r.baseline.missing
+      ? `no baseline (${r.baseline.missing})`
+      : `redis ${r.baseline.test}, ${r.baseline.connections} conn`;
+    console.log(`| ${label} | ${ops} | ${lat} | ${base} | ${r.baseline.missing ? "—" : fmtInt(r.baseline.req_per_s)} | ` +
+      `${r.ratio === null ? "—" : `${r.ratio.toFixed(2)}x`} | ${r.goal} | ${r.met} |`);
+  }
+  console.log("");
+  const bad = rows.filter((r) => !r.kvconnect.ok);
+  console.log(bad.length
+    ? `- runs with failures or errors (marked (!)): ${bad.map((r) => `${r.id} (${r.kvconnect.ops_per_s === null ? "no report" : `${fmtInt(r.kvconnect.errors)} errors`}, ` +
+      `exit ${r.kvconnect.exit_codes.join(", ")})`).join("; ")}`
+    : "- errors: none");
+  for (const n of redis.rows.length ? [] : redis.notes) console.log(`- ${n}`);
+  console.log("");
+}
+
+// ---------------------------------------------------------------------------
 // h2load: the server without the Deno client
 
 /** Protobuf: a varint, and a length-delimited field. */
@@ -480,82 +461,6 @@ async function h2loadRows(server, opts) {
   return { rows, notes };
 }
 
-// ---------------------------------------------------------------------------
-// redis-benchmark against a private redis-server, for context
-
-function parseRedisCsv(out) {
-  const lines = out.split("\n").map((l) => l.trim()).filter((l) => l.startsWith('"'));
-  const cells = (l) => l.split('","').map((c) => c.replace(/^"|"$/g, ""));
-  let header = ["test", "rps"];
-  const rows = [];
-  for (const l of lines) {
-    const c = cells(l);
-    if (c[0] === "test") {
-      header = c;
-      continue;
-    }
-    const rec = {};
-    header.forEach((h, i) => (rec[h] = i === 0 ? c[i] : Number(c[i])));
-    rows.push(rec);
-  }
-  return rows;
-}
-
-async function redisRows(opts) {
-  const bench = which("redis-benchmark");
-  if (!bench) return { rows: [], notes: ["redis-benchmark not installed: skipped"] };
-  const serverBin = which("redis-server");
-  if (!serverBin) return { rows: [], notes: ["redis-server not installed: redis-benchmark skipped (it needs a private redis-server)"] };
-  const modes = [
-    { name: "no persistence", conf: ["appendonly no"], tests: "set,get", requests: Math.round(20_000 * opts.duration) },
-    { name: "appendfsync always", conf: ["appendonly yes", "appendfsync always"], tests: "set", requests: Math.round(2_000 * opts.duration) },
-  ];
-  const rows = [];
-  const notes = [];
-  for (const mode of modes) {
-    const dir = await makeTempDir("kvconnect-bench-redis-");
-    const port = await freePort();
-    const conf = path.join(dir, "redis.conf");
-    fs.writeFileSync(conf, [
-      `port ${port}`, "bind 127.0.0.1", `dir ${dir}`, 'save ""', "daemonize no", "protected-mode yes",
-      'logfile ""', ...mode.conf, "",
-    ].join("\n"));
-    const child = spawn(serverBin, [conf], { stdio: ["ignore", "pipe", "pipe"], cwd: dir });
-    children.add(child);
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    try {
-      const deadline = Date.now() + 10_000;
-      while (!(await canConnect(port))) {
-        if (Date.now() > deadline || child.exitCode !== null) {
-          throw new Error(`redis-server (${mode.name}) did not start:\n${out.slice(-2000)}`);
-        }
-        await sleep(50);
-      }
-      const args = ["-h", "127.0.0.1", "-p", String(port), "-c", "50", "-n", String(mode.requests),
-        "-r", "10000", "-d", "100", "-t", mode.tests, "--csv"];
-      log(`[redis-benchmark ${mode.name}] -c 50 -n ${mode.requests} -t ${mode.tests}`);
-      const res = await runCommand(bench, args, { timeoutMs: 600_000 });
-      const parsed = parseRedisCsv(res.stdout);
-      if (res.code !== 0 || !parsed.length) notes.push(`redis-benchmark (${mode.name}) failed: ${(res.stderr || res.stdout).slice(-1000)}`);
-      for (const p of parsed) {
-        rows.push({
-          tool: "redis-benchmark", test: `${p.test} (${mode.name})`, connections: 50, in_flight: 50,
-          req_per_s: p.rps, p50_ms: p.p50_latency_ms ?? null, p99_ms: p.p99_latency_ms ?? null, mean_ms: p.avg_latency_ms ?? null,
-        });
-      }
-    } catch (e) {
-      notes.push(e.message);
-    } finally {
-      child.kill("SIGKILL");
-      children.delete(child);
-      await fsp.rm(dir, { recursive: true, force: true }).catch(() => {});
-    }
-  }
-  return { rows, notes };
-}
-
 function printTools(tools) {
   console.log("### Load tools (no Deno client), for context\n");
   if (tools.rows.length) {
@@ -598,7 +503,9 @@ async function main() {
 
   const server = await startServer({ extraArgs: [...SERVER_ARGS, ...opts.serverArgs] });
   const runs = [];
-  let tools = { rows: [], notes: [] };
+  const rawRuns = [];
+  const tools = { rows: [], notes: [] };
+  let redis = { rows: [], notes: [], missing: "not measured" };
   try {
     log(`server: ${server.describe()}`);
     for (const row of opts.rows) {
@@ -614,13 +521,35 @@ async function main() {
         }
       }
     }
-    for (const part of opts.tools ? [() => h2loadRows(server, opts), () => redisRows(opts)] : []) {
+    for (const row of opts.raw ? RAW_ROWS : []) {
+      for (let rep = 0; rep < opts.repeat; rep++) {
+        const r = await runRaw(row, server, opts);
+        r.repeat = rep + 1;
+        rawRuns.push(r);
+        log(`[raw ${row.id} ${rep + 1}/${opts.repeat}] ${describeKvcBench(r)}`);
+        if (r.stderr) log(r.stderr.trim().split("\n").slice(-10).map((l) => `    ${l}`).join("\n"));
+        if (!server.running) throw new Error(`kvconnect exited during raw ${row.id}:\n${server.logTail(40)}`);
+      }
+    }
+    if (opts.tools) {
       try {
-        const t = await part();
+        const t = await h2loadRows(server, opts);
         tools.rows.push(...t.rows);
         tools.notes.push(...t.notes);
       } catch (e) {
         tools.notes.push(`load tool failed: ${e.message}`);
+      }
+    }
+    // redis-benchmark is measured once: for the tools table and as the raw rows' baseline.
+    if (opts.tools || opts.raw) {
+      try {
+        redis = await redisRows(opts);
+      } catch (e) {
+        redis = { rows: [], notes: [`redis-benchmark failed: ${e.message}`], missing: "redis-benchmark failed" };
+      }
+      if (opts.tools) {
+        tools.rows.push(...redis.rows);
+        tools.notes.push(...redis.notes);
       }
     }
   } finally {
@@ -628,24 +557,31 @@ async function main() {
   }
 
   const rows = opts.rows.map((row) => summarize(row, runs));
+  const rawRows = opts.raw ? RAW_ROWS.map((row) => summarizeRaw(row, rawRuns, redis, opts)) : [];
   printTable(rows, opts);
-  printTools(tools);
+  if (opts.raw) printRawTable(rawRows, redis, opts);
+  if (opts.tools) printTools(tools);
 
   if (opts.json) {
     const out = {
       machine,
-      options: { duration: opts.duration, warmup: opts.warmup, repeat: opts.repeat, rows: opts.rows.map((r) => r.id) },
+      options: {
+        duration: opts.duration, warmup: opts.warmup, repeat: opts.repeat, rows: opts.rows.map((r) => r.id),
+        raw: opts.raw, tools: opts.tools,
+      },
       server: { args: server.describe().replace(/--data-dir \S+/, "--data-dir <temp>") },
       runs,
       rows,
+      raw: opts.raw ? { rows: rawRows, runs: rawRuns, redis } : null,
       tools,
     };
     fs.writeFileSync(opts.json, `${JSON.stringify(out, null, 2)}\n`);
-    log(`raw results written to ${opts.json}`);
+    log(`all results written to ${opts.json}`);
   }
   await removeTempDirs();
   const broken = rows.some((r) => !r.kvconnect.ok || !r.local.ok) ||
-    rows.some((r) => r.workload === "transfer" && (r.kvconnect.preserved === false || r.local.preserved === false));
+    rows.some((r) => r.workload === "transfer" && (r.kvconnect.preserved === false || r.local.preserved === false)) ||
+    rawRows.some((r) => !r.kvconnect.ok);
   return broken ? 1 : 0;
 }
 
