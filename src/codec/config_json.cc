@@ -68,7 +68,7 @@ std::vector<std::string> ConfigKeys() {
 Result<std::vector<std::pair<std::string, std::string>>> ParseConfigFile(std::string_view json) {
   const Compiled& c = Schema();
   rapidjson::Document d;
-  d.Parse(json.data(), json.size());
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
   if (d.HasParseError()) {
     return InvalidArgument(std::string("malformed JSON at byte ") +
                            std::to_string(d.GetErrorOffset()) + ": " +

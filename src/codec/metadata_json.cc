@@ -65,7 +65,7 @@ Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
     return req;
   }
   rapidjson::Document d;
-  d.Parse(body.data(), body.size());
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
   if (d.HasParseError()) {
     return InvalidArgument(std::string("The metadata exchange request body is not valid JSON: ") +
                            rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
@@ -109,7 +109,7 @@ std::string EncodeMetadataResponse(const MetadataResponse& r) {
 
 Result<MetadataResponse> ParseMetadataResponse(std::string_view json) {
   rapidjson::Document d;
-  d.Parse(json.data(), json.size());
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
   if (d.HasParseError()) {
     return InvalidArgument(std::string("The metadata exchange response is not valid JSON: ") +
                            rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
@@ -144,7 +144,7 @@ Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view 
   const auto* schema = CompiledSchema(schema_name);
   if (!schema) return NotFound("unknown schema " + std::string(schema_name));
   rapidjson::Document d;
-  d.Parse(json.data(), json.size());
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
   if (d.HasParseError()) {
     return InvalidArgument(std::string("not valid JSON: ") +
                            rapidjson::GetParseError_En(d.GetParseError()));
