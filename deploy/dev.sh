@@ -18,7 +18,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev ccache prometheus-cpp-dev prometheus)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -41,17 +41,41 @@ deps() {
   fi
 }
 
+# ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain,
+# ASan+UBSan, TSan) and once more with clang for the fuzzers.
+CMAKE_LAUNCHER=()
+if command -v ccache >/dev/null 2>&1; then
+  CMAKE_LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+
+# Configures $BUILD_DIR and builds the given targets (all when none are given).
 build() {
-  log "Building into $BUILD_DIR"
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  log "Building ${*:-everything} into $BUILD_DIR"
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${CMAKE_LAUNCHER[@]}" >/dev/null
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
+}
+
+# Per-stage wall-clock times, printed at the end of `test`.
+STAGES=()
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  STAGES+=("$(printf '%-28s %4dm%02ds' "$name" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+}
+print_stages() {
+  log "Stage times"
+  printf '  %s\n' "${STAGES[@]}" >&2
 }
 
 # Builds the unit and integration tests with a sanitizer and runs them; any report fails.
 sanitized() {
   local san=$1 dir=$2
   log "Unit and integration tests under -fsanitize=$san ($dir)"
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE="$san" >/dev/null
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE="$san" \
+    "${CMAKE_LAUNCHER[@]}" >/dev/null
   cmake --build "$dir" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -63,7 +87,8 @@ fuzz() {
   local dir=$BUILD_DIR-fuzz
   log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($dir)"
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKVC_BUILD_FUZZERS=ON -DKVC_BUILD_TESTS=OFF -DKVC_SANITIZE="address;undefined" >/dev/null
+    -DKVC_BUILD_FUZZERS=ON -DKVC_BUILD_TESTS=OFF -DKVC_SANITIZE="address;undefined" \
+    "${CMAKE_LAUNCHER[@]}" >/dev/null
   cmake --build "$dir" -j "$JOBS"
   "$ROOT/tests/fuzz/run.sh" "$dir" "${KVC_FUZZ_SECONDS:-30}"
 }
@@ -80,23 +105,24 @@ case "$cmd" in
   build) deps; build ;;
   run)
     deps
-    build
+    build kvconnect  # only what serve needs: a first start does not wait for the tests
     log "Starting kvconnect (Ctrl-C to stop)"
     exec "$BUILD_DIR/kvconnect" serve "$@"
     ;;
   test)
-    deps
-    build
-    e2e_deps
+    trap print_stages EXIT
+    stage deps deps
+    stage build build
+    stage "npm ci (e2e)" e2e_deps
     log "Running tests"
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
+    stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
     if [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; then
-      sanitized "address;undefined" "$BUILD_DIR-asan"
-      sanitized thread "$BUILD_DIR-tsan"
+      stage "asan+ubsan" sanitized "address;undefined" "$BUILD_DIR-asan"
+      stage tsan sanitized thread "$BUILD_DIR-tsan"
     fi
     if [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; then
-      fuzz
+      stage fuzzers fuzz
     fi
     ;;
   *)

@@ -16,7 +16,7 @@ import tls from "node:tls";
 import { E2E_DIR, sleep } from "./harness.mjs";
 
 /** The shared fixtures directory, a sibling of the repository (see its README). */
-export const FIXTURES_DIR = path.resolve(E2E_DIR, "../../../shared/fixtures");
+export const FIXTURES_DIR = path.resolve(E2E_DIR, "../fixtures");
 
 /** A data-path request body Deno 2.9.6 sends, e.g. fixture("snapshot_read_get"). */
 export function fixture(name) {
