@@ -149,4 +149,12 @@ std::string EncodeWatchOutput(const std::vector<std::optional<Entry>>& keys) {
   return out.SerializeAsString();
 }
 
+std::string EncodeWatchFrame(const std::vector<std::optional<Entry>>& keys) {
+  const std::string payload = EncodeWatchOutput(keys);
+  std::string frame(4, '\0');
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  for (size_t i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return frame + payload;
+}
+
 }  // namespace kvc::codec

@@ -26,5 +26,7 @@ std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& rang
 std::string EncodeAtomicWriteOutput(const CommitResult& result);
 // One element per watched key, in request order; nullopt = key absent. Every key changed=true.
 std::string EncodeWatchOutput(const std::vector<std::optional<Entry>>& keys);
+// The same as one frame of a watch stream: a 4-byte little-endian length, then the output.
+std::string EncodeWatchFrame(const std::vector<std::optional<Entry>>& keys);
 
 }  // namespace kvc::codec

@@ -5,6 +5,18 @@
 
 namespace kvc {
 
+namespace {
+class SystemClockImpl : public Clock {
+ public:
+  int64_t NowMs() const override { return NowUnixMs(); }
+};
+}  // namespace
+
+const Clock* SystemClock() {
+  static const SystemClockImpl* const clock = new SystemClockImpl();
+  return clock;
+}
+
 std::string FormatRfc3339Utc(int64_t unix_ms) {
   std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
   int ms = static_cast<int>(unix_ms % 1000);

@@ -28,6 +28,10 @@ const char* StatusCodeName(StatusCode code) {
       return "UNSUPPORTED_MEDIA_TYPE";
     case StatusCode::kAlreadyExists:
       return "ALREADY_EXISTS";
+    case StatusCode::kCorruption:
+      return "CORRUPTION";
+    case StatusCode::kIoError:
+      return "IO_ERROR";
   }
   return "UNKNOWN";
 }

@@ -29,6 +29,9 @@ enum class StatusCode {
   kMethodNotAllowed = 9,   // wrong HTTP method (405)
   kUnsupportedMedia = 10,  // wrong content type (415)
   kAlreadyExists = 11,     // a resource with that name exists (409)
+  // 12 is reserved.
+  kCorruption = 13,  // stored data is not what it must be (500; logged, never shown as is)
+  kIoError = 14,     // the storage could not read or write (500; logged, never shown as is)
 };
 
 class [[nodiscard]] Status {
@@ -72,6 +75,11 @@ inline Status AlreadyExists(std::string msg) {
 inline Status ResourceExhausted(std::string msg) {
   return Status(StatusCode::kResourceExhausted, std::move(msg));
 }
+
+inline Status Corruption(std::string msg) {
+  return Status(StatusCode::kCorruption, std::move(msg));
+}
+inline Status IoError(std::string msg) { return Status(StatusCode::kIoError, std::move(msg)); }
 
 const char* StatusCodeName(StatusCode code);
 

@@ -8,6 +8,7 @@
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "engine/expiry_task.h"
 #include "engine/mutation.h"
 
 namespace kvc::engine {
@@ -29,8 +30,28 @@ bool AllPointReads(const std::vector<ReadRange>& ranges) {
 
 }  // namespace
 
+// The writer-task view of the engine.
+class Engine::TaskContext : public WriterTaskContext {
+ public:
+  explicit TaskContext(Engine* e) : e_(e) {}
+  Status Transact(storage::CommitOrigin origin, const Body& body) override {
+    return e_->Transact(origin, body);
+  }
+  int64_t NowMs() const override { return e_->Now(); }
+
+ private:
+  Engine* e_;
+};
+
 Engine::Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options)
-    : options_(options), backend_(std::move(backend)), cache_(options.read_cache_bytes) {
+    : options_(options),
+      clock_(options.clock ? options.clock : SystemClock()),
+      backend_(std::move(backend)),
+      sole_writer_(backend_->sole_writer()),
+      hub_(std::make_shared<WatchHub>()),
+      // Another writer's commits would make cached rows stale without the bracket.
+      cache_(sole_writer_ ? options.read_cache_bytes : 0),
+      listeners_(std::make_shared<const std::vector<std::shared_ptr<CommitListener>>>()) {
   std::string seed = RandomBytes(8);
   uint64_t s = 0;
   for (unsigned char c : seed) s = (s << 8) | c;
@@ -46,12 +67,18 @@ Result<std::unique_ptr<Engine>> Engine::Open(std::unique_ptr<storage::Backend> b
 
 Status Engine::Start() {
   database_id_ = backend_->database_id();
-  KVC_ASSIGN_OR_RETURN(version_, backend_->LoadDataVersion());
-  committed_version_ = version_;
+  KVC_ASSIGN_OR_RETURN(int64_t version, backend_->LoadDataVersion());
+  committed_version_ = version;
   KVC_ASSIGN_OR_RETURN(writer_, backend_->OpenWriter());
-  {
-    KVC_ASSIGN_OR_RETURN(std::optional<int64_t> earliest, writer_->EarliestExpiry());
-    next_expiry_ms_ = earliest.value_or(-1);
+  AddListener(hub_);
+  auto expiry = std::make_shared<ExpiryTask>(Now(), options_.max_sweep_interval_ms);
+  AddListener(expiry);
+  tasks_.push_back(std::move(expiry));
+  for (const auto& make : options_.task_factories) tasks_.push_back(make());
+  if (!sole_writer_) {
+    KVC_ASSIGN_OR_RETURN(feed_, backend_->OpenChangeFeed([this](storage::CommitGroup g) {
+      OnFeedCommit(std::move(g));
+    }));
   }
   const int n = std::max(1, options_.reader_threads);
   for (int i = 0; i < n; ++i) {
@@ -68,12 +95,28 @@ Status Engine::Start() {
 
 Engine::~Engine() { Shutdown(); }
 
+void Engine::Retire() {
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (retired_) return;
+    retired_ = true;
+  }
+  auto listeners = [&] {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    return listeners_;
+  }();
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  for (const auto& l : *listeners) l->OnRetire();
+}
+
 void Engine::Shutdown() {
+  Retire();
   {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (shut_down_) return;
     shut_down_ = true;
   }
+  feed_.reset();  // no more commits from other writers
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     write_stop_ = true;
@@ -94,47 +137,120 @@ void Engine::Shutdown() {
 
 int64_t Engine::committed_version() const { return committed_version_.load(); }
 
-std::unique_ptr<WatchHub::Subscription> Engine::Subscribe(std::vector<std::string> keys,
-                                                          WatchHub::Callback on_change) {
-  return hub_.Subscribe(std::move(keys), std::move(on_change));
+size_t Engine::queued_reads() const {
+  std::lock_guard<std::mutex> lock(read_mu_);
+  return read_queue_.size();
 }
 
-void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, Completion completion) {
+size_t Engine::queued_writes() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return write_queue_.size();
+}
+
+std::unique_ptr<WatchHub::Subscription> Engine::Subscribe(std::vector<std::string> keys,
+                                                          WatchHub::Callbacks callbacks) {
+  return hub_->Subscribe(std::move(keys), std::move(callbacks));
+}
+
+void Engine::AddListener(std::shared_ptr<CommitListener> listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  auto next = std::make_shared<std::vector<std::shared_ptr<CommitListener>>>(*listeners_);
+  next->push_back(std::move(listener));
+  listeners_ = std::move(next);
+}
+
+void Engine::RemoveListener(const CommitListener* listener) {
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    auto next = std::make_shared<std::vector<std::shared_ptr<CommitListener>>>(*listeners_);
+    next->erase(std::remove_if(next->begin(), next->end(),
+                               [&](const auto& l) { return l.get() == listener; }),
+                next->end());
+    listeners_ = std::move(next);
+  }
+  std::lock_guard<std::mutex> wait_for_publication(publish_mu_);
+}
+
+void Engine::Publish(const storage::CommitGroup& group) {
+  std::shared_ptr<const std::vector<std::shared_ptr<CommitListener>>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    listeners = listeners_;
+  }
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  for (const auto& l : *listeners) l->OnCommit(group);
+}
+
+void Engine::OnFeedCommit(storage::CommitGroup group) {
+  if (group.records.empty()) return;
+  int64_t v = committed_version_.load();
+  const int64_t last = group.records.back().version;
+  while (v < last && !committed_version_.compare_exchange_weak(v, last)) {
+  }
+  Publish(group);
+  WakeWriter();  // a task (the expiry sweep) may want to run earlier now
+}
+
+void Engine::WakeWriter() {
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    wake_ = true;
+  }
+  write_cv_.notify_one();
+}
+
+void Engine::QueryStats(std::function<void(Result<storage::StorageStats>)> done) {
+  auto shared =
+      std::make_shared<std::function<void(Result<storage::StorageStats>)>>(std::move(done));
+  ReadJob job;
+  job.custom = [shared](storage::Reader& r) { (*shared)(r.Stats()); };
+  Status refused = EnqueueRead(std::move(job), /*bounded=*/true);
+  if (!refused.ok()) (*shared)(refused);
+}
+
+Status Engine::EnqueueRead(ReadJob job, bool bounded) {
+  {
+    std::lock_guard<std::mutex> lock(read_mu_);
+    if (read_stop_) return Unavailable("The server is shutting down, try again later.");
+    if (bounded && read_queue_.size() >= options_.max_queued_reads) {
+      counters_.reads_refused.fetch_add(1, std::memory_order_relaxed);
+      return Unavailable("The server is overloaded, try again later.");
+    }
+    read_queue_.push_back(std::move(job));
+  }
+  read_cv_.notify_one();
+  return Status::Ok();
+}
+
+void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, ReadMode mode) {
   Status s = ValidateSnapshotRead(ranges, options_.limits);
   if (!s.ok()) {
     done(s);
     return;
   }
-  if (completion == Completion::kMayBeInline) {
+  if (mode == ReadMode::kDefault) {
     ReadResult hit;
     if (TryCachedRead(ranges, &hit)) {
+      counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
       done(std::move(hit));
       return;
     }
   }
-  Status refused;
-  {
-    std::lock_guard<std::mutex> lock(read_mu_);
-    if (read_stop_) {
-      refused = Unavailable("The server is shutting down, try again later.");
-    } else if (read_queue_.size() >= options_.max_queued_reads) {
-      refused = Unavailable("The server is overloaded, try again later.");
-    } else {
-      read_queue_.push_back(ReadJob{std::move(ranges), std::move(done)});
-    }
-  }
-  if (!refused.ok()) {
-    done(refused);  // outside the lock: the callback may call back into the engine
-    return;
-  }
-  read_cv_.notify_one();
+  // `done` is moved into the job only if it is queued; a refusal answers through it here,
+  // outside the lock (the callback may call back into the engine).
+  auto shared = std::make_shared<ReadCallback>(std::move(done));
+  ReadJob job;
+  job.ranges = std::move(ranges);
+  job.done = [shared](Result<ReadResult> r) { (*shared)(std::move(r)); };
+  Status refused = EnqueueRead(std::move(job), /*bounded=*/mode == ReadMode::kDefault);
+  if (!refused.ok()) (*shared)(refused);
 }
 
 bool Engine::TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out) {
   if (!cache_.enabled() || !AllPointReads(ranges)) return false;
   const uint64_t writes_ended = cache_.writes_ended();
   const int64_t version = committed_version_.load();
-  const int64_t now = NowUnixMs();
+  const int64_t now = Now();
   out->ranges.assign(ranges.size(), {});
   storage::StoredRow row;
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -191,7 +307,11 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
     }
-    const int64_t now = NowUnixMs();
+    if (job.custom) {
+      job.custom(*reader);
+      continue;
+    }
+    const int64_t now = Now();
     auto run = [&]() -> Result<ReadResult> {
       KVC_RETURN_IF_ERROR(reader->Begin());
       ReadResult out;
@@ -209,17 +329,18 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       out.version = *v;
       return out;
     };
-    Result<ReadResult> r =
-        cache_.enabled() && AllPointReads(job.ranges) ? ReadPoints(reader, job.ranges, now) : run();
-    if (!r.ok() && r.status().code() == StatusCode::kInternal) {
-      spdlog::error("snapshot read failed: {}", r.status().message());
+    const bool points = cache_.enabled() && AllPointReads(job.ranges);
+    if (points) counters_.cache_misses.fetch_add(1, std::memory_order_relaxed);
+    Result<ReadResult> r = points ? ReadPoints(reader, job.ranges, now) : run();
+    if (!r.ok() && r.status().code() != StatusCode::kInvalidArgument) {
+      spdlog::error("snapshot read failed: {}", r.status().ToString());
     }
     job.done(std::move(r));
   }
 }
 
 void Engine::Write(AtomicWrite write, WriteCallback done) {
-  Status s = ValidateAtomicWrite(write, options_.limits, NowUnixMs());
+  Status s = ValidateAtomicWrite(write, options_.limits, Now());
   if (!s.ok()) {
     done(s);
     return;
@@ -230,6 +351,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     if (write_stop_) {
       refused = Unavailable("The server is shutting down, try again later.");
     } else if (write_queue_.size() >= options_.max_queued_writes) {
+      counters_.writes_refused.fetch_add(1, std::memory_order_relaxed);
       refused = Unavailable("The server is overloaded, try again later.");
     } else {
       write_queue_.push_back(WriteJob{std::move(write), std::move(done)});
@@ -247,14 +369,23 @@ void Engine::WriterLoop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(write_mu_);
-      while (!write_stop_ && write_queue_.empty()) {
-        const int64_t now = NowUnixMs();
-        int64_t wake = now + options_.max_sweep_interval_ms;
-        // After a storage failure no sweep runs, so expiries must not wake us (busy loop).
-        if (next_expiry_ms_ >= 0 && !failed_) wake = std::min(wake, next_expiry_ms_);
-        if (wake <= now) break;
-        write_cv_.wait_for(lock, std::chrono::milliseconds(wake - now));
+      while (!write_stop_ && write_queue_.empty() && !wake_) {
+        // After a storage failure no task runs, so their schedules must not wake us (busy loop).
+        int64_t due = -1;
+        if (!failed_) {
+          for (const auto& t : tasks_) {
+            const int64_t at = t->NextRunMs();
+            if (at >= 0 && (due < 0 || at < due)) due = at;
+          }
+        }
+        const int64_t now = Now();
+        if (due >= 0 && due <= now) break;
+        // Sleep on the real clock; WakeWriter makes a moved test clock count at once.
+        const int64_t wait = due < 0 ? options_.max_sweep_interval_ms : due - now;
+        write_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(wait, 1)));
+        if (due < 0) break;  // re-read the schedules now and then
       }
+      wake_ = false;
       if (write_stop_ && write_queue_.empty()) break;
       const size_t n = std::min(write_queue_.size(), options_.max_batch_writes);
       batch.clear();
@@ -267,14 +398,24 @@ void Engine::WriterLoop() {
       CommitBatch(batch);
       batch.clear();  // release the callbacks (and whatever they hold) now
     }
-    const int64_t now = NowUnixMs();
-    bool due;
-    {
-      std::lock_guard<std::mutex> lock(write_mu_);
-      due = next_expiry_ms_ >= 0 && next_expiry_ms_ <= now;
-    }
-    if (due && !failed_) Sweep(now);
+    RunDueTasks();
   }
+}
+
+void Engine::RunDueTasks() {
+  if (failed_) return;
+  TaskContext ctx(this);
+  for (const auto& t : tasks_) {
+    const int64_t now = Now();
+    const int64_t at = t->NextRunMs();
+    if (at >= 0 && at <= now && !failed_) t->Run(ctx, now);
+  }
+}
+
+void Engine::MarkFailed(const char* what, const Status& s) {
+  spdlog::critical("{} failed, refusing writes until restart: {}", what, s.ToString());
+  failed_ = true;
+  counters_.commit_failures.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Engine::CommitBatch(std::vector<WriteJob>& batch) {
@@ -286,15 +427,15 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
         Unavailable("The database is unavailable after a storage failure; restart the server."));
     return;
   }
-  Status s = writer_->Begin();
-  if (!s.ok()) {
-    spdlog::error("begin write transaction failed: {}", s.message());
+  const auto started = std::chrono::steady_clock::now();
+  Result<int64_t> base = writer_->Begin();
+  if (!base.ok()) {
+    spdlog::error("begin write transaction failed: {}", base.status().ToString());
     fail_all(Unavailable("The server is temporarily unavailable, try again later."));
     return;
   }
-  const int64_t now = NowUnixMs();
-  const int64_t version_before = version_;
-  int64_t min_expiry = -1;
+  const int64_t now = Now();
+  int64_t version = *base;
   bool any_applied = false;
   for (WriteJob& job : batch) {
     Status sp = writer_->Savepoint();
@@ -302,73 +443,83 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       job.result = sp;
       continue;
     }
-    const int64_t v_before_job = version_;
-    int64_t job_min_expiry = -1;
-    job.result = ApplyWrite(job, now, &job_min_expiry);
+    const int64_t v_before_job = version;
+    job.result = ApplyWrite(job, now, &version);
     if (job.result.ok() && job.result->ok) {
       Status rel = writer_->ReleaseSavepoint();
       if (rel.ok()) {
         any_applied = true;
-        if (job_min_expiry >= 0 && (min_expiry < 0 || job_min_expiry < min_expiry)) {
-          min_expiry = job_min_expiry;
-        }
         continue;
       }
       job.result = rel;
     }
     // Check failure or error: undo everything this write did.
-    version_ = v_before_job;
-    job.changed_keys.clear();
+    version = v_before_job;
+    job.changes.clear();
     Status rb = writer_->RollbackToSavepoint();
     if (!rb.ok()) {
-      spdlog::error("rollback to savepoint failed: {}", rb.message());
       writer_->Rollback();
-      version_ = version_before;
-      failed_ = true;
+      MarkFailed("rollback to savepoint", rb);
       fail_all(Unavailable("The database is unavailable after a storage failure."));
       return;
     }
   }
   // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
-  for (WriteJob& j : batch) cache_.BeginWrite(j.changed_keys);
+  std::vector<std::string> keys;
+  for (WriteJob& j : batch) {
+    for (const storage::KeyChange& c : j.changes) keys.push_back(c.key);
+  }
+  cache_.BeginWrite(keys);
+  Status s;
+  int64_t commit_us = 0;
   if (any_applied) {
-    s = writer_->SetDataVersion(version_);
+    s = writer_->SetDataVersion(version);
     if (s.ok()) {
+      const auto commit_start = std::chrono::steady_clock::now();
       s = writer_->Commit();  // rolls back itself on failure
+      commit_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - commit_start)
+                      .count();
     } else {
       writer_->Rollback();
     }
   } else {
     writer_->Rollback();
   }
-  for (WriteJob& j : batch) cache_.EndWrite(j.changed_keys);
+  cache_.EndWrite(keys);
   if (!s.ok()) {
     // The transaction is gone; nothing of this batch is visible. We cannot know whether a
     // failed fsync left data in the OS cache, so refuse further writes until restart.
-    spdlog::critical("commit failed, refusing writes until restart: {}", s.message());
-    failed_ = true;
-    version_ = version_before;
+    MarkFailed("commit", s);
     for (WriteJob& j : batch) {
       if (j.result.ok() && j.result->ok) {
         j.result = Unavailable("The write could not be made durable; restart the server.");
       }
     }
   } else if (any_applied) {
-    committed_version_ = version_;
-    if (min_expiry >= 0) {
-      std::lock_guard<std::mutex> lock(write_mu_);
-      if (next_expiry_ms_ < 0 || min_expiry < next_expiry_ms_) next_expiry_ms_ = min_expiry;
+    int64_t v = committed_version_.load();
+    while (v < version && !committed_version_.compare_exchange_weak(v, version)) {
     }
-    for (WriteJob& j : batch) {
-      if (j.result.ok() && j.result->ok && !j.changed_keys.empty()) {
-        hub_.Notify(j.changed_keys, j.result->version);
+    if (sole_writer_) {  // otherwise the change feed publishes it
+      storage::CommitGroup group;
+      group.origin = storage::CommitOrigin::kWrite;
+      group.time_ms = now;
+      group.commit_us = commit_us;
+      group.transaction_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+      for (WriteJob& j : batch) {
+        if (j.result.ok() && j.result->ok) {
+          group.records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes)});
+        }
       }
+      Publish(group);
     }
   }
   for (WriteJob& j : batch) j.done(std::move(j.result));
 }
 
-Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* min_expiry) {
+Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version_io) {
   const AtomicWrite& w = job.write;
   CommitResult result;
   for (size_t i = 0; i < w.checks.size(); ++i) {
@@ -388,9 +539,9 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
     result.ok = false;
     return result;
   }
-  version_ += static_cast<int64_t>(rng_() % 9) + 1;
-  const int64_t version = version_;
-  job.changed_keys.reserve(w.mutations.size());
+  *version_io += static_cast<int64_t>(rng_() % 9) + 1;
+  const int64_t version = *version_io;
+  job.changes.reserve(w.mutations.size());
   for (const Mutation& m : w.mutations) {
     const int64_t expiry = m.expire_at_ms > 0 ? m.expire_at_ms : -1;
     switch (m.type) {
@@ -402,13 +553,12 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
         }
         StoredRow row{m.value.data, m.value.encoding, version, expiry};
         KVC_RETURN_IF_ERROR(writer_->Put(key, row));
-        if (expiry >= 0 && (*min_expiry < 0 || expiry < *min_expiry)) *min_expiry = expiry;
-        job.changed_keys.push_back(std::move(key));
+        job.changes.push_back(storage::KeyChange{std::move(key), std::move(row)});
         break;
       }
       case MutationType::kDelete:
         KVC_RETURN_IF_ERROR(writer_->Delete(m.key));
-        job.changed_keys.push_back(m.key);
+        job.changes.push_back(storage::KeyChange{m.key, std::nullopt});
         break;
       case MutationType::kSum:
       case MutationType::kMin:
@@ -417,7 +567,7 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
         if (existing && !storage::IsLive(existing->expire_at_ms, now_ms)) existing.reset();
         KVC_ASSIGN_OR_RETURN(StoredRow row, ApplyNumericMutation(m, existing, version));
         KVC_RETURN_IF_ERROR(writer_->Put(m.key, row));
-        job.changed_keys.push_back(m.key);
+        job.changes.push_back(storage::KeyChange{m.key, std::move(row)});
         break;
       }
     }
@@ -427,26 +577,8 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
     q.ts = e.deadline_ms;
     q.id = NewUuidV4();
     q.payload = e.payload;
-    std::string sched = "[";
-    const std::vector<uint32_t> def = {100, 1000, 5000, 30000, 60000};
-    const auto& schedule = e.backoff_schedule.empty() ? def : e.backoff_schedule;
-    for (size_t i = 0; i < schedule.size(); ++i) {
-      if (i) sched += ",";
-      sched += std::to_string(schedule[i]);
-    }
-    q.backoff_schedule_json = sched + "]";
-    std::string keys = "[";
-    for (size_t i = 0; i < e.keys_if_undelivered.size(); ++i) {
-      if (i) keys += ",";
-      keys += "[";
-      const std::string& k = e.keys_if_undelivered[i];
-      for (size_t j = 0; j < k.size(); ++j) {
-        if (j) keys += ",";
-        keys += std::to_string(static_cast<unsigned char>(k[j]));
-      }
-      keys += "]";
-    }
-    q.keys_if_undelivered_json = keys + "]";
+    q.backoff_schedule = e.backoff_schedule.empty() ? kDefaultBackoffSchedule : e.backoff_schedule;
+    q.keys_if_undelivered = e.keys_if_undelivered;
     KVC_RETURN_IF_ERROR(writer_->AddQueueMessage(q));
   }
   result.ok = true;
@@ -454,44 +586,52 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
   return result;
 }
 
-void Engine::Sweep(int64_t now_ms) {
-  Status s = writer_->Begin();
-  if (!s.ok()) {
-    spdlog::warn("expiry sweep could not begin: {}", s.message());
-    std::lock_guard<std::mutex> lock(write_mu_);
-    next_expiry_ms_ = now_ms + 1000;  // retry later instead of spinning
-    return;
+Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body) {
+  if (failed_) {
+    return Unavailable("The database is unavailable after a storage failure; restart the server.");
   }
-  auto run = [&]() -> Result<std::vector<std::string>> {
-    KVC_ASSIGN_OR_RETURN(std::vector<std::string> keys, writer_->DeleteExpired(now_ms));
-    if (!keys.empty()) KVC_RETURN_IF_ERROR(writer_->SetDataVersion(version_ + 1));
-    KVC_ASSIGN_OR_RETURN(std::optional<int64_t> earliest, writer_->EarliestExpiry());
-    {
-      std::lock_guard<std::mutex> lock(write_mu_);
-      next_expiry_ms_ = earliest.value_or(-1);
-    }
-    return keys;
-  };
-  auto keys = run();
-  if (!keys.ok()) {
+  const auto started = std::chrono::steady_clock::now();
+  KVC_ASSIGN_OR_RETURN(int64_t base, writer_->Begin());
+  const int64_t version = base + 1;
+  Result<std::vector<storage::KeyChange>> changes = body(*writer_, version);
+  if (!changes.ok() || changes->empty()) {
     writer_->Rollback();
-    spdlog::warn("expiry sweep failed: {}", keys.status().message());
-    std::lock_guard<std::mutex> lock(write_mu_);
-    next_expiry_ms_ = now_ms + 1000;  // retry later instead of spinning
-    return;
+    return changes.status();
   }
-  s = writer_->Commit();
+  std::vector<std::string> keys;
+  for (const storage::KeyChange& c : *changes) keys.push_back(c.key);
+  cache_.BeginWrite(keys);
+  Status s = writer_->SetDataVersion(version);
+  int64_t commit_us = 0;
+  if (s.ok()) {
+    const auto commit_start = std::chrono::steady_clock::now();
+    s = writer_->Commit();
+    commit_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - commit_start)
+                    .count();
+  } else {
+    writer_->Rollback();
+  }
+  cache_.EndWrite(keys);
   if (!s.ok()) {
-    spdlog::critical("expiry sweep commit failed, refusing writes until restart: {}", s.message());
-    failed_ = true;
-    return;
+    MarkFailed("writer task commit", s);
+    return s;
   }
-  if (!keys->empty()) {
-    version_ += 1;
-    committed_version_ = version_;
-    hub_.Notify(*keys, version_);
-    spdlog::debug("expiry sweep removed {} keys", keys->size());
+  int64_t v = committed_version_.load();
+  while (v < version && !committed_version_.compare_exchange_weak(v, version)) {
   }
+  if (sole_writer_) {
+    storage::CommitGroup group;
+    group.origin = origin;
+    group.time_ms = Now();
+    group.commit_us = commit_us;
+    group.transaction_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now() - started)
+                               .count();
+    group.records.push_back(storage::CommitRecord{version, std::move(*changes)});
+    Publish(group);
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvc::engine

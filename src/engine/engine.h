@@ -6,12 +6,14 @@
 //   moment the writer wakes shares one transaction and one fsync, yet each keeps its own checks,
 //   its own strictly increasing versionstamp and all-or-nothing effect (one savepoint each).
 //   Nothing waits to fill a batch, so a lone write has no added latency.
-// - Versionstamps are allocated here (not in storage): each committed write advances the
-//   version by a random step in [1, 9]; the expiry sweep advances it by 1.
-// - Change notification (WatchHub) happens here after the commit is durable.
-// - Expired keys are deleted by the writer at the earliest expiry time (rescheduled as writes
-//   set earlier expiries), and watchers of those keys are notified.
-//
+// - Versionstamps are allocated here, above the committed version that the storage writer's
+//   Begin() reads under the storage write lock: each committed write advances the version by a
+//   random step in [1, 9]; a writer task's transaction by 1.
+// - Every durable commit is published once, in version order, as a storage::CommitGroup to
+//   the registered CommitListeners (the WatchHub among them), after the commit and before the
+//   writes are acknowledged. A backend that is not the sole writer publishes instead, through
+//   its change feed, every commit including ours; the read cache is then off.
+// - Writer tasks (WriterTask) run on the writer thread between groups: the expiry sweep is one.
 // - Point reads are served from a ReadCache kept coherent by the writer; a read whose every
 //   range is one key and whose keys all hit completes inline, on the caller's thread.
 //
@@ -20,6 +22,7 @@
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,10 +34,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
+#include "engine/commit_listener.h"
 #include "engine/limits.h"
 #include "engine/read_cache.h"
 #include "engine/watch_hub.h"
+#include "engine/writer_task.h"
 #include "storage/backend.h"
 #include "storage/kv_types.h"
 
@@ -48,8 +54,20 @@ struct EngineOptions {
   // which clients retry) instead of growing memory without bound.
   size_t max_queued_reads = 10000;
   size_t max_queued_writes = 10000;
-  size_t read_cache_bytes = 64u << 20;  // 0: no read cache
+  size_t read_cache_bytes = 64u << 20;  // 0: no read cache (also off for shared backends)
   Limits limits;
+  const Clock* clock = nullptr;  // nullptr: the system clock
+  // More writer tasks for every engine (the expiry sweep is built in).
+  std::vector<std::function<std::unique_ptr<WriterTask>()>> task_factories;
+};
+
+// Counters for metrics; monotonic.
+struct EngineCounters {
+  std::atomic<uint64_t> cache_hits{0};      // reads answered from the read cache
+  std::atomic<uint64_t> cache_misses{0};    // point reads that went to storage (cache on)
+  std::atomic<uint64_t> reads_refused{0};   // read queue full
+  std::atomic<uint64_t> writes_refused{0};  // write queue full
+  std::atomic<uint64_t> commit_failures{0};
 };
 
 struct ReadResult {
@@ -71,37 +89,63 @@ class Engine {
   const Limits& limits() const { return options_.limits; }
 
   // Validates and reads `ranges` from one snapshot. Errors: InvalidArgument (limits),
-  // Unavailable (shutting down), Internal (storage). With Completion::kNeverInline the callback
-  // never runs on the calling thread, even for a cache hit.
-  enum class Completion { kMayBeInline, kNeverInline };
+  // Unavailable (shutting down, or the read queue is full), IoError/Corruption (storage).
+  // kWatchSnapshot: the callback never runs on the calling thread (even for a cache hit), and a
+  // full read queue does not refuse it (a watch's first snapshot must not fail for load).
+  enum class ReadMode { kDefault, kWatchSnapshot };
   void SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done,
-                    Completion completion = Completion::kMayBeInline);
+                    ReadMode mode = ReadMode::kDefault);
   // Validates and commits `write`. CommitResult.ok=false when a check failed (nothing applied).
   // Errors: InvalidArgument (limits, type mismatches; nothing applied), Unavailable.
   void Write(AtomicWrite write, WriteCallback done);
   // Subscribes to changes of `keys`; see WatchHub for callback rules.
   std::unique_ptr<WatchHub::Subscription> Subscribe(std::vector<std::string> keys,
-                                                    WatchHub::Callback on_change);
+                                                    WatchHub::Callbacks callbacks);
 
-  // Finishes queued work, stops the threads and closes storage. Idempotent.
+  // Registers a listener for every commit published from now on (see CommitListener).
+  // REQUIRES: not called from a listener callback.
+  void AddListener(std::shared_ptr<CommitListener> listener);
+  // After it returns, `listener` is not being called and will not be. REQUIRES: as AddListener.
+  void RemoveListener(const CommitListener* listener);
+
+  // Counts keys and bytes on a reader thread. Errors: Unavailable, storage errors.
+  void QueryStats(std::function<void(Result<storage::StorageStats>)> done);
+
+  // Makes the writer re-evaluate its tasks' schedules now (e.g. after a ManualClock moved).
+  void WakeWriter();
+
+  // Ends watch streams and tells listeners (OnRetire); reads and writes keep working until
+  // Shutdown. Called when the database stops being served by this engine. Idempotent.
+  void Retire();
+  // Retires, finishes queued work, stops the threads and closes storage. Idempotent.
   void Shutdown();
 
+  // The engine's clock (EngineOptions::clock).
+  int64_t now_ms() const { return Now(); }
   // The last committed version (for tests and metrics).
   int64_t committed_version() const;
-  size_t watch_count() const { return hub_.subscription_count(); }
+  // False after a failed commit (writes are refused until restart).
+  bool writable() const { return !failed_.load(std::memory_order_acquire); }
+  bool sole_writer() const { return sole_writer_; }
+  size_t watch_count() const { return hub_->subscription_count(); }
+  size_t queued_reads() const;
+  size_t queued_writes() const;
   const ReadCache& read_cache() const { return cache_; }
+  const EngineCounters& counters() const { return counters_; }
 
  private:
   struct ReadJob {
     std::vector<ReadRange> ranges;
     ReadCallback done;
+    std::function<void(storage::Reader&)> custom;  // instead of ranges/done when set
   };
   struct WriteJob {
     AtomicWrite write;
     WriteCallback done;
     Result<CommitResult> result = Internal("not run");
-    std::vector<std::string> changed_keys;
+    std::vector<storage::KeyChange> changes;
   };
+  class TaskContext;
 
   Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options);
   Status Start();
@@ -110,42 +154,62 @@ class Engine {
   // Reads point ranges with Reader::Get and fills the cache. REQUIRES: AllPointReads(ranges).
   Result<ReadResult> ReadPoints(storage::Reader* reader, const std::vector<ReadRange>& ranges,
                                 int64_t now_ms);
+  // Queues a read job unless stopping (or full, when `bounded`). Returns the refusal.
+  Status EnqueueRead(ReadJob job, bool bounded);
   void ReaderLoop(storage::Reader* reader);
   void WriterLoop();
+  void RunDueTasks();
   void CommitBatch(std::vector<WriteJob>& batch);
-  // Applies one write inside the open transaction. On error or check failure the caller rolls
-  // back to the write's savepoint.
-  Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* min_expiry);
-  void Sweep(int64_t now_ms);
+  // Applies one write inside the open transaction at a version above *version, which it
+  // advances. On error or check failure the caller rolls back to the write's savepoint.
+  Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
+  // Writer-task transactions (see WriterTaskContext::Transact).
+  Status Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body);
+  // Hands a committed group to every listener, in order. Publishing thread only.
+  void Publish(const storage::CommitGroup& group);
+  void OnFeedCommit(storage::CommitGroup group);
+  void MarkFailed(const char* what, const Status& s);
+  int64_t Now() const { return clock_->NowMs(); }
 
   const EngineOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<storage::Backend> backend_;
+  const bool sole_writer_;
   std::string database_id_;
-  WatchHub hub_;
+  std::shared_ptr<WatchHub> hub_;
   ReadCache cache_;
+  EngineCounters counters_;
+
+  // Listeners: replaced whole under listeners_mu_; publish_mu_ is held while publishing so
+  // RemoveListener can wait for a running publication.
+  std::mutex listeners_mu_;
+  std::shared_ptr<const std::vector<std::shared_ptr<CommitListener>>> listeners_;
+  std::mutex publish_mu_;
+  std::unique_ptr<storage::ChangeFeed> feed_;
+  std::vector<std::shared_ptr<WriterTask>> tasks_;  // writer thread only after Start
 
   std::vector<std::unique_ptr<storage::Reader>> readers_;
   std::vector<std::thread> reader_threads_;
-  std::mutex read_mu_;
+  mutable std::mutex read_mu_;
   std::condition_variable read_cv_;
   std::deque<ReadJob> read_queue_;  // guarded by read_mu_
   bool read_stop_ = false;          // guarded by read_mu_
 
   std::unique_ptr<storage::Writer> writer_;  // writer thread only
   std::thread writer_thread_;
-  std::mutex write_mu_;
+  mutable std::mutex write_mu_;
   std::condition_variable write_cv_;
   std::deque<WriteJob> write_queue_;  // guarded by write_mu_
   bool write_stop_ = false;           // guarded by write_mu_
-  int64_t next_expiry_ms_ = -1;       // guarded by write_mu_; -1: none known
+  bool wake_ = false;                 // guarded by write_mu_; WakeWriter was called
 
   // Writer-thread state.
-  int64_t version_ = 0;
-  bool failed_ = false;  // a commit failed: refuse writes until restart
   std::mt19937_64 rng_;
+  std::atomic<bool> failed_{false};  // a commit failed: refuse writes until restart
   std::atomic<int64_t> committed_version_{0};
 
   std::mutex shutdown_mu_;
+  bool retired_ = false;    // guarded by shutdown_mu_
   bool shut_down_ = false;  // guarded by shutdown_mu_
 };
 

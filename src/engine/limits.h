@@ -31,6 +31,9 @@ struct Limits {
   int64_t max_queue_delay_ms = 30LL * 24 * 3600 * 1000;
 };
 
+// The backoff schedule of an enqueue that names none (Deno's default), in ms.
+inline const std::vector<uint32_t> kDefaultBackoffSchedule = {100, 1000, 5000, 30000, 60000};
+
 // Returns InvalidArgument with the reference text for the first violated limit.
 Status ValidateSnapshotRead(const std::vector<ReadRange>& ranges, const Limits& limits);
 // REQUIRES: mutation kinds and value encodings were already decoded (codec/).

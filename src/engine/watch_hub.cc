@@ -1,46 +1,77 @@
 #include "engine/watch_hub.h"
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace kvc::engine {
 
 WatchHub::Subscription::~Subscription() { hub_->Remove(this); }
 
 std::unique_ptr<WatchHub::Subscription> WatchHub::Subscribe(std::vector<std::string> keys,
-                                                            Callback cb) {
+                                                            Callbacks cb) {
   std::unique_ptr<Subscription> s(new Subscription(this, std::move(keys), std::move(cb)));
   std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& k : s->keys_) {
-    auto& v = by_key_[k];
-    if (std::find(v.begin(), v.end(), s.get()) == v.end()) v.push_back(s.get());
-  }
   ++count_;
+  if (closed_) {
+    s->closed_ = true;
+    if (s->cb_.on_close) s->cb_.on_close();
+    return s;
+  }
+  for (size_t i = 0; i < s->keys_.size(); ++i) by_key_[s->keys_[i]].emplace_back(s.get(), i);
   return s;
 }
 
 void WatchHub::Remove(Subscription* s) {
   std::lock_guard<std::mutex> lock(mu_);
+  --count_;
+  if (s->closed_) return;  // already unregistered
   for (const std::string& k : s->keys_) {
     auto it = by_key_.find(k);
     if (it == by_key_.end()) continue;
     auto& v = it->second;
-    v.erase(std::remove(v.begin(), v.end(), s), v.end());
+    v.erase(std::remove_if(v.begin(), v.end(), [s](const auto& p) { return p.first == s; }),
+            v.end());
     if (v.empty()) by_key_.erase(it);
   }
-  --count_;
 }
 
-void WatchHub::Notify(const std::vector<std::string>& keys, int64_t version) {
+void WatchHub::OnCommit(const storage::CommitGroup& group) {
   std::lock_guard<std::mutex> lock(mu_);
   if (by_key_.empty()) return;
-  std::unordered_set<Subscription*> seen;
-  for (const std::string& k : keys) {
-    auto it = by_key_.find(k);
-    if (it == by_key_.end()) continue;
-    for (Subscription* s : it->second) {
-      if (seen.insert(s).second) s->cb_(version);
+  // Gathered per subscription so each gets one call per group, in version order.
+  std::vector<Subscription*> order;
+  std::unordered_map<Subscription*, std::vector<Change>> changes;
+  for (const storage::CommitRecord& r : group.records) {
+    for (const storage::KeyChange& c : r.changes) {
+      auto it = by_key_.find(c.key);
+      if (it == by_key_.end()) continue;
+      for (const auto& [sub, index] : it->second) {
+        auto [slot, inserted] = changes.try_emplace(sub);
+        if (inserted) order.push_back(sub);
+        slot->second.push_back(Change{index, r.version, c.row});
+      }
     }
+  }
+  for (Subscription* s : order) {
+    if (s->cb_.on_change) s->cb_.on_change(changes[s]);
+  }
+}
+
+void WatchHub::OnRetire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  closed_ = true;
+  std::vector<Subscription*> all;
+  for (auto& [key, subs] : by_key_) {
+    for (const auto& p : subs) {
+      if (!p.first->closed_) {
+        p.first->closed_ = true;
+        all.push_back(p.first);
+      }
+    }
+  }
+  by_key_.clear();
+  for (Subscription* s : all) {
+    if (s->cb_.on_close) s->cb_.on_close();
   }
 }
 

@@ -1,26 +1,42 @@
-// WatchHub: change notification by key. The writer calls Notify() with the keys a commit
-// touched; every subscription watching one of them gets its callback with the new version.
-// Lookup is by key index (a hash map), never by scanning subscriptions or polling storage.
+// WatchHub: change notification by key, fed by the engine's commit records. For every commit
+// group it finds the subscriptions watching a changed key (a hash map by key, never a scan of
+// subscriptions) and hands each one the new state of its changed keys, so a watcher applies
+// the changes it receives instead of re-reading storage.
 //
-// Ownership: a Subscription unregisters itself on destruction; after its destructor returns the
-// callback is never invoked again.
-// Thread-safety: all methods are thread-safe. Callbacks run on the notifying thread while the
-// hub's lock is held: they must be quick, must not block, and must not destroy subscriptions.
+// Ownership: a Subscription unregisters itself on destruction; after its destructor returns no
+// callback of it runs again.
+// Thread-safety: all methods are thread-safe. Callbacks run on the publishing thread while the
+// hub's lock is held: they must be quick, must not block, and must not destroy subscriptions
+// or subscribe.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/commit_listener.h"
+
 namespace kvc::engine {
 
-class WatchHub {
+class WatchHub : public CommitListener {
  public:
-  using Callback = std::function<void(int64_t version)>;
+  // One watched key's new state.
+  struct Change {
+    size_t key_index = 0;                   // position in the subscription's key list
+    int64_t version = 0;                    // the commit version that produced this state
+    std::optional<storage::StoredRow> row;  // nullopt: deleted
+  };
+  struct Callbacks {
+    // The changes one commit group made to this subscription's keys, in version order.
+    std::function<void(const std::vector<Change>&)> on_change;
+    // No more changes will come (the engine is retired); called at most once.
+    std::function<void()> on_close;
+  };
 
   class Subscription {
    public:
@@ -30,23 +46,30 @@ class WatchHub {
 
    private:
     friend class WatchHub;
-    Subscription(WatchHub* hub, std::vector<std::string> keys, Callback cb)
+    Subscription(WatchHub* hub, std::vector<std::string> keys, Callbacks cb)
         : hub_(hub), keys_(std::move(keys)), cb_(std::move(cb)) {}
     WatchHub* hub_;
     std::vector<std::string> keys_;
-    Callback cb_;
+    Callbacks cb_;
+    bool closed_ = false;  // guarded by hub_->mu_
   };
 
-  std::unique_ptr<Subscription> Subscribe(std::vector<std::string> keys, Callback cb);
-  void Notify(const std::vector<std::string>& keys, int64_t version);
+  // On a closed hub the subscription's on_close runs at once (inline).
+  std::unique_ptr<Subscription> Subscribe(std::vector<std::string> keys, Callbacks cb);
+  void OnCommit(const storage::CommitGroup& group) override;
+  // Ends every subscription (on_close) and refuses new ones.
+  void OnRetire() override;
   size_t subscription_count() const;
 
  private:
   void Remove(Subscription* s);
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::vector<Subscription*>> by_key_;  // guarded by mu_
-  size_t count_ = 0;                                                    // guarded by mu_
+  // Key -> (subscription, index of the key in its list).
+  std::unordered_map<std::string, std::vector<std::pair<Subscription*, size_t>>>
+      by_key_;           // guarded by mu_
+  size_t count_ = 0;     // guarded by mu_
+  bool closed_ = false;  // guarded by mu_
 };
 
 }  // namespace kvc::engine

@@ -150,6 +150,8 @@ Status Directory::Reload(bool force) {
     auto it = next->by_id.find(id);
     if (it == next->by_id.end() || it->second.engine != db.engine) {
       spdlog::info("database '{}' ({}) is no longer served", db.record.name, id);
+      // Watch streams end now, so they stop holding the engine and their clients reconnect.
+      db.engine->Retire();
       retired_.push_back(db.engine);
     }
   }

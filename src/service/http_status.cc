@@ -1,5 +1,7 @@
 #include "service/http_status.h"
 
+#include <spdlog/spdlog.h>
+
 namespace kvc::service {
 
 int HttpStatusFor(StatusCode code) {
@@ -28,6 +30,9 @@ int HttpStatusFor(StatusCode code) {
       return 500;
     case StatusCode::kAlreadyExists:
       return 409;
+    case StatusCode::kCorruption:
+    case StatusCode::kIoError:
+      return 500;
   }
   return 500;
 }
@@ -36,6 +41,15 @@ HttpResponse ErrorResponse(const Status& status) {
   HttpResponse r;
   r.status = HttpStatusFor(status.code());
   r.content_type = "text/plain; charset=utf-8";
+  if (status.code() == StatusCode::kCorruption || status.code() == StatusCode::kIoError) {
+    // Storage detail (file names, SQLite texts) goes to the log, not to the client.
+    spdlog::error("storage failure answered with {}: {}", r.status, status.ToString());
+    r.body = status.code() == StatusCode::kCorruption
+                 ? "The server found damaged data in this database; the operator has been "
+                   "informed in the server log."
+                 : "The server could not access its storage; try again later.";
+    return r;
+  }
   r.body = status.message();
   return r;
 }

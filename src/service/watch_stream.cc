@@ -5,22 +5,41 @@
 namespace kvc::service {
 
 WatchStream::WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys)
-    : engine_(std::move(engine)), keys_(std::move(keys)) {}
+    : engine_(std::move(engine)), keys_(std::move(keys)), state_(keys_.size()) {}
 
 WatchStream::~WatchStream() = default;
 
 void WatchStream::Start(std::shared_ptr<StreamSink> sink) {
-  auto self = shared_from_this();
-  // Subscribe before the first read so no change between the two is missed.
-  auto sub = engine_->Subscribe(keys_, [self](int64_t version) { self->OnChange(version); });
+  std::weak_ptr<WatchStream> weak = weak_from_this();
   {
     std::lock_guard<std::mutex> lock(mu_);
     sink_ = std::move(sink);
+    if (cancelled_) return;
+  }
+  // Subscribe before the first read so no change between the two is missed. The callbacks
+  // run under the hub's lock; a closed hub calls on_close inline, before mu_ is taken here.
+  engine::WatchHub::Callbacks cb;
+  cb.on_change = [weak](const std::vector<engine::WatchHub::Change>& changes) {
+    if (auto self = weak.lock()) self->OnChanges(changes);
+  };
+  cb.on_close = [weak] {
+    if (auto self = weak.lock()) self->OnClosed();
+  };
+  auto sub = engine_->Subscribe(keys_, std::move(cb));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) return;  // `sub` is destroyed after the lock is released
     subscription_ = std::move(sub);
-    reading_ = true;
   }
-  StartRead();
+  std::vector<ReadRange> ranges;
+  ranges.reserve(keys_.size());
+  for (const std::string& k : keys_) {
+    ranges.push_back(ReadRange{k, k + std::string(1, '\0'), 1, false});
+  }
+  auto self = shared_from_this();
+  engine_->SnapshotRead(
+      std::move(ranges), [self](Result<engine::ReadResult> r) { self->OnFirstRead(std::move(r)); },
+      engine::Engine::ReadMode::kWatchSnapshot);
 }
 
 void WatchStream::Cancel() {
@@ -31,75 +50,69 @@ void WatchStream::Cancel() {
     sink_.reset();
     sub = std::move(subscription_);
   }
-  // Destroyed without holding mu_: the hub's lock is taken before ours in OnChange.
+  // Destroyed without holding mu_: the hub's lock is taken before ours in the callbacks.
   sub.reset();
 }
 
-void WatchStream::OnChange(int64_t version) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cancelled_ || version <= seen_version_) return;
-    if (reading_) {
-      pending_ = true;
-      return;
-    }
-    reading_ = true;
-  }
-  StartRead();
-}
-
-void WatchStream::StartRead() {
-  std::vector<ReadRange> ranges;
-  ranges.reserve(keys_.size());
-  for (const std::string& k : keys_) {
-    ranges.push_back(ReadRange{k, k + std::string(1, '\0'), 1, false});
-  }
-  auto self = shared_from_this();
-  // Never inline: StartRead runs on the writer's notification path, which must stay short.
-  engine_->SnapshotRead(
-      std::move(ranges), [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); },
-      engine::Engine::Completion::kNeverInline);
-}
-
-void WatchStream::OnRead(Result<engine::ReadResult> result) {
-  if (HandleRead(std::move(result))) StartRead();
-}
-
-bool WatchStream::HandleRead(Result<engine::ReadResult> result) {
+void WatchStream::OnChanges(const std::vector<engine::WatchHub::Change>& changes) {
   std::lock_guard<std::mutex> lock(mu_);
-  reading_ = false;
-  if (cancelled_) return false;
-  if (!result.ok()) {
-    // A transient read failure ends the stream; the client reconnects and gets a snapshot.
-    if (sink_) sink_->Close();
-    return false;
-  }
-  seen_version_ = std::max(seen_version_, result->version);
-  std::vector<std::optional<Entry>> entries(keys_.size());
-  std::vector<std::optional<int64_t>> versions(keys_.size());
-  for (size_t i = 0; i < keys_.size() && i < result->ranges.size(); ++i) {
-    if (!result->ranges[i].empty()) {
-      entries[i] = std::move(result->ranges[i][0]);
-      versions[i] = entries[i]->version;
+  if (cancelled_) return;
+  for (const engine::WatchHub::Change& c : changes) {
+    KeyState& st = state_[c.key_index];
+    if (c.version > st.known_at) {
+      st.row = c.row;
+      st.known_at = c.version;
     }
   }
-  if (!sent_first_ || versions != last_versions_) {
-    sent_first_ = true;
-    last_versions_ = std::move(versions);
-    std::string payload = codec::EncodeWatchOutput(entries);
-    std::string frame(4, '\0');
-    const uint32_t n = static_cast<uint32_t>(payload.size());
-    for (int i = 0; i < 4; ++i)
-      frame[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-    frame += payload;
-    if (sink_) sink_->Send(std::move(frame));
+  if (sent_first_) MaybeSendLocked();
+}
+
+void WatchStream::OnClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sink_) sink_->Close();
+  sink_.reset();
+}
+
+void WatchStream::OnFirstRead(Result<engine::ReadResult> result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return;
+  if (!result.ok()) {
+    // The client reconnects and asks for a snapshot again.
+    if (sink_) sink_->Close();
+    sink_.reset();
+    return;
   }
-  if (pending_) {
-    pending_ = false;
-    reading_ = true;
-    return true;  // the caller reads again, without holding mu_
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    KeyState& st = state_[i];
+    if (st.known_at >= result->version) continue;  // a newer change arrived first
+    st.known_at = result->version;
+    st.row.reset();
+    if (i < result->ranges.size() && !result->ranges[i].empty()) {
+      Entry& e = result->ranges[i][0];
+      st.row = storage::StoredRow{std::move(e.value), e.encoding, e.version, -1};
+    }
   }
-  return false;
+  sent_first_ = true;
+  sent_versions_.clear();  // the first frame always goes out
+  MaybeSendLocked();
+}
+
+void WatchStream::MaybeSendLocked() {
+  const int64_t now = engine_->now_ms();
+  std::vector<std::optional<int64_t>> versions(keys_.size());
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const auto& row = state_[i].row;
+    if (row && storage::IsLive(row->expire_at_ms, now)) versions[i] = row->version;
+  }
+  if (!sent_versions_.empty() && versions == sent_versions_) return;
+  std::vector<std::optional<Entry>> entries(keys_.size());
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (!versions[i]) continue;
+    const storage::StoredRow& row = *state_[i].row;
+    entries[i] = Entry{keys_[i], row.value, row.encoding, row.version};
+  }
+  sent_versions_ = std::move(versions);
+  if (sink_) sink_->Send(codec::EncodeWatchFrame(entries));
 }
 
 }  // namespace kvc::service

@@ -1,11 +1,19 @@
 // WatchStream: one `watch` response. Subscribes to the keys in the engine's WatchHub, reads
-// them in one snapshot, and sends a length-prefixed WatchOutput frame first with every key and
-// then whenever a watched key changed (set, delete, sum, expiry). Notifications that arrive
-// while a read is in flight are coalesced into one more read.
+// them once in one snapshot for the first frame (every key), and from then on applies the
+// changes the commit stream hands it (set, delete, sum, expiry) without reading storage again,
+// sending a frame with every key whenever a watched key's versionstamp changed. Changes of one
+// commit group make at most one frame.
 //
-// Ownership: held by the session (as StreamSource) and by in-flight engine callbacks; the
-// subscription's callback holds a reference too, broken by Cancel().
-// Thread-safety: all methods are thread-safe.
+// Ordering: each key's state remembers the version it is known at; a change or the first
+// snapshot replaces it only if newer, so a change published before the first read completes
+// is neither lost nor overwritten by an older snapshot.
+//
+// The stream ends (the client reconnects and gets a fresh snapshot) when the engine is retired
+// (database deleted or replaced, server stopping) or the first read fails.
+//
+// Ownership: held by the session (as StreamSource) and by the in-flight first read; the
+// subscription's callbacks hold a reference too, broken by Cancel().
+// Thread-safety: all methods are thread-safe. Lock order: the hub's lock, then mu_.
 #pragma once
 
 #include <memory>
@@ -28,12 +36,16 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
   void Cancel() override;
 
  private:
-  void OnChange(int64_t version);
-  // REQUIRES: reading_ was set under mu_; mu_ not held (the engine may call back inline).
-  void StartRead();
-  void OnRead(Result<engine::ReadResult> result);
-  // Sends a frame if anything changed. Returns true if another read must start.
-  bool HandleRead(Result<engine::ReadResult> result);
+  struct KeyState {
+    std::optional<storage::StoredRow> row;
+    int64_t known_at = -1;  // the commit version this state is known at
+  };
+
+  void OnChanges(const std::vector<engine::WatchHub::Change>& changes);
+  void OnClosed();
+  void OnFirstRead(Result<engine::ReadResult> result);
+  // Sends a frame if any key's versionstamp differs from the last frame's. REQUIRES: mu_ held.
+  void MaybeSendLocked();
 
   const std::shared_ptr<engine::Engine> engine_;  // destroyed after subscription_
   const std::vector<std::string> keys_;
@@ -42,11 +54,9 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
   std::shared_ptr<StreamSink> sink_;                              // guarded by mu_
   std::unique_ptr<engine::WatchHub::Subscription> subscription_;  // guarded by mu_
   bool cancelled_ = false;                                        // guarded by mu_
-  bool reading_ = false;                                          // guarded by mu_
-  bool pending_ = false;                                          // guarded by mu_
   bool sent_first_ = false;                                       // guarded by mu_
-  int64_t seen_version_ = -1;                                     // guarded by mu_
-  std::vector<std::optional<int64_t>> last_versions_;             // guarded by mu_
+  std::vector<KeyState> state_;                                   // guarded by mu_
+  std::vector<std::optional<int64_t>> sent_versions_;             // guarded by mu_
 };
 
 }  // namespace kvc::service

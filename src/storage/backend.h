@@ -1,14 +1,28 @@
 // Storage backend interface: the primitive, transactional operations the engine builds the KV
 // semantics on (checks, sums, versionstamps and watches live in engine/, not here), so a
-// PostgreSQL backend can be added later without touching the engine.
+// PostgreSQL backend can be added without touching the engine.
 //
-// Ownership: a Backend hands out Reader and Writer objects, each owning one connection; the
-// caller owns them and must destroy them before the Backend.
+// Versions: Writer::Begin() returns the committed data version as seen under the backend's own
+// write lock, and the engine allocates the versions of that transaction above it. So several
+// writers (processes or nodes) of one database stay in commit order, as long as the backend's
+// lock serializes them.
+//
+// Sole writer or not: a backend says whether this process is the only writer of its database
+// (SQLite: yes). When it is not, the engine turns its inline read cache off (other writers'
+// commits would make it stale) and learns of every commit, its own included, from the
+// backend's change feed, in version order.
+//
+// Errors: storage failures are IoError (could not read or write) or Corruption (stored bytes
+// are not valid); never client text.
+//
+// Ownership: a Backend hands out Reader, Writer and ChangeFeed objects, each owning its
+// connection; the caller owns them and must destroy them before the Backend.
 // Thread-safety: Backend methods are thread-safe. A Reader or Writer is used by one thread at a
-// time. At most one Writer may be open per database.
+// time. At most one Writer per database is open in one process.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,28 +30,26 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/commit_record.h"
 #include "storage/kv_types.h"
 
 namespace kvc::storage {
 
-struct StoredRow {
-  std::string value;
-  ValueEncoding encoding = ValueEncoding::kBytes;
-  int64_t version = 0;
-  int64_t expire_at_ms = -1;  // -1: never
+// A queued message (Deno's `queue` table): due at `ts`, delivered with `backoff_schedule` (ms
+// between attempts), and written to every key of `keys_if_undelivered` if delivery fails for
+// good. How a backend stores the lists is its own business.
+struct QueueRow {
+  int64_t ts = 0;  // Unix ms when it becomes deliverable
+  std::string id;  // UUID
+  std::string payload;
+  std::vector<uint32_t> backoff_schedule;
+  std::vector<std::string> keys_if_undelivered;
 };
 
-// True if a row with this expiry is visible at now_ms.
-inline bool IsLive(int64_t expire_at_ms, int64_t now_ms) {
-  return expire_at_ms < 0 || expire_at_ms > now_ms;
-}
-
-struct QueueRow {
-  int64_t ts = 0;
-  std::string id;
-  std::string payload;
-  std::string backoff_schedule_json;
-  std::string keys_if_undelivered_json;
+// Sizes for metrics; either may be -1 when a backend cannot tell cheaply.
+struct StorageStats {
+  int64_t key_count = -1;    // rows in the key space, expired ones included
+  int64_t total_bytes = -1;  // bytes the database occupies in storage
 };
 
 // A read-only connection. Begin() opens a snapshot; everything until End() sees it.
@@ -52,14 +64,18 @@ class Reader {
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
   virtual void End() = 0;
+  // Counts keys and bytes (outside any snapshot; may take a while on a large database).
+  virtual Result<StorageStats> Stats() = 0;
 };
 
-// The single read-write connection. Begin() takes the write lock; Commit() makes the whole
+// The read-write connection. Begin() takes the write lock; Commit() makes the whole
 // transaction durable (per the configured sync mode) or fails leaving nothing applied.
 class Writer {
  public:
   virtual ~Writer() = default;
-  virtual Status Begin() = 0;
+  // Takes the write lock, opens a transaction and returns the committed data version as seen
+  // under that lock.
+  virtual Result<int64_t> Begin() = 0;
   // Returns the row for key, including expired rows (callers apply IsLive).
   virtual Result<std::optional<StoredRow>> Get(std::string_view key) = 0;
   virtual Status Put(std::string_view key, const StoredRow& row) = 0;
@@ -78,11 +94,28 @@ class Writer {
   virtual void Rollback() = 0;
 };
 
+// An open subscription to a backend's commits; closing it (destruction) stops the callbacks:
+// after the destructor returns, none runs.
+class ChangeFeed {
+ public:
+  virtual ~ChangeFeed() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   // The UUID of the database (lowercase, hyphenated); created with the database.
   virtual const std::string& database_id() const = 0;
+  // True if nobody but this process's one Writer changes the database.
+  virtual bool sole_writer() const = 0;
+  // For backends that are not the sole writer: calls `on_commit` with every committed
+  // transaction from now on (this process's included), one at a time, in version order, on a
+  // thread of the backend's. Sole-writer backends need not support it (Internal).
+  using CommitCallback = std::function<void(CommitGroup)>;
+  virtual Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(CommitCallback on_commit) {
+    (void)on_commit;
+    return Internal("this storage backend has no change feed");
+  }
   // The committed data version at open time.
   virtual Result<int64_t> LoadDataVersion() = 0;
   virtual Result<std::unique_ptr<Reader>> OpenReader() = 0;

@@ -20,6 +20,15 @@ namespace kvc::engine {
 namespace {
 namespace fs = std::filesystem;
 
+// Watch callbacks that report only the version of each change.
+WatchHub::Callbacks OnChange(std::function<void(int64_t)> f) {
+  WatchHub::Callbacks cb;
+  cb.on_change = [f = std::move(f)](const std::vector<WatchHub::Change>& changes) {
+    for (const auto& c : changes) f(c.version);
+  };
+  return cb;
+}
+
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -244,9 +253,9 @@ TEST_F(EngineTest, ReadsRespectLimitsReverseAndRanges) {
 TEST_F(EngineTest, ExpiredKeysVanishAtOnceAndWatchersHear) {
   std::promise<int64_t> notified;
   std::atomic<bool> once{false};
-  auto sub = engine_->Subscribe({"e"}, [&](int64_t v) {
-    if (!once.exchange(true)) notified.set_value(v);
-  });
+  auto sub = engine_->Subscribe({"e"}, OnChange([&](int64_t v) {
+                                  if (!once.exchange(true)) notified.set_value(v);
+                                }));
   const int64_t expire = NowUnixMs() + 300;
   auto w = Write({{Check{"e", ""}}, {Set("e", "soon", expire)}, {}});
   ASSERT_TRUE(w.ok() && w->ok);
@@ -256,9 +265,9 @@ TEST_F(EngineTest, ExpiredKeysVanishAtOnceAndWatchersHear) {
   // The sweep runs at the expiry time and notifies again.
   std::promise<int64_t> swept;
   std::atomic<bool> once2{false};
-  auto sub2 = engine_->Subscribe({"e"}, [&](int64_t v) {
-    if (!once2.exchange(true)) swept.set_value(v);
-  });
+  auto sub2 = engine_->Subscribe({"e"}, OnChange([&](int64_t v) {
+                                   if (!once2.exchange(true)) swept.set_value(v);
+                                 }));
   auto fut2 = swept.get_future();
   ASSERT_EQ(fut2.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_GT(fut2.get(), w->version);

@@ -80,8 +80,9 @@ class FaultyWriter : public storage::Writer {
   FaultyWriter(std::unique_ptr<storage::Writer> inner, std::shared_ptr<FaultPlan> plan)
       : inner_(std::move(inner)), plan_(std::move(plan)) {}
 
-  Status Begin() override {
-    return Guard(WriterOp::kBegin, [&] { return inner_->Begin(); });
+  Result<int64_t> Begin() override {
+    if (plan_->ShouldFail(WriterOp::kBegin)) return Injected();
+    return inner_->Begin();
   }
   Result<std::optional<storage::StoredRow>> Get(std::string_view key) override {
     if (plan_->ShouldFail(WriterOp::kGet)) return Injected();
@@ -151,6 +152,7 @@ class FaultyBackend : public storage::Backend {
   FaultyBackend(std::unique_ptr<storage::Backend> inner, std::shared_ptr<FaultPlan> plan)
       : inner_(std::move(inner)), plan_(std::move(plan)) {}
   const std::string& database_id() const override { return inner_->database_id(); }
+  bool sole_writer() const override { return inner_->sole_writer(); }
   Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
   Result<std::unique_ptr<storage::Reader>> OpenReader() override { return inner_->OpenReader(); }
   Result<std::unique_ptr<storage::Writer>> OpenWriter() override {

@@ -34,8 +34,37 @@ constexpr const char* kMigrations[] = {
 constexpr const char* kCreateMetaTable =
     "create table if not exists kvconnect_meta (k text primary key, v text not null)";
 
+// Every SQLite failure is an I/O error to the layers above: the detail goes to the log.
 Status SqliteError(sqlite3* db, const char* what) {
-  return Internal(std::string("sqlite ") + what + ": " + (db ? sqlite3_errmsg(db) : "no db"));
+  return IoError(std::string("sqlite ") + what + ": " + (db ? sqlite3_errmsg(db) : "no db"));
+}
+
+Status UnknownEncoding(int64_t enc) {
+  return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
+}
+
+// Deno's text forms of the queue lists: a JSON array of numbers, and a JSON array of keys,
+// each an array of its byte values.
+std::string BackoffScheduleJson(const std::vector<uint32_t>& schedule) {
+  std::string out = "[";
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(schedule[i]);
+  }
+  return out + "]";
+}
+std::string KeysJson(const std::vector<std::string>& keys) {
+  std::string out = "[";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i) out += ",";
+    out += "[";
+    for (size_t j = 0; j < keys[i].size(); ++j) {
+      if (j) out += ",";
+      out += std::to_string(static_cast<unsigned char>(keys[i][j]));
+    }
+    out += "]";
+  }
+  return out + "]";
 }
 
 // Owns a sqlite3 connection.
@@ -72,7 +101,7 @@ class Connection {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown";
       sqlite3_free(err);
-      return Internal(std::string("sqlite exec: ") + msg);
+      return IoError(std::string("sqlite exec: ") + msg);
     }
     return Status::Ok();
   }
@@ -125,7 +154,7 @@ Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* s) {
   StmtScope scope(s);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) return sqlite3_column_int64(s, 0);
-  if (rc == SQLITE_DONE) return Internal("data_version row is missing");
+  if (rc == SQLITE_DONE) return Corruption("the data_version row is missing");
   return SqliteError(c.db(), "read data_version");
 }
 
@@ -139,9 +168,7 @@ Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* s, std::s
   StoredRow row;
   row.value = ColumnBlob(s, 0);
   int64_t enc = sqlite3_column_int64(s, 1);
-  if (!IsKnownEncoding(enc)) {
-    return InvalidArgument("The value encoding " + std::to_string(enc) + " is unknown.");
-  }
+  if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
   row.encoding = static_cast<ValueEncoding>(enc);
   row.version = sqlite3_column_int64(s, 2);
   row.expire_at_ms = sqlite3_column_int64(s, 3);
@@ -172,7 +199,20 @@ class SqliteReader : public Reader {
                       "and (expiration_ms < 0 or expiration_ms > ?3) order by k desc limit ?4"));
     KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
     KVC_ASSIGN_OR_RETURN(get_, conn_.Prepare(kGetRowSql));
+    KVC_ASSIGN_OR_RETURN(count_, conn_.Prepare("select count(*) from kv"));
+    KVC_ASSIGN_OR_RETURN(pages_, conn_.Prepare("select page_count * page_size from "
+                                               "pragma_page_count(), pragma_page_size()"));
     return Status::Ok();
+  }
+
+  Result<StorageStats> Stats() override {
+    StorageStats st;
+    for (auto [stmt, out] : {std::pair{count_, &st.key_count}, {pages_, &st.total_bytes}}) {
+      StmtScope scope(stmt);
+      if (sqlite3_step(stmt) != SQLITE_ROW) return SqliteError(conn_.db(), "stats");
+      *out = sqlite3_column_int64(stmt, 0);
+    }
+    return st;
   }
 
   Status Begin() override {
@@ -203,9 +243,7 @@ class SqliteReader : public Reader {
       e.key = ColumnBlob(s, 0);
       e.value = ColumnBlob(s, 1);
       int64_t enc = sqlite3_column_int64(s, 2);
-      if (!IsKnownEncoding(enc)) {
-        return InvalidArgument("The value encoding " + std::to_string(enc) + " is unknown.");
-      }
+      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
       e.encoding = static_cast<ValueEncoding>(enc);
       e.version = sqlite3_column_int64(s, 3);
       out->push_back(std::move(e));
@@ -233,6 +271,8 @@ class SqliteReader : public Reader {
   sqlite3_stmt* scan_rev_ = nullptr;
   sqlite3_stmt* version_ = nullptr;
   sqlite3_stmt* get_ = nullptr;
+  sqlite3_stmt* count_ = nullptr;
+  sqlite3_stmt* pages_ = nullptr;
   int64_t snapshot_version_ = 0;
 };
 
@@ -241,6 +281,7 @@ class SqliteWriter : public Writer {
   Status Init(const std::string& path, const SqliteOptions& o) {
     KVC_RETURN_IF_ERROR(conn_.Open(path, o, /*read_only=*/false));
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin immediate"));
+    KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
     KVC_ASSIGN_OR_RETURN(commit_, conn_.Prepare("commit"));
     KVC_ASSIGN_OR_RETURN(rollback_, conn_.Prepare("rollback"));
     KVC_ASSIGN_OR_RETURN(savepoint_, conn_.Prepare("savepoint w"));
@@ -267,7 +308,12 @@ class SqliteWriter : public Writer {
     return Status::Ok();
   }
 
-  Status Begin() override { return Step(begin_, "begin"); }
+  Result<int64_t> Begin() override {
+    KVC_RETURN_IF_ERROR(Step(begin_, "begin"));
+    Result<int64_t> v = QueryDataVersion(conn_, version_);
+    if (!v.ok()) Rollback();
+    return v;
+  }
   Status Commit() override {
     Status s = Step(commit_, "commit");
     if (!s.ok()) Rollback();
@@ -308,8 +354,10 @@ class SqliteWriter : public Writer {
     sqlite3_bind_int64(queue_add_, 1, q.ts);
     BindText(queue_add_, 2, q.id);
     BindBlob(queue_add_, 3, q.payload);
-    BindText(queue_add_, 4, q.backoff_schedule_json);
-    BindText(queue_add_, 5, q.keys_if_undelivered_json);
+    const std::string schedule = BackoffScheduleJson(q.backoff_schedule);
+    const std::string keys = KeysJson(q.keys_if_undelivered);
+    BindText(queue_add_, 4, schedule);
+    BindText(queue_add_, 5, keys);
     return StepDone(queue_add_, "enqueue");
   }
 
@@ -351,7 +399,7 @@ class SqliteWriter : public Writer {
   }
 
   Connection conn_;
-  sqlite3_stmt *begin_ = nullptr, *commit_ = nullptr, *rollback_ = nullptr;
+  sqlite3_stmt *begin_ = nullptr, *version_ = nullptr, *commit_ = nullptr, *rollback_ = nullptr;
   sqlite3_stmt *savepoint_ = nullptr, *release_ = nullptr, *rollback_to_ = nullptr;
   sqlite3_stmt *get_ = nullptr, *put_ = nullptr, *del_ = nullptr, *set_version_ = nullptr;
   sqlite3_stmt *queue_add_ = nullptr, *delete_expired_ = nullptr, *earliest_ = nullptr;

@@ -37,6 +37,7 @@ class SqliteBackend : public Backend {
   ~SqliteBackend() override;
 
   const std::string& database_id() const override { return database_id_; }
+  bool sole_writer() const override { return true; }  // one writer connection per file
   Result<int64_t> LoadDataVersion() override;
   Result<std::unique_ptr<Reader>> OpenReader() override;
   Result<std::unique_ptr<Writer>> OpenWriter() override;

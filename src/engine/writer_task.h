@@ -1,0 +1,51 @@
+// WriterTask: periodic or on-demand work that runs on an engine's writer thread between group
+// commits, with the write lock to itself: the expiry sweep today; checkpoints, backup
+// shipping and queue delivery are meant to be more of them. Register with
+// EngineOptions::tasks (factories) so every engine gets its own instances.
+//
+// A task says when it wants to run next; the writer loop sleeps until the earliest of those
+// times (or new writes) and then calls Run. A task that wants to run earlier than it said asks
+// the engine to wake the writer (Engine::WakeWriter).
+//
+// Thread-safety: NextRunMs and Run are called on the writer thread only. A task that is also a
+// CommitListener gets OnCommit on the publishing thread, which is the writer thread for a
+// sole-writer backend and the change-feed thread otherwise; state shared between the two
+// must be atomic.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/backend.h"
+
+namespace kvc::engine {
+
+// What a task may do on the writer thread.
+class WriterTaskContext {
+ public:
+  virtual ~WriterTaskContext() = default;
+  // Returns the changes the transaction made (empty: nothing to commit, rolled back).
+  using Body =
+      std::function<Result<std::vector<storage::KeyChange>>(storage::Writer& w, int64_t version)>;
+  // Runs `body` in one storage transaction whose writes carry `version` (the committed version
+  // + 1), commits it and publishes it as one record of `origin`. Errors: Unavailable after an
+  // earlier storage failure (the engine refuses writes until restart), or the body's or the
+  // commit's error; a failed commit puts the engine in that failed state.
+  virtual Status Transact(storage::CommitOrigin origin, const Body& body) = 0;
+  virtual int64_t NowMs() const = 0;
+};
+
+class WriterTask {
+ public:
+  virtual ~WriterTask() = default;
+  virtual const char* name() const = 0;
+  // Unix ms at which the task wants to run next; -1: not scheduled.
+  virtual int64_t NextRunMs() const = 0;
+  // Called when NextRunMs() <= now_ms (and not after a storage failure).
+  virtual void Run(WriterTaskContext& ctx, int64_t now_ms) = 0;
+};
+
+}  // namespace kvc::engine

@@ -1,0 +1,60 @@
+// Commit records: what one durable commit changed, as the engine publishes it to its listeners
+// (watch hub, metrics, and later the backup log, queue waiters and cross-node feeds) and as a
+// backend that is not the sole writer of its database reports other writers' commits.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/kv_types.h"
+
+namespace kvc::storage {
+
+struct StoredRow {
+  std::string value;
+  ValueEncoding encoding = ValueEncoding::kBytes;
+  int64_t version = 0;
+  int64_t expire_at_ms = -1;  // -1: never
+};
+
+// True if a row with this expiry is visible at now_ms.
+inline bool IsLive(int64_t expire_at_ms, int64_t now_ms) {
+  return expire_at_ms < 0 || expire_at_ms > now_ms;
+}
+
+// One key's new state after a commit.
+struct KeyChange {
+  std::string key;
+  std::optional<StoredRow> row;  // nullopt: the key was deleted (or expired)
+};
+
+// One atomic write (or one expiry sweep) as committed at `version`.
+struct CommitRecord {
+  int64_t version = 0;
+  std::vector<KeyChange> changes;  // in the order the write made them; a key may repeat
+};
+
+// Where a group of records came from.
+enum class CommitOrigin {
+  kWrite,        // atomic writes of this process (one group commit)
+  kExpiry,       // this process's expiry sweep
+  kOtherWriter,  // another writer of the same database, via the backend's change feed
+};
+
+// The records of one storage transaction, in increasing version order.
+struct CommitGroup {
+  CommitOrigin origin = CommitOrigin::kWrite;
+  int64_t time_ms = 0;  // when it committed (Unix ms)
+  std::vector<CommitRecord> records;
+  // Storage timings of this transaction (0 when unknown, e.g. other writers' commits): from
+  // the write lock being taken to the commit returning, and of the commit call alone (with
+  // sync=full, mostly fsync).
+  int64_t transaction_us = 0;
+  int64_t commit_us = 0;
+};
+
+}  // namespace kvc::storage
