@@ -14,9 +14,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/data_dir.h"
+#include "cli/application.h"
 #include "codec/config_json.h"
-#include "common/random.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
@@ -127,6 +126,18 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--bootstrap-rate-limit-rps", c->service.bootstrap_rate_limit_rps,
                 "Requests per second for the bootstrap token (0: unlimited)")
       ->capture_default_str();
+  s->add_option("--metrics-addr", c->metrics_addr,
+                "Also serve /metrics, /healthz and /readyz on this HOST:PORT (they are always on "
+                "the main listener too)");
+  s->add_option("--metrics-stats-interval-ms", c->metrics.stats_interval_ms,
+                "How often per-database key counts and sizes are refreshed for /metrics")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--shutdown-drain-ms", c->shutdown_drain_ms,
+                "On SIGTERM, answer /readyz with 503 for this long before closing the listeners "
+                "(let load balancers notice)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   return s;
 }
 
@@ -166,21 +177,59 @@ Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config) {
 
 namespace {
 
-bool ParseAddr(const std::string& addr, std::string* host, uint16_t* port) {
-  auto colon = addr.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = addr.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
+// Every connection and every database file needs descriptors: use what the hard limit allows.
+void RaiseOpenFileLimit(size_t max_connections) {
+  struct rlimit nofile {};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    const rlim_t before = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+      spdlog::debug("raised the open-file limit from {} to {}", before, nofile.rlim_cur);
+    }
   }
-  try {
-    int p = std::stoi(addr.substr(colon + 1));
-    if (p < 0 || p > 65535) return false;
-    *port = static_cast<uint16_t>(p);
-  } catch (...) {
-    return false;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < static_cast<rlim_t>(max_connections) + 64) {
+    spdlog::warn(
+        "the open-file limit ({}) is below --max-connections ({}); raise it (e.g. "
+        "LimitNOFILE= in the systemd unit)",
+        nofile.rlim_cur, max_connections);
   }
-  return !host->empty();
+}
+
+void PrintBanner(const Application& app) {
+  const std::string url = app.url();
+  const std::string tls_url = app.tls_url();
+  const std::string root = app.data_dir().root.string();
+  const std::string& token = app.config().access_token;
+  const size_t databases = const_cast<Application&>(app).directory().snapshot()->by_id.size();
+  spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
+               tls_url.empty() ? "" : " and " + tls_url, databases, root);
+  if (!app.metrics_url().empty()) spdlog::info("metrics and health on {}", app.metrics_url());
+  std::cout << "\nkvconnect is serving " << databases << " database(s) from " << root << " at "
+            << url << (tls_url.empty() ? "" : " and " + tls_url) << "\n";
+  if (app.token_from_file()) {
+    std::cout << "Bootstrap access token (kept in "
+              << (app.data_dir().root / "access-token").string() << ", mode 0600"
+              << (app.token_created() ? ", generated now" : "") << "):\n\n  " << token
+              << "\n\nUse it from Deno:\n\n  DENO_KV_ACCESS_TOKEN=" << token
+              << " deno run --unstable-kv -A app.ts\n\n  // app.ts\n  const kv = await "
+                 "Deno.openKv(\""
+              << url
+              << "\");\n  await kv.set([\"hello\"], \"world\");\n  console.log((await "
+                 "kv.get([\"hello\"])).value);\n\n";
+  } else {
+    std::cout << "Clients authenticate with the access token you configured.\n"
+              << "From Deno: DENO_KV_ACCESS_TOKEN=<token> deno run --unstable-kv -A app.ts with "
+                 "Deno.openKv(\""
+              << url << "\")\n\n";
+  }
+  std::cout << "More databases and scoped tokens: kvconnect db create NAME; kvconnect token "
+               "create --db NAME --scope write; then Deno.openKv(\""
+            << url << "/databases/NAME/connect\").\n"
+            << "Health: " << url << "/healthz, " << url
+            << "/readyz; metrics: " << (app.metrics_url().empty() ? url : app.metrics_url())
+            << "/metrics\n\n";
+  std::cout.flush();
 }
 
 }  // namespace
@@ -212,76 +261,19 @@ int RunServe(ServeConfig c) {
   }
   c.net.tls_cert_file = c.tls_cert;
   c.net.tls_key_file = c.tls_key;
-
-  storage::SqliteOptions so;
-  so.sync = c.sync == "full"     ? storage::SyncMode::kFull
-            : c.sync == "normal" ? storage::SyncMode::kNormal
-                                 : storage::SyncMode::kOff;
-  so.reader_mmap_bytes = c.sqlite_mmap_bytes;
-  auto dd = OpenDataDir(c.data_dir, so);
-  if (!dd.ok()) {
-    std::cerr << "error: " << dd.status().message() << "\n";
-    return 1;
-  }
-  if (!c.sqlite_path.empty()) {
-    Status s = PointDefaultAt(*dd, c.sqlite_path, so);
-    if (!s.ok()) {
-      std::cerr << "error: " << s.message() << "\n";
-      return 1;
-    }
-  }
-
-  // Bootstrap access token: flag, then environment, then the data directory (generated on
-  // first start).
-  bool token_from_file = false, token_created = false;
-  if (c.access_token.empty()) {
-    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
-  }
-  if (c.access_token.empty()) {
-    if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e && *e) c.access_token = e;
-  }
-  const fs::path token_path = dd->root / "access-token";
-  if (c.access_token.empty()) {
-    auto t = LoadOrCreateSecret(
-        token_path, [] { return "kvc_" + HexEncode(RandomBytes(24)); }, &token_created);
-    if (!t.ok()) {
-      std::cerr << "error: " << t.status().message() << "\n";
-      return 1;
-    }
-    c.access_token = *t;
-    token_from_file = true;
-  }
-  if (c.access_token.size() < 12) {
-    std::cerr << "error: the access token must be at least 12 characters long\n";
+  std::string metrics_host;
+  uint16_t metrics_port = 0;
+  if (!c.metrics_addr.empty() && !ParseAddr(c.metrics_addr, &metrics_host, &metrics_port)) {
+    std::cerr << "error: --metrics-addr must be HOST:PORT, got '" << c.metrics_addr << "'\n";
     return 2;
   }
-  bool secret_created = false;
-  auto secret = LoadOrCreateSecret(
-      dd->root / "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created);
-  if (!secret.ok()) {
-    std::cerr << "error: " << secret.status().message() << "\n";
-    return 1;
-  }
 
-  c.directory.engine = c.engine;
-  storage::SqliteOptions open_existing = so;
-  open_existing.create_if_missing = false;
-  DataDir* data = &*dd;
-  service::Directory directory(
-      data->catalog.get(),
-      [data, open_existing](
-          const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
-        KVC_ASSIGN_OR_RETURN(auto b,
-                             storage::SqliteBackend::Open(data->Resolve(rec.path), open_existing));
-        return std::unique_ptr<storage::Backend>(std::move(b));
-      },
-      c.directory);
-  if (Status s = directory.Start(); !s.ok()) {
-    std::cerr << "error: cannot open the databases: " << s.message() << "\n";
-    return 1;
+  auto opened = Application::Open(c);
+  if (!opened.ok()) {
+    std::cerr << "error: " << opened.status().message() << "\n";
+    return opened.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  c.service.access_token = c.access_token;
-  service::KvService service(c.service, *secret, &directory);
+  Application& app = **opened;
 
   // Block the signals before starting threads so only sigwait sees them.
   sigset_t set;
@@ -291,85 +283,30 @@ int RunServe(ServeConfig c) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  // Every connection and every database file needs descriptors: use what the hard limit allows.
-  struct rlimit nofile {};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    const rlim_t before = nofile.rlim_cur;
-    nofile.rlim_cur = nofile.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-      spdlog::debug("raised the open-file limit from {} to {}", before, nofile.rlim_cur);
-    }
-  }
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-      nofile.rlim_cur < static_cast<rlim_t>(c.net.max_connections) + 64) {
-    spdlog::warn(
-        "the open-file limit ({}) is below --max-connections ({}); raise it (e.g. "
-        "LimitNOFILE= in the systemd unit)",
-        nofile.rlim_cur, c.net.max_connections);
-  }
+  RaiseOpenFileLimit(c.net.max_connections);
 
-  net::Server server(c.net, &service);
-  Status s = server.Start();
-  if (!s.ok()) {
+  if (Status s = app.Start(); !s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
-    directory.Stop();
     return 1;
   }
-  auto url_of = [](bool tls, const std::string& host, uint16_t port) {
-    return std::string(tls ? "https://" : "http://") +
-           (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-           std::to_string(port);
-  };
-  const std::string url = url_of(c.net.tls, c.net.host, server.bound_port());
-  const std::string tls_url =
-      c.net.tls_host.empty() ? "" : url_of(true, c.net.tls_host, server.bound_tls_port());
-  auto snap = directory.snapshot();
-  spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
-               tls_url.empty() ? "" : " and " + tls_url, snap->by_id.size(), dd->root.string());
-  std::cout << "\nkvconnect is serving " << snap->by_id.size() << " database(s) from "
-            << dd->root.string() << " at " << url << (tls_url.empty() ? "" : " and " + tls_url)
-            << "\n";
-  if (token_from_file) {
-    std::cout << "Bootstrap access token (kept in " << token_path.string() << ", mode 0600"
-              << (token_created ? ", generated now" : "") << "):\n\n  " << c.access_token
-              << "\n\nUse it from Deno:\n\n  DENO_KV_ACCESS_TOKEN=" << c.access_token
-              << " deno run --unstable-kv -A app.ts\n\n  // app.ts\n  const kv = await "
-                 "Deno.openKv(\""
-              << url
-              << "\");\n  await kv.set([\"hello\"], \"world\");\n  console.log((await "
-                 "kv.get([\"hello\"])).value);\n\n";
-  } else {
-    std::cout << "Clients authenticate with the access token you configured.\n"
-              << "From Deno: DENO_KV_ACCESS_TOKEN=<token> deno run --unstable-kv -A app.ts with "
-                 "Deno.openKv(\""
-              << url << "\")\n\n";
-  }
-  std::cout << "More databases and scoped tokens: kvconnect db create NAME; kvconnect token "
-               "create --db NAME --scope write; then Deno.openKv(\""
-            << url << "/databases/NAME/connect\").\n\n";
-  std::cout.flush();
+  PrintBanner(app);
 
   while (true) {
     int sig = 0;
     sigwait(&set, &sig);
     if (sig == SIGHUP) {
-      if (c.net.tls || !c.net.tls_host.empty()) {
-        Status r = server.ReloadTls();
-        if (r.ok()) {
-          spdlog::info("SIGHUP: reloaded the TLS certificate and key");
-        } else {
-          spdlog::error("SIGHUP: keeping the old TLS certificate: {}", r.message());
-        }
+      Status r = app.ReloadTls();
+      if (r.ok()) {
+        spdlog::info("SIGHUP: reloaded the TLS certificate and key");
       } else {
-        spdlog::info("SIGHUP: nothing to reload (no TLS)");
+        spdlog::info("SIGHUP: {}", r.message());
       }
       continue;
     }
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     break;
   }
-  (void)server.Stop(std::chrono::milliseconds(c.shutdown_grace_ms));
-  directory.Stop();
+  app.Shutdown();
   spdlog::info("shutdown complete");
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "net/server.h"
 #include "service/directory.h"
 #include "service/kv_service.h"
+#include "service/metrics.h"
 #include "storage/sqlite/sqlite_backend.h"
 
 namespace kvc::cli {
@@ -25,6 +26,9 @@ struct ServeConfig {
   int64_t sqlite_mmap_bytes = int64_t{4} << 30;
   std::string log_level = "info";
   int shutdown_grace_ms = 10000;
+  int64_t shutdown_drain_ms = 0;  // readiness 503 this long before the listeners close
+  std::string metrics_addr;       // a separate listener for /metrics and health (optional)
+  service::MetricsOptions metrics;
   net::ServerOptions net;
   engine::EngineOptions engine;
   service::ServiceOptions service;

@@ -32,6 +32,8 @@ const char* StatusCodeName(StatusCode code) {
       return "CORRUPTION";
     case StatusCode::kIoError:
       return "IO_ERROR";
+    case StatusCode::kHeadersTooLarge:
+      return "HEADERS_TOO_LARGE";
   }
   return "UNKNOWN";
 }

@@ -30,8 +30,9 @@ enum class StatusCode {
   kUnsupportedMedia = 10,  // wrong content type (415)
   kAlreadyExists = 11,     // a resource with that name exists (409)
   // 12 is reserved.
-  kCorruption = 13,  // stored data is not what it must be (500; logged, never shown as is)
-  kIoError = 14,     // the storage could not read or write (500; logged, never shown as is)
+  kCorruption = 13,       // stored data is not what it must be (500; logged, never shown as is)
+  kIoError = 14,          // the storage could not read or write (500; logged, never shown as is)
+  kHeadersTooLarge = 15,  // request header block over the configured cap (431)
 };
 
 class [[nodiscard]] Status {

@@ -150,16 +150,17 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       return;
     }
     if (ec == http::error::body_limit) {
-      SendErrorAndClose(413, "The request body exceeds the limit of " +
-                                 std::to_string(ctx_->options.max_body_bytes) + " bytes.");
+      SendErrorAndClose(Status(StatusCode::kPayloadTooLarge,
+                               "The request body exceeds the limit of " +
+                                   std::to_string(ctx_->options.max_body_bytes) + " bytes."));
       return;
     }
     if (ec == http::error::header_limit) {
-      SendErrorAndClose(431, "The request headers are too large.");
+      SendErrorAndClose(Status(StatusCode::kHeadersTooLarge, "The request headers are too large."));
       return;
     }
     if (ec) {
-      SendErrorAndClose(400, "Malformed HTTP/1.1 request: " + ec.message() + ".");
+      SendErrorAndClose(InvalidArgument("Malformed HTTP/1.1 request: " + ec.message() + "."));
       return;
     }
     ++requests_;
@@ -171,7 +172,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     std::string target(req.target());
     auto q = target.find('?');
     r.path = q == std::string::npos ? target : target.substr(0, q);
-    r.scheme = "http";
+    r.scheme = IsTls<Stream> ? "https" : "http";
+    r.tls = IsTls<Stream>;
     r.peer = peer_;
     for (const auto& f : req) {
       std::string name(f.name_string());
@@ -218,13 +220,15 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
                       });
   }
 
-  void SendErrorAndClose(int status, std::string text) {
+  // Answers a request the session could not parse (through the one status table) and closes.
+  void SendErrorAndClose(const Status& error) {
     state_ = State::kHandling;
-    auto res =
-        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
+    service::HttpResponse e = service::ErrorResponse(error);
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(e.status), 11);
     res->set(http::field::server, "kvconnect");
-    res->set(http::field::content_type, "text/plain; charset=utf-8");
-    res->body() = std::move(text);
+    res->set(http::field::content_type, e.content_type);
+    res->body() = std::move(e.body);
     res->keep_alive(false);
     res->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);

@@ -48,6 +48,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   ~Http2Session() override {
     // Streams left open (e.g. the I/O loop stopped after the shutdown grace period) must still
     // release their sources, which hold engine subscriptions.
+    ctx_->h2_streams_open -= static_cast<int64_t>(streams_.size());
     for (auto& [id, st] : streams_) {
       if (!st->dispatched) ReleaseBody(st.get());
       if (st->source) st->source->Cancel();
@@ -237,6 +238,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       st->source.reset();
       if (st->heartbeat) st->heartbeat->cancel();
     }
+    ctx_->h2_streams_open -= static_cast<int64_t>(streams_.size());
     streams_.clear();
     housekeeping_.cancel();
     boost::system::error_code ec;
@@ -290,8 +292,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     ReleaseBody(st);
     if (st->headers_too_large) {
       service::HttpResponse r = service::ErrorResponse(
-          Status(StatusCode::kInvalidArgument, "The request headers are too large."));
-      r.status = 431;  // as over HTTP/1.1
+          Status(StatusCode::kHeadersTooLarge, "The request headers are too large."));
       Respond(st, std::move(r));
       return;
     }
@@ -302,7 +303,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
                                                     " bytes.")));
       return;
     }
-    st->req.scheme = st->req.scheme.empty() ? "http" : st->req.scheme;
+    if (st->req.scheme.empty()) st->req.scheme = IsTls<Stream> ? "https" : "http";
+    st->req.tls = IsTls<Stream>;
+    st->req.http2 = true;
     st->req.peer = peer_;
     auto self = this->shared_from_this();
     const int32_t id = st->id;
@@ -450,6 +453,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     }
     auto st = std::make_unique<H2Stream>();
     st->id = frame->hd.stream_id;
+    ++self->ctx_->h2_streams_open;
+    ++self->ctx_->h2_streams_total;
     nghttp2_session_set_stream_user_data(session, st->id, st.get());
     self->streams_[st->id] = std::move(st);
     return 0;
@@ -530,6 +535,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     auto it = self->streams_.find(stream_id);
     if (it == self->streams_.end()) return 0;
     H2Stream* st = it->second.get();
+    --self->ctx_->h2_streams_open;
     if (!st->dispatched) self->ReleaseBody(st);
     if (st->source) {
       st->source->Cancel();

@@ -247,6 +247,14 @@ class ServerImpl {
   uint16_t port() const { return listeners_.empty() ? 0 : listeners_[0]->port; }
   uint16_t tls_port() const { return listeners_.size() > 1 ? listeners_[1]->port : 0; }
   size_t connections() const { return ctx_.registry.size(); }
+  ServerStats stats() const {
+    ServerStats st;
+    st.connections_open = ctx_.registry.size();
+    st.connections_total = ctx_.registry.total();
+    st.h2_streams_open = ctx_.h2_streams_open.load();
+    st.h2_streams_total = ctx_.h2_streams_total.load();
+    return st;
+  }
 
  private:
   struct Listener {
@@ -351,5 +359,6 @@ uint16_t Server::bound_tls_port() const { return impl_->tls_port(); }
 Status Server::ReloadTls() { return impl_->ReloadTls(); }
 bool Server::Stop(std::chrono::milliseconds grace) { return impl_->Stop(grace); }
 size_t Server::connection_count() const { return impl_->connections(); }
+ServerStats Server::stats() const { return impl_->stats(); }
 
 }  // namespace kvc::net

@@ -56,6 +56,14 @@ struct ServerOptions {
   size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped
 };
 
+// Connection counts for metrics.
+struct ServerStats {
+  uint64_t connections_open = 0;
+  uint64_t connections_total = 0;  // sessions started since Start
+  int64_t h2_streams_open = 0;
+  uint64_t h2_streams_total = 0;
+};
+
 class ServerImpl;
 
 class Server {
@@ -76,6 +84,7 @@ class Server {
   // within the grace period (false: some were cut off).
   bool Stop(std::chrono::milliseconds grace);
   size_t connection_count() const;
+  ServerStats stats() const;  // thread-safe
 
  private:
   std::unique_ptr<ServerImpl> impl_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "net/server.h"
@@ -22,6 +23,10 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 // A TLS connection (the handshake is done before a session gets it).
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// True for a session over TLS.
+template <class Stream>
+inline constexpr bool IsTls = std::is_same_v<Stream, TlsStream>;
 
 inline tcp::socket& LowestSocket(tcp::socket& s) { return s; }
 inline tcp::socket& LowestSocket(beast::tcp_stream& s) { return s.socket(); }
@@ -48,6 +53,11 @@ class SessionRegistry {
   void Add(Session* s, std::weak_ptr<Session> w) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[s] = std::move(w);
+    ++total_;
+  }
+  uint64_t total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
   }
   void Remove(Session* s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -71,6 +81,7 @@ class SessionRegistry {
  private:
   mutable std::mutex mu_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  uint64_t total_ = 0;  // sessions ever added
 };
 
 struct ServerContext {
@@ -87,6 +98,8 @@ struct ServerContext {
   std::atomic<bool> stopping{false};
   std::atomic<size_t> detecting{0};           // connections still being sniffed
   std::atomic<size_t> pending_body_bytes{0};  // undispatched HTTP/2 request bodies
+  std::atomic<int64_t> h2_streams_open{0};    // HTTP/2 streams accepted and not closed
+  std::atomic<uint64_t> h2_streams_total{0};
 };
 
 // Starts a session for an accepted socket whose first bytes (already read) are `initial`.

@@ -124,20 +124,24 @@ Status Directory::Reload(bool force) {
         spdlog::error("cannot open database '{}' ({}): {}", rec.name, rec.path,
                       backend.status().message());
         if (first_error.ok()) first_error = backend.status();
+        next->unavailable.push_back(rec.name);
         continue;
       }
       if ((*backend)->database_id() != rec.id) {
         spdlog::error("database file {} has id {}, but the catalog says {}; not serving '{}'",
                       rec.path, (*backend)->database_id(), rec.id, rec.name);
         if (first_error.ok()) first_error = Internal("database id mismatch for " + rec.name);
+        next->unavailable.push_back(rec.name);
         continue;
       }
       auto engine = engine::Engine::Open(std::move(*backend), options_.engine);
       if (!engine.ok()) {
         spdlog::error("cannot start database '{}': {}", rec.name, engine.status().message());
         if (first_error.ok()) first_error = engine.status();
+        next->unavailable.push_back(rec.name);
         continue;
       }
+      for (const EngineHook& hook : hooks_) hook(rec, **engine);
       db.engine = std::shared_ptr<engine::Engine>(std::move(*engine));
       if (current->generation >= 0) spdlog::info("serving database '{}' ({})", rec.name, rec.id);
     }

@@ -42,6 +42,8 @@ class Directory {
     std::unordered_map<std::string, Database> by_id;
     std::unordered_map<std::string, std::string> id_by_name;
     std::unordered_map<std::string, storage::AccessTokenRecord> tokens;  // by token id
+    // Databases in the catalog that could not be opened (names), for readiness.
+    std::vector<std::string> unavailable;
 
     // By name or id; nullptr if absent.
     const Database* Find(const std::string& name_or_id) const;
@@ -49,8 +51,13 @@ class Directory {
   };
   using BackendFactory =
       std::function<Result<std::unique_ptr<storage::Backend>>(const storage::DatabaseRecord&)>;
+  // Called on the directory's thread (or in Start) for every engine it opens, before the
+  // engine is served: where listeners (metrics, backups) attach. Must not block for long.
+  using EngineHook = std::function<void(const storage::DatabaseRecord&, engine::Engine&)>;
 
   Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options);
+  // REQUIRES: before Start().
+  void AddEngineHook(EngineHook hook) { hooks_.push_back(std::move(hook)); }
   ~Directory();
 
   // Loads the catalog, opens every database and starts polling. Errors: whatever opening a
@@ -72,6 +79,7 @@ class Directory {
 
   storage::Catalog* const catalog_;
   const BackendFactory factory_;
+  std::vector<EngineHook> hooks_;
   const DirectoryOptions options_;
 
   mutable std::mutex snap_mu_;

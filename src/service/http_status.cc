@@ -20,6 +20,8 @@ int HttpStatusFor(StatusCode code) {
       return 405;
     case StatusCode::kPayloadTooLarge:
       return 413;
+    case StatusCode::kHeadersTooLarge:
+      return 431;
     case StatusCode::kUnsupportedMedia:
       return 415;
     case StatusCode::kResourceExhausted:

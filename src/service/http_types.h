@@ -25,7 +25,9 @@ struct HttpRequest {
   std::string authority;  // host[:port] from :authority or Host
   HeaderList headers;
   std::string body;
-  std::string peer;  // remote address, for logs
+  std::string peer;    // remote address, for logs
+  bool http2 = false;  // which session produced it (for metrics)
+  bool tls = false;
 
   // First value of a header (name lowercase), or empty.
   std::string_view Header(std::string_view name) const {

@@ -1,0 +1,200 @@
+#include "cli/application.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "common/random.h"
+
+namespace kvc::cli {
+
+bool ParseAddr(const std::string& addr, std::string* host, uint16_t* port) {
+  auto colon = addr.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = addr.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  try {
+    int p = std::stoi(addr.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    *port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return !host->empty();
+}
+
+namespace {
+
+std::string UrlOf(bool tls, const std::string& host, uint16_t port) {
+  return std::string(tls ? "https://" : "http://") +
+         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
+storage::SqliteOptions SqliteOptionsOf(const ServeConfig& c) {
+  storage::SqliteOptions so;
+  so.sync = c.sync == "full"     ? storage::SyncMode::kFull
+            : c.sync == "normal" ? storage::SyncMode::kNormal
+                                 : storage::SyncMode::kOff;
+  so.reader_mmap_bytes = c.sqlite_mmap_bytes;
+  return so;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Application>> Application::Open(ServeConfig config) {
+  std::unique_ptr<Application> app(new Application(std::move(config)));
+  KVC_RETURN_IF_ERROR(app->Init());
+  return app;
+}
+
+Application::~Application() { Shutdown(); }
+
+Status Application::Init() {
+  ServeConfig& c = config_;
+  // Storage: the data directory (catalog, databases, secrets). A second kind of storage is a
+  // branch here that yields the same three things: a catalog, a backend per database record,
+  // and the token-signing secret.
+  const storage::SqliteOptions so = SqliteOptionsOf(c);
+  KVC_ASSIGN_OR_RETURN(data_, OpenDataDir(c.data_dir, so));
+  if (!c.sqlite_path.empty()) KVC_RETURN_IF_ERROR(PointDefaultAt(data_, c.sqlite_path, so));
+
+  // Bootstrap access token: flag, then environment, then the data directory (generated on
+  // first start).
+  if (c.access_token.empty()) {
+    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
+  }
+  if (c.access_token.empty()) {
+    if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e && *e) c.access_token = e;
+  }
+  if (c.access_token.empty()) {
+    KVC_ASSIGN_OR_RETURN(c.access_token,
+                         LoadOrCreateSecret(
+                             data_.root / "access-token",
+                             [] { return "kvc_" + HexEncode(RandomBytes(24)); }, &token_created_));
+    token_from_file_ = true;
+  }
+  if (c.access_token.size() < 12) {
+    return InvalidArgument("the access token must be at least 12 characters long");
+  }
+  bool secret_created = false;
+  KVC_ASSIGN_OR_RETURN(secret_, LoadOrCreateSecret(
+                                    data_.root / "server-secret",
+                                    [] { return HexEncode(RandomBytes(32)); }, &secret_created));
+
+  c.directory.engine = c.engine;
+  storage::SqliteOptions open_existing = so;
+  open_existing.create_if_missing = false;
+  DataDir* data = &data_;
+  directory_ = std::make_unique<service::Directory>(
+      data_.catalog.get(),
+      [data, open_existing](
+          const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
+        KVC_ASSIGN_OR_RETURN(auto b,
+                             storage::SqliteBackend::Open(data->Resolve(rec.path), open_existing));
+        return std::unique_ptr<storage::Backend>(std::move(b));
+      },
+      c.directory);
+
+  // Per-database listeners attach as each engine opens.
+  metrics_ = std::make_unique<service::Metrics>(c.metrics);
+  directory_->AddEngineHook(
+      [m = metrics_.get()](const storage::DatabaseRecord&, engine::Engine& e) {
+        e.AddListener(m->commit_listener());
+      });
+  KVC_RETURN_IF_ERROR(directory_->Start());
+  metrics_->Start(directory_.get());
+  health_ = std::make_unique<service::Health>(directory_.get());
+
+  c.service.access_token = c.access_token;
+  kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
+  metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
+  live_handler_ =
+      std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
+  ready_handler_ =
+      std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kReady);
+
+  // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
+  using M = service::Router::Match;
+  const std::string data_path = c.service.endpoint_path;
+  router_.Add("metadata", M::kExact, "/", {}, kv_.get());
+  router_.Add("connect", M::kPrefix, "/databases/", {}, kv_.get());
+  for (const char* method : {"snapshot_read", "atomic_write", "watch"}) {
+    router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
+  }
+  router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
+  for (service::Router* r : {&router_, &metrics_router_}) {
+    r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());
+    r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, ready_handler_.get());
+    r->Add("metrics", M::kExact, "/metrics", {"GET", "HEAD"}, metrics_handler_.get());
+    r->SetObserver(metrics_.get());
+  }
+  return Status::Ok();
+}
+
+Status Application::Start() {
+  server_ = std::make_unique<net::Server>(config_.net, &router_);
+  KVC_RETURN_IF_ERROR(server_->Start());
+  metrics_->AddConnectionSource([s = server_.get()] {
+    const net::ServerStats st = s->stats();
+    return service::ConnectionStats{st.connections_open, st.connections_total, st.h2_streams_open,
+                                    st.h2_streams_total};
+  });
+  if (!config_.metrics_addr.empty()) {
+    net::ServerOptions o;
+    if (!ParseAddr(config_.metrics_addr, &o.host, &o.port)) {
+      return InvalidArgument("--metrics-addr must be HOST:PORT, got '" + config_.metrics_addr +
+                             "'");
+    }
+    o.io_threads = 1;
+    o.max_connections = 64;
+    metrics_server_ = std::make_unique<net::Server>(o, &metrics_router_);
+    KVC_RETURN_IF_ERROR(metrics_server_->Start());
+  }
+  return Status::Ok();
+}
+
+void Application::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (health_) health_->SetDraining();
+  if (server_ && config_.shutdown_drain_ms > 0) {
+    spdlog::info("not ready; draining for {} ms before closing the listeners",
+                 config_.shutdown_drain_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(config_.shutdown_drain_ms));
+  }
+  if (server_) (void)server_->Stop(std::chrono::milliseconds(config_.shutdown_grace_ms));
+  if (metrics_server_) (void)metrics_server_->Stop(std::chrono::milliseconds(0));
+  if (metrics_) metrics_->Stop();
+  if (directory_) directory_->Stop();
+}
+
+Status Application::ReloadTls() {
+  if (!config_.net.tls && config_.net.tls_host.empty()) {
+    return InvalidArgument("nothing to reload (no TLS)");
+  }
+  return server_->ReloadTls();
+}
+
+std::string Application::url() const {
+  return server_ ? UrlOf(config_.net.tls, config_.net.host, server_->bound_port()) : "";
+}
+
+std::string Application::tls_url() const {
+  return server_ && !config_.net.tls_host.empty()
+             ? UrlOf(true, config_.net.tls_host, server_->bound_tls_port())
+             : "";
+}
+
+std::string Application::metrics_url() const {
+  if (!metrics_server_) return "";
+  std::string host;
+  uint16_t port = 0;
+  (void)ParseAddr(config_.metrics_addr, &host, &port);
+  return UrlOf(false, host, metrics_server_->bound_port());
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,79 @@
+// Application: everything `kvconnect serve` runs, owned in one place and wired once: the data
+// directory (catalog, databases, token-signing secret), the directory of engines, the KV
+// Connect service, metrics and health, the router that dispatches to them, and the listeners
+// (the client listener(s) and an optional separate metrics listener). RunServe is only flags,
+// signals and the banner around it; tests can build the same wiring in-process.
+//
+// Adding an endpoint is a handler file plus one Router::Add in Application::Open; adding a
+// per-database listener (backups, queues) is one Directory::AddEngineHook.
+//
+// Ownership: owns everything above; destruction stops what is still running.
+// Thread-safety: Open/Start/Shutdown from one controlling thread; ReloadTls from that thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cli/data_dir.h"
+#include "cli/serve.h"
+#include "net/server.h"
+#include "service/directory.h"
+#include "service/health.h"
+#include "service/kv_service.h"
+#include "service/metrics.h"
+#include "service/router.h"
+
+namespace kvc::cli {
+
+class Application {
+ public:
+  // Opens the data directory and every database, and builds the services. Listens nowhere
+  // yet. REQUIRES: config.net holds the parsed listen addresses.
+  static Result<std::unique_ptr<Application>> Open(ServeConfig config);
+  ~Application();
+
+  // Binds the listeners and starts serving.
+  Status Start();
+  // Readiness 503 at once; after `drain_ms` (so load balancers notice) stops accepting,
+  // finishes in-flight requests up to the grace period, ends streams, closes databases.
+  // Idempotent.
+  void Shutdown();
+  Status ReloadTls();
+
+  std::string url() const;          // the primary listener, e.g. http://127.0.0.1:4512
+  std::string tls_url() const;      // the second (TLS) listener, or empty
+  std::string metrics_url() const;  // the separate metrics listener, or empty
+  const ServeConfig& config() const { return config_; }
+  const DataDir& data_dir() const { return data_; }
+  // The bootstrap token came from (and, if created, was written to) the data directory.
+  bool token_from_file() const { return token_from_file_; }
+  bool token_created() const { return token_created_; }
+  service::Directory& directory() { return *directory_; }
+
+ private:
+  explicit Application(ServeConfig config) : config_(std::move(config)) {}
+  Status Init();
+
+  ServeConfig config_;
+  DataDir data_;
+  std::string secret_;
+  bool token_from_file_ = false;
+  bool token_created_ = false;
+  std::unique_ptr<service::Directory> directory_;
+  std::unique_ptr<service::Metrics> metrics_;
+  std::unique_ptr<service::Health> health_;
+  std::unique_ptr<service::KvService> kv_;
+  std::unique_ptr<service::MetricsHandler> metrics_handler_;
+  std::unique_ptr<service::HealthHandler> live_handler_;
+  std::unique_ptr<service::HealthHandler> ready_handler_;
+  service::Router router_;          // every endpoint
+  service::Router metrics_router_;  // the separate metrics listener's endpoints
+  std::unique_ptr<net::Server> server_;
+  std::unique_ptr<net::Server> metrics_server_;
+  bool shut_down_ = false;
+};
+
+// "HOST:PORT" (IPv6 in brackets) -> host and port. False if malformed.
+bool ParseAddr(const std::string& addr, std::string* host, uint16_t* port);
+
+}  // namespace kvc::cli

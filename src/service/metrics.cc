@@ -1,0 +1,339 @@
+#include "service/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <array>
+#include <unordered_map>
+
+namespace kvc::service {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+const prometheus::Histogram::BucketBoundaries kBatchBuckets = {1,  2,  4,   8,   16,
+                                                               32, 64, 128, 256, 512};
+
+std::atomic<uint64_t> next_instance{1};
+
+const char* StatusClass(int status) {
+  static constexpr std::array<const char*, 6> kClasses = {"1xx", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  const int c = status / 100;
+  return c >= 1 && c <= 5 ? kClasses[static_cast<size_t>(c)] : "5xx";
+}
+
+const char* OriginName(storage::CommitOrigin o) {
+  switch (o) {
+    case storage::CommitOrigin::kWrite:
+      return "write";
+    case storage::CommitOrigin::kExpiry:
+      return "expiry";
+    case storage::CommitOrigin::kOtherWriter:
+      return "other_writer";
+  }
+  return "unknown";
+}
+
+// A family of scrape-time values.
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+void AddValue(MetricFamily& f, double v, std::vector<ClientMetric::Label> labels = {}) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (f.type == MetricType::Counter) {
+    m.counter.value = v;
+  } else {
+    m.gauge.value = v;
+  }
+  f.metric.push_back(std::move(m));
+}
+
+}  // namespace
+
+// Commit-stream metrics; prometheus-cpp instruments are thread-safe, so one listener serves
+// every engine.
+class Metrics::CommitMetrics : public engine::CommitListener {
+ public:
+  explicit CommitMetrics(prometheus::Registry& r)
+      : groups_(prometheus::BuildCounter()
+                    .Name("kvconnect_commit_groups_total")
+                    .Help("Durable storage transactions published, by origin")
+                    .Register(r)),
+        writes_(prometheus::BuildCounter()
+                    .Name("kvconnect_committed_writes_total")
+                    .Help("Atomic writes (records) committed, by origin")
+                    .Register(r)),
+        batch_(prometheus::BuildHistogram()
+                   .Name("kvconnect_commit_batch_writes")
+                   .Help("Atomic writes sharing one group commit")
+                   .Register(r)
+                   .Add({}, kBatchBuckets)),
+        transaction_(prometheus::BuildHistogram()
+                         .Name("kvconnect_commit_transaction_seconds")
+                         .Help("From taking the storage write lock to the commit returning")
+                         .Register(r)),
+        sync_(prometheus::BuildHistogram()
+                  .Name("kvconnect_commit_sync_seconds")
+                  .Help("The storage commit call alone (with sync=full mostly fsync)")
+                  .Register(r)) {}
+
+  void OnCommit(const storage::CommitGroup& g) override {
+    const char* origin = OriginName(g.origin);
+    groups_.Add({{"origin", origin}}).Increment();
+    writes_.Add({{"origin", origin}}).Increment(static_cast<double>(g.records.size()));
+    if (g.origin == storage::CommitOrigin::kWrite) {
+      batch_.Observe(static_cast<double>(g.records.size()));
+    }
+    if (g.transaction_us > 0) {
+      transaction_.Add({{"origin", origin}}, kLatencyBuckets)
+          .Observe(static_cast<double>(g.transaction_us) / 1e6);
+    }
+    if (g.commit_us > 0) {
+      sync_.Add({{"origin", origin}}, kLatencyBuckets)
+          .Observe(static_cast<double>(g.commit_us) / 1e6);
+    }
+  }
+
+ private:
+  prometheus::Family<prometheus::Counter>& groups_;
+  prometheus::Family<prometheus::Counter>& writes_;
+  prometheus::Histogram& batch_;
+  prometheus::Family<prometheus::Histogram>& transaction_;
+  prometheus::Family<prometheus::Histogram>& sync_;
+};
+
+Metrics::Metrics(MetricsOptions options)
+    : options_(options), registry_(std::make_shared<prometheus::Registry>()) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("kvconnect_http_requests_total")
+                   .Help("HTTP requests answered, by route, status class, protocol and transport")
+                   .Register(*registry_);
+  latency_ = &prometheus::BuildHistogram()
+                  .Name("kvconnect_http_request_duration_seconds")
+                  .Help("Time to the response head, by route (watch streams: to their start)")
+                  .Register(*registry_);
+  auth_failures_ = &prometheus::BuildCounter()
+                        .Name("kvconnect_auth_failures_total")
+                        .Help("Requests refused for their credentials, by reason")
+                        .Register(*registry_);
+  rate_limited_ = &prometheus::BuildCounter()
+                       .Name("kvconnect_rate_limited_total")
+                       .Help("Requests refused by a rate limit, by reason")
+                       .Register(*registry_);
+  commit_listener_ = std::make_shared<CommitMetrics>(*registry_);
+  instance_ = next_instance.fetch_add(1);
+}
+
+Metrics::~Metrics() { Stop(); }
+
+std::shared_ptr<engine::CommitListener> Metrics::commit_listener() { return commit_listener_; }
+
+void Metrics::Start(Directory* directory) {
+  directory_ = directory;
+  thread_ = std::thread([this] { StatsLoop(); });
+}
+
+void Metrics::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Metrics::AddConnectionSource(std::function<ConnectionStats()> source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connection_sources_.push_back(std::move(source));
+}
+
+void Metrics::OnRequest(const RequestInfo& info) {
+  // Each thread remembers the instruments it used, so the hot path takes no family lock.
+  struct Key {
+    uint64_t instance;
+    const std::string* route;
+    int status_class;
+    int protocol;
+    bool operator==(const Key& o) const {
+      return instance == o.instance && route == o.route && status_class == o.status_class &&
+             protocol == o.protocol;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.route) ^ (k.instance * 0x9e3779b97f4a7c15ULL) ^
+             (static_cast<size_t>(k.status_class) << 8) ^ static_cast<size_t>(k.protocol);
+    }
+  };
+  struct Instruments {
+    prometheus::Counter* requests;
+    prometheus::Histogram* latency;
+  };
+  thread_local std::unordered_map<Key, Instruments, KeyHash> cache;
+  const int protocol = (info.http2 ? 1 : 0) | (info.tls ? 2 : 0);
+  const Key key{instance_, &info.route, info.status / 100, protocol};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    Instruments ins;
+    ins.requests = &requests_->Add({{"route", info.route},
+                                    {"code", StatusClass(info.status)},
+                                    {"protocol", info.http2 ? "h2" : "h1"},
+                                    {"transport", info.tls ? "tls" : "plain"}});
+    ins.latency = &latency_->Add({{"route", info.route}}, kLatencyBuckets);
+    it = cache.emplace(key, ins).first;
+  }
+  it->second.requests->Increment();
+  it->second.latency->Observe(std::chrono::duration<double>(info.latency).count());
+}
+
+void Metrics::CountAuthFailure(std::string_view reason) {
+  auth_failures_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::CountRateLimited(std::string_view reason) {
+  rate_limited_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::StatsLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    auto snap = directory_->snapshot();
+    std::map<std::string, DbStats> fresh;
+    // Sizes only change with writes, but counting is cheap next to a scrape interval.
+    auto results = std::make_shared<std::map<std::string, DbStats>>();
+    auto pending = std::make_shared<std::atomic<size_t>>(snap->by_id.size());
+    auto done_mu = std::make_shared<std::mutex>();
+    auto done_cv = std::make_shared<std::condition_variable>();
+    for (const auto& [id, db] : snap->by_id) {
+      db.engine->QueryStats(
+          [id = id, results, pending, done_mu, done_cv](Result<storage::StorageStats> r) {
+            std::lock_guard<std::mutex> l(*done_mu);
+            if (r.ok()) (*results)[id] = DbStats{r->key_count, r->total_bytes};
+            if (--*pending == 0) done_cv->notify_all();
+          });
+    }
+    {
+      // Waits for the counts, but not past the interval nor through a Stop().
+      std::unique_lock<std::mutex> l(*done_mu);
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stats_interval_ms);
+      while (*pending != 0 && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+        done_cv->wait_for(l, std::chrono::milliseconds(100));
+      }
+      fresh = *results;
+    }
+    lock.lock();
+    db_stats_ = std::move(fresh);
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.stats_interval_ms, 10)),
+                 [this] { return stop_; });
+  }
+}
+
+std::string Metrics::Render() {
+  std::vector<MetricFamily> families = registry_->Collect();
+
+  ConnectionStats conn;
+  std::map<std::string, DbStats> db_stats;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& src : connection_sources_) {
+      const ConnectionStats s = src();
+      conn.connections_open += s.connections_open;
+      conn.connections_total += s.connections_total;
+      conn.h2_streams_open += s.h2_streams_open;
+      conn.h2_streams_total += s.h2_streams_total;
+    }
+    db_stats = db_stats_;
+  }
+  auto open = Family("kvconnect_connections_open", "Client connections open", MetricType::Gauge);
+  AddValue(open, static_cast<double>(conn.connections_open));
+  auto total =
+      Family("kvconnect_connections_total", "Client connections accepted", MetricType::Counter);
+  AddValue(total, static_cast<double>(conn.connections_total));
+  auto streams = Family("kvconnect_http2_streams_open", "HTTP/2 streams open", MetricType::Gauge);
+  AddValue(streams, static_cast<double>(conn.h2_streams_open));
+  auto streams_total =
+      Family("kvconnect_http2_streams_total", "HTTP/2 streams accepted", MetricType::Counter);
+  AddValue(streams_total, static_cast<double>(conn.h2_streams_total));
+  for (auto* f : {&open, &total, &streams, &streams_total}) families.push_back(std::move(*f));
+
+  auto keys = Family("kvconnect_database_keys",
+                     "Keys stored (expired ones not yet swept "
+                     "included), refreshed in the background",
+                     MetricType::Gauge);
+  auto bytes = Family("kvconnect_database_bytes", "Bytes the database occupies in storage",
+                      MetricType::Gauge);
+  auto version =
+      Family("kvconnect_database_last_version",
+             "The committed version (first 8 bytes of the last versionstamp)", MetricType::Gauge);
+  auto writable =
+      Family("kvconnect_database_writable",
+             "1 while the database accepts writes, 0 after a storage failure", MetricType::Gauge);
+  auto watches = Family("kvconnect_watch_subscriptions", "Open watch streams", MetricType::Gauge);
+  auto qreads =
+      Family("kvconnect_queued_reads", "Reads waiting for a reader thread", MetricType::Gauge);
+  auto qwrites =
+      Family("kvconnect_queued_writes", "Writes waiting for the writer thread", MetricType::Gauge);
+  auto hits = Family("kvconnect_read_cache_hits_total", "Reads answered from the read cache",
+                     MetricType::Counter);
+  auto misses =
+      Family("kvconnect_read_cache_misses_total",
+             "Point reads that went to storage while the cache was on", MetricType::Counter);
+  auto refused =
+      Family("kvconnect_overload_refusals_total",
+             "Requests refused with 503 because a queue was full, by kind", MetricType::Counter);
+  if (directory_) {
+    auto snap = directory_->snapshot();
+    for (const auto& [id, db] : snap->by_id) {
+      const engine::Engine& e = *db.engine;
+      std::vector<ClientMetric::Label> l = {{"database", db.record.name}};
+      if (auto it = db_stats.find(id); it != db_stats.end()) {
+        if (it->second.keys >= 0) AddValue(keys, static_cast<double>(it->second.keys), l);
+        if (it->second.bytes >= 0) AddValue(bytes, static_cast<double>(it->second.bytes), l);
+      }
+      AddValue(version, static_cast<double>(e.committed_version()), l);
+      AddValue(writable, e.writable() ? 1 : 0, l);
+      AddValue(watches, static_cast<double>(e.watch_count()), l);
+      AddValue(qreads, static_cast<double>(e.queued_reads()), l);
+      AddValue(qwrites, static_cast<double>(e.queued_writes()), l);
+      const engine::EngineCounters& c = e.counters();
+      AddValue(hits, static_cast<double>(c.cache_hits.load()), l);
+      AddValue(misses, static_cast<double>(c.cache_misses.load()), l);
+      AddValue(refused, static_cast<double>(c.reads_refused.load()),
+               {{"database", db.record.name}, {"kind", "read"}});
+      AddValue(refused, static_cast<double>(c.writes_refused.load()),
+               {{"database", db.record.name}, {"kind", "write"}});
+    }
+  }
+  for (auto* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
+                  &refused}) {
+    families.push_back(std::move(*f));
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+void MetricsHandler::Handle(HttpRequest, Responder respond) {
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_->Render();
+  respond(std::move(r));
+}
+
+}  // namespace kvc::service

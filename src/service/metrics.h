@@ -1,0 +1,113 @@
+// Metrics: the server's Prometheus metrics (prometheus-cpp's core registry and text
+// serializer), served at GET /metrics by our own router.
+//
+// Sources: the router's RequestObserver (requests by route, status class and protocol, latency
+// per route); every engine's commit stream (a CommitListener: group sizes, transaction and
+// commit/fsync latency by origin); counters the service calls (auth failures and rate-limit
+// refusals by reason); and values read at scrape time (connections and HTTP/2 streams from the
+// server, per-database queue depths, watch subscriptions, read-cache hits and misses, last
+// version, writability), plus per-database key counts and sizes that a background thread
+// refreshes every `stats_interval_ms` on the engines' reader threads (counting keys is too slow
+// for a scrape). Labels never carry tokens or token ids: database names, routes, reasons.
+//
+// Ownership: does not own the directory (it must outlive Stop()).
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "engine/commit_listener.h"
+#include "service/directory.h"
+#include "service/router.h"
+
+namespace prometheus {
+class Registry;
+template <typename T>
+class Family;
+class Counter;
+class Histogram;
+}  // namespace prometheus
+
+namespace kvc::service {
+
+struct MetricsOptions {
+  int64_t stats_interval_ms = 15000;  // per-database key counts and sizes
+};
+
+// What the network layer reports at scrape time.
+struct ConnectionStats {
+  uint64_t connections_open = 0;
+  uint64_t connections_total = 0;
+  int64_t h2_streams_open = 0;
+  uint64_t h2_streams_total = 0;
+};
+
+class Metrics : public RequestObserver {
+ public:
+  explicit Metrics(MetricsOptions options);
+  ~Metrics() override;
+
+  // Starts the per-database stats thread over `directory`'s databases.
+  void Start(Directory* directory);
+  void Stop();  // idempotent
+  // Adds a connection source (one per listener set); summed at scrape time.
+  void AddConnectionSource(std::function<ConnectionStats()> source);
+
+  void OnRequest(const RequestInfo& info) override;
+  // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
+  void CountAuthFailure(std::string_view reason);
+  void CountRateLimited(std::string_view reason);
+  // The listener to add to every engine.
+  std::shared_ptr<engine::CommitListener> commit_listener();
+
+  // The Prometheus text exposition (format 0.0.4) of everything.
+  std::string Render();
+
+ private:
+  class CommitMetrics;
+  struct DbStats {
+    int64_t keys = -1;
+    int64_t bytes = -1;
+  };
+  void StatsLoop();
+
+  const MetricsOptions options_;
+  uint64_t instance_ = 0;  // tells instances apart in per-thread caches
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* latency_;
+  prometheus::Family<prometheus::Counter>* auth_failures_;
+  prometheus::Family<prometheus::Counter>* rate_limited_;
+  std::shared_ptr<CommitMetrics> commit_listener_;
+
+  std::mutex mu_;
+  std::vector<std::function<ConnectionStats()>> connection_sources_;  // guarded by mu_
+  std::map<std::string, DbStats> db_stats_;                           // guarded by mu_; by id
+  Directory* directory_ = nullptr;                                    // set once by Start
+  bool stop_ = false;                                                 // guarded by mu_
+  std::atomic<bool> stopping_{false};
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+// GET /metrics.
+class MetricsHandler : public Handler {
+ public:
+  explicit MetricsHandler(Metrics* metrics) : metrics_(metrics) {}
+  void Handle(HttpRequest request, Responder respond) override;
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace kvc::service
