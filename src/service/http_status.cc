@@ -1,5 +1,8 @@
 #include "service/http_status.h"
 
+#include <algorithm>
+#include <string>
+
 namespace kvc::service {
 
 int HttpStatusFor(StatusCode code) {
@@ -23,6 +26,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kResourceExhausted:
       return 429;
     case StatusCode::kUnavailable:
+    case StatusCode::kThrottled:  // 5xx so clients retry: they all treat 4xx as final
       return 503;
     case StatusCode::kInternal:
       return 500;
@@ -37,6 +41,11 @@ HttpResponse ErrorResponse(const Status& status) {
   r.status = HttpStatusFor(status.code());
   r.content_type = "text/plain; charset=utf-8";
   r.body = status.message();
+  if (status.retry_after_ms() > 0) {
+    // Whole seconds, rounded up, at least 1 (RFC 9110 delay-seconds).
+    const int64_t seconds = std::max<int64_t>(1, (status.retry_after_ms() + 999) / 1000);
+    r.headers.emplace_back("retry-after", std::to_string(seconds));
+  }
   return r;
 }
 

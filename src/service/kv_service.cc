@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
@@ -101,19 +102,29 @@ void KvService::Handle(HttpRequest req, Responder respond) {
   }
 }
 
-double KvService::RateFor(const std::string& token_id, double token_rate) const {
-  if (token_id == kBootstrapTokenId) return options_.bootstrap_rate_limit_rps;
-  return token_rate >= 0 ? token_rate : options_.rate_limit_rps;
+KvService::RateLimit KvService::LimitFor(const std::string& token_id, double token_rate) const {
+  if (token_id == kBootstrapTokenId) {
+    const double rate = options_.bootstrap_rate_limit_rps;
+    return {rate, std::max(options_.rate_limit_burst, rate)};
+  }
+  // A token's own rate bounds its bursts too; the server-wide burst is for the default rate.
+  if (token_rate >= 0) return {token_rate, std::max(token_rate, 1.0)};
+  return {options_.rate_limit_rps, std::max(options_.rate_limit_burst, options_.rate_limit_rps)};
 }
 
-Status KvService::CheckRate(const std::string& token_id, double rate) {
-  if (rate <= 0) return Status::Ok();
-  const double burst = std::max(options_.rate_limit_burst, rate);
-  if (limiter_.Allow(token_id, rate, burst, RateLimiter::Clock::now())) return Status::Ok();
+Status KvService::CheckRate(const std::string& token_id, RateLimit limit) {
+  if (limit.rate <= 0) return Status::Ok();
+  RateLimiter::Clock::duration wait{};
+  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
+    return Status::Ok();
+  }
+  const int64_t wait_ms =
+      std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", rate);
-  return ResourceExhausted("Rate limit exceeded for this access token (" + std::string(buf) +
-                           " requests per second); slow down and retry.");
+  std::snprintf(buf, sizeof buf, "%g", limit.rate);
+  return Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
+                       " requests per second); slow down and retry.",
+                   wait_ms);
 }
 
 void KvService::HandleMetadata(HttpRequest req, std::string database, Responder respond) {
@@ -205,7 +216,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
         PermissionDenied("This access token is not valid for database '" + call->database + "'.")));
     return;
   }
-  if (Status s = CheckRate(who.token_id, RateFor(who.token_id, who.rate)); !s.ok()) {
+  if (Status s = CheckRate(who.token_id, LimitFor(who.token_id, who.rate)); !s.ok()) {
     respond(ErrorResponse(s));
     return;
   }
@@ -281,7 +292,7 @@ Result<std::shared_ptr<engine::Engine>> KvService::AuthorizeDataPath(const HttpR
   const Directory::Database* db = snap->Find(claims.database_id);
   if (!db) return NotFound("The database no longer exists.");
   KVC_RETURN_IF_ERROR(
-      CheckRate(claims.access_token_id, RateFor(claims.access_token_id, token_rate)));
+      CheckRate(claims.access_token_id, LimitFor(claims.access_token_id, token_rate)));
   return db->engine;
 }
 

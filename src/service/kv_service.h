@@ -35,8 +35,9 @@ struct ServiceOptions {
   int64_t token_grace_ms = 7LL * 24 * 60 * 60 * 1000;
   std::chrono::milliseconds watch_keepalive{5000};
   std::string endpoint_path = "/v2";  // no trailing slash
-  // Requests per second per access token (token bucket), unless the token sets its own rate;
-  // 0: unlimited. The bootstrap token has its own setting (default unlimited).
+  // Requests per second per access token (token bucket), unless the token sets its own rate
+  // (then its bucket holds max(rate, 1) requests); 0: unlimited. The bootstrap token has its
+  // own setting (default unlimited). Over the limit: kThrottled (503 with Retry-After).
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
@@ -61,6 +62,11 @@ class KvService : public Handler {
     int64_t expires_ms = 0;  // 0: never
     double rate = 0;         // requests per second; 0: unlimited
   };
+  // A token bucket's parameters; rate <= 0: unlimited.
+  struct RateLimit {
+    double rate = 0;
+    double burst = 0;
+  };
   struct MetadataCall {
     HttpRequest req;
     std::string database;  // name or id from the URL
@@ -77,8 +83,10 @@ class KvService : public Handler {
   void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
   // Authenticates a data-path request and returns the engine it addresses.
   Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write);
-  double RateFor(const std::string& token_id, double token_rate) const;
-  Status CheckRate(const std::string& token_id, double rate);
+  // token_rate: the catalog token's own rate (< 0: the server's default).
+  RateLimit LimitFor(const std::string& token_id, double token_rate) const;
+  // OK, or kThrottled with a retry-after hint.
+  Status CheckRate(const std::string& token_id, RateLimit limit);
 
   const ServiceOptions options_;
   const auth::TokenSigner signer_;
