@@ -127,6 +127,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--bootstrap-rate-limit-rps", c->service.bootstrap_rate_limit_rps,
                 "Requests per second for the bootstrap token (0: unlimited)")
       ->capture_default_str();
+  s->add_option("--public-url", c->service.public_url,
+                "The server's URL as clients see it, e.g. https://kv.example.com behind a proxy; "
+                "metadata answers point at <URL>/v2 (default: the request's scheme and Host)");
   return s;
 }
 
@@ -212,6 +215,15 @@ int RunServe(ServeConfig c) {
   }
   c.net.tls_cert_file = c.tls_cert;
   c.net.tls_key_file = c.tls_key;
+  if (!c.service.public_url.empty()) {
+    auto url = service::NormalizePublicUrl(c.service.public_url);
+    if (!url.ok()) {
+      std::cerr << "error: --public-url '" << c.service.public_url
+                << "': " << url.status().message() << "\n";
+      return 2;
+    }
+    c.service.public_url = std::move(*url);
+  }
 
   storage::SqliteOptions so;
   so.sync = c.sync == "full"     ? storage::SyncMode::kFull
@@ -347,6 +359,10 @@ int RunServe(ServeConfig c) {
   std::cout << "More databases and scoped tokens: kvconnect db create NAME; kvconnect token "
                "create --db NAME --scope write; then Deno.openKv(\""
             << url << "/databases/NAME/connect\").\n\n";
+  if (!c.service.public_url.empty()) {
+    std::cout << "Metadata answers send clients to " << c.service.public_url
+              << c.service.endpoint_path << " (--public-url).\n\n";
+  }
   std::cout.flush();
 
   while (true) {

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <deque>
 #include <optional>
+#include <type_traits>
 
 #include "net/session.h"
 #include "service/http_status.h"
@@ -171,7 +172,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     std::string target(req.target());
     auto q = target.find('?');
     r.path = q == std::string::npos ? target : target.substr(0, q);
-    r.scheme = "http";
+    r.scheme = std::is_same_v<Stream, TlsStream> ? "https" : "http";
     r.peer = peer_;
     for (const auto& f : req) {
       std::string name(f.name_string());
