@@ -482,6 +482,20 @@ describe("databases and access tokens (bootstrap token, TLS)", { timeout: 240_00
     const text = expectCliOk(await server.tokenCmd("list"), server).stdout;
     assert.ok(text.includes(id) && !text.includes(secret), "plain token list shows the id, not the secret");
 
+    // each token's rate limit: the server's default, its own rate, or unlimited
+    assert.equal(e.rate_limit, null, "no --rate-limit: the server's default (null)");
+    const own = await createToken("--db", "default", "--scope", "read", "--rate-limit", "5", "--name", "rate-5");
+    const unlimited = await createToken("--db", "default", "--scope", "read", "--rate-limit", "0", "--name", "rate-0");
+    const listed = await tokenList();
+    assert.equal(listed.find((x) => x.id === own.id)?.rate_limit, 5, JSON.stringify(listed));
+    assert.equal(listed.find((x) => x.id === unlimited.id)?.rate_limit, 0, JSON.stringify(listed));
+    const table = expectCliOk(await server.tokenCmd("list"), server).stdout.split("\n");
+    assert.match(table[0], /\bRATE\b/, `the table has a RATE column: ${table[0]}`);
+    const rateOf = (tokenId) => table.find((l) => l.startsWith(tokenId))?.split(/\s+/)[5];
+    assert.equal(rateOf(id), "default", table.join("\n"));
+    assert.equal(rateOf(own.id), "5", table.join("\n"));
+    assert.equal(rateOf(unlimited.id), "unlimited", table.join("\n"));
+
     // nothing in the data dir holds the secret in clear text
     for (const f of await fsp.readdir(server.dataDir, { recursive: true })) {
       const full = path.join(server.dataDir, f);
