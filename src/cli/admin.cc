@@ -32,6 +32,19 @@ std::string Json(const std::string& s) {
 
 std::string Time(int64_t ms) { return ms == 0 ? "" : FormatRfc3339Utc(ms); }
 
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A token's own rate limit as `token list` shows it.
+std::string RateLimitText(double rate) {
+  if (rate < 0) return "default";
+  if (rate == 0) return "unlimited";
+  return Number(rate);
+}
+
 int Fail(const Status& s) {
   std::cerr << "error: " << s.message() << "\n";
   switch (s.code()) {
@@ -174,21 +187,21 @@ int TokenCommand(const AdminConfig& c, DataDir& dd) {
                   << ",\"created_at\":" << Json(Time(t.created_ms))
                   << ",\"expires_at\":" << (t.expires_ms ? Json(Time(t.expires_ms)) : "null")
                   << ",\"revoked_at\":" << (t.revoked_ms ? Json(Time(t.revoked_ms)) : "null")
-                  << ",\"rate_limit\":"
-                  << (t.rate_limit < 0 ? std::string("null") : std::to_string(t.rate_limit))
+                  << ",\"rate_limit\":"  // null: the server's default; 0: unlimited
+                  << (t.rate_limit < 0 ? std::string("null") : Number(t.rate_limit))
                   << ",\"status\":" << Json(TokenStatus(t, now)) << "}";
       }
       std::cout << (shown.empty() ? "]\n" : "\n]\n");
       return 0;
     }
-    std::printf("%-16s %-16s %-16s %-6s %-8s %-24s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
-                "STATUS", "CREATED", "EXPIRES");
+    std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
+                "STATUS", "RATE", "CREATED", "EXPIRES");
     for (const auto& t : shown) {
       const std::string db = names.count(t.database_id) ? names[t.database_id] : "(deleted)";
-      std::printf("%-16s %-16s %-16s %-6s %-8s %-24s %s\n", t.id.c_str(), t.name.c_str(),
+      std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", t.id.c_str(), t.name.c_str(),
                   db.c_str(), auth::ScopeName(static_cast<auth::Scope>(t.scope)),
-                  TokenStatus(t, now).c_str(), Time(t.created_ms).c_str(),
-                  t.expires_ms ? Time(t.expires_ms).c_str() : "never");
+                  TokenStatus(t, now).c_str(), RateLimitText(t.rate_limit).c_str(),
+                  Time(t.created_ms).c_str(), t.expires_ms ? Time(t.expires_ms).c_str() : "never");
     }
     return 0;
   }
@@ -273,7 +286,8 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
       ->capture_default_str();
   tc->add_option("--name", c->label, "A label to recognise the token by");
   tc->add_option("--rate-limit", c->rate_limit,
-                 "Requests per second for this token (0: unlimited; default: the server's)");
+                 "Requests per second for this token, which also bounds its bursts (0: unlimited; "
+                 "default: the server's)");
   data_dir(tc);
   CLI::App* tl = tok->add_subcommand("list", "List access tokens (never the secrets)");
   tl->add_option("--db", c->db, "Only this database's tokens");

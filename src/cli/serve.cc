@@ -138,6 +138,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "(let load balancers notice)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  s->add_option("--public-url", c->service.public_url,
+                "The server's URL as clients see it, e.g. https://kv.example.com behind a proxy; "
+                "metadata answers point at <URL>/v2 (default: the request's scheme and Host)");
   return s;
 }
 
@@ -266,6 +269,15 @@ int RunServe(ServeConfig c) {
   if (!c.metrics_addr.empty() && !ParseAddr(c.metrics_addr, &metrics_host, &metrics_port)) {
     std::cerr << "error: --metrics-addr must be HOST:PORT, got '" << c.metrics_addr << "'\n";
     return 2;
+  }
+  if (!c.service.public_url.empty()) {
+    auto url = service::NormalizePublicUrl(c.service.public_url);
+    if (!url.ok()) {
+      std::cerr << "error: --public-url '" << c.service.public_url
+                << "': " << url.status().message() << "\n";
+      return 2;
+    }
+    c.service.public_url = std::move(*url);
   }
 
   auto opened = Application::Open(c);

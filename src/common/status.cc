@@ -28,6 +28,8 @@ const char* StatusCodeName(StatusCode code) {
       return "UNSUPPORTED_MEDIA_TYPE";
     case StatusCode::kAlreadyExists:
       return "ALREADY_EXISTS";
+    case StatusCode::kThrottled:
+      return "THROTTLED";
     case StatusCode::kCorruption:
       return "CORRUPTION";
     case StatusCode::kIoError:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -23,16 +24,16 @@ enum class StatusCode {
   kPermissionDenied = 3,   // valid credentials, not allowed (403)
   kNotFound = 4,           // unknown resource (404)
   kPayloadTooLarge = 5,    // request body over the configured cap (413)
-  kResourceExhausted = 6,  // rate limit or capacity (429)
+  kResourceExhausted = 6,  // a quota or capacity a retry cannot fix (429)
   kUnavailable = 7,        // transient server-side condition; clients retry (503)
   kInternal = 8,           // bug or storage failure (500)
   kMethodNotAllowed = 9,   // wrong HTTP method (405)
   kUnsupportedMedia = 10,  // wrong content type (415)
   kAlreadyExists = 11,     // a resource with that name exists (409)
-  // 12 is reserved.
-  kCorruption = 13,       // stored data is not what it must be (500; logged, never shown as is)
-  kIoError = 14,          // the storage could not read or write (500; logged, never shown as is)
-  kHeadersTooLarge = 15,  // request header block over the configured cap (431)
+  kThrottled = 12,         // over a rate limit; clients retry after retry_after_ms (503)
+  kCorruption = 13,        // stored data is not what it must be (500; logged, never shown as is)
+  kIoError = 14,           // the storage could not read or write (500; logged, never shown as is)
+  kHeadersTooLarge = 15,   // request header block over the configured cap (431)
 };
 
 class [[nodiscard]] Status {
@@ -47,6 +48,14 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   std::string ToString() const;
 
+  // A hint (milliseconds, > 0) for when a retry may succeed; 0: none. The HTTP layer sends it
+  // as a Retry-After header.
+  int64_t retry_after_ms() const { return retry_after_ms_; }
+  Status& set_retry_after_ms(int64_t ms) {
+    retry_after_ms_ = ms;
+    return *this;
+  }
+
   bool operator==(const Status& other) const {
     return code_ == other.code_ && message_ == other.message_;
   }
@@ -54,6 +63,7 @@ class [[nodiscard]] Status {
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  int64_t retry_after_ms_ = 0;
 };
 
 inline Status InvalidArgument(std::string msg) {
@@ -75,6 +85,10 @@ inline Status AlreadyExists(std::string msg) {
 }
 inline Status ResourceExhausted(std::string msg) {
   return Status(StatusCode::kResourceExhausted, std::move(msg));
+}
+// REQUIRES: retry_after_ms > 0.
+inline Status Throttled(std::string msg, int64_t retry_after_ms) {
+  return Status(StatusCode::kThrottled, std::move(msg)).set_retry_after_ms(retry_after_ms);
 }
 
 inline Status Corruption(std::string msg) {

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <deque>
 #include <optional>
+#include <type_traits>
 
 #include "net/session.h"
 #include "service/http_status.h"

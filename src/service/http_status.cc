@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <string>
+
 namespace kvc::service {
 
 int HttpStatusFor(StatusCode code) {
@@ -27,6 +30,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kResourceExhausted:
       return 429;
     case StatusCode::kUnavailable:
+    case StatusCode::kThrottled:  // 5xx so clients retry: they all treat 4xx as final
       return 503;
     case StatusCode::kInternal:
       return 500;
@@ -53,6 +57,11 @@ HttpResponse ErrorResponse(const Status& status) {
     return r;
   }
   r.body = status.message();
+  if (status.retry_after_ms() > 0) {
+    // Whole seconds, rounded up, at least 1 (RFC 9110 delay-seconds).
+    const int64_t seconds = std::max<int64_t>(1, (status.retry_after_ms() + 999) / 1000);
+    r.headers.emplace_back("retry-after", std::to_string(seconds));
+  }
   return r;
 }
 

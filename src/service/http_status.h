@@ -7,7 +7,8 @@
 namespace kvc::service {
 
 int HttpStatusFor(StatusCode code);
-// A plain-text error response whose body is the status message (Deno shows it to the user).
+// A plain-text error response whose body is the status message (Deno shows it to the user),
+// with a Retry-After header (whole seconds, rounded up) when the status carries a hint.
 HttpResponse ErrorResponse(const Status& status);
 
 }  // namespace kvc::service

@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <exception>
+#include <string_view>
 
 #include "codec/datapath_codec.h"
 #include "codec/metadata_json.h"
@@ -50,7 +53,51 @@ void Guarded(Responder& respond, F&& f) {
   }
 }
 
+// RFC 3986 authority characters without userinfo: unreserved, sub-delims, ':', '[', ']' and
+// percent-encoding. Anything else would change the meaning of the URL built from it.
+bool IsAuthorityChar(unsigned char c) {
+  if (std::isalnum(c)) return true;
+  return std::string_view("-._~!$&'()*+,;=:[]%").find(static_cast<char>(c)) !=
+         std::string_view::npos;
+}
+
+bool IsValidAuthority(std::string_view authority) {
+  if (authority.empty()) return false;
+  for (unsigned char c : authority) {
+    if (!IsAuthorityChar(c)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+Result<std::string> NormalizePublicUrl(std::string_view url) {
+  const Status bad = InvalidArgument(
+      "the public URL must look like https://host[:port][/path], without a query or fragment");
+  std::string out;
+  for (const char* scheme : {"http://", "https://"}) {
+    const std::string_view prefix(scheme);
+    if (url.size() < prefix.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      match = match && std::tolower(static_cast<unsigned char>(url[i])) == prefix[i];
+    }
+    if (match) {
+      out = std::string(prefix);
+      url.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  if (out.empty()) return bad;
+  while (!url.empty() && url.back() == '/') url.remove_suffix(1);
+  const std::string_view authority = url.substr(0, url.find('/'));
+  if (!IsValidAuthority(authority)) return bad;
+  for (unsigned char c : url) {
+    if (c <= 0x20 || c >= 0x7f || c == '?' || c == '#') return bad;
+  }
+  out += url;
+  return out;
+}
 
 KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory)
     : options_(std::move(options)), signer_(std::move(server_secret)), directory_(directory) {}
@@ -101,19 +148,45 @@ void KvService::Handle(HttpRequest req, Responder respond) {
   }
 }
 
-double KvService::RateFor(const std::string& token_id, double token_rate) const {
-  if (token_id == kBootstrapTokenId) return options_.bootstrap_rate_limit_rps;
-  return token_rate >= 0 ? token_rate : options_.rate_limit_rps;
+KvService::RateLimit KvService::LimitFor(const std::string& token_id, double token_rate) const {
+  if (token_id == kBootstrapTokenId) {
+    const double rate = options_.bootstrap_rate_limit_rps;
+    return {rate, std::max(options_.rate_limit_burst, rate)};
+  }
+  // A token's own rate bounds its bursts too; the server-wide burst is for the default rate.
+  if (token_rate >= 0) return {token_rate, std::max(token_rate, 1.0)};
+  return {options_.rate_limit_rps, std::max(options_.rate_limit_burst, options_.rate_limit_rps)};
 }
 
-Status KvService::CheckRate(const std::string& token_id, double rate) {
-  if (rate <= 0) return Status::Ok();
-  const double burst = std::max(options_.rate_limit_burst, rate);
-  if (limiter_.Allow(token_id, rate, burst, RateLimiter::Clock::now())) return Status::Ok();
+Status KvService::CheckRate(const std::string& token_id, RateLimit limit) {
+  if (limit.rate <= 0) return Status::Ok();
+  RateLimiter::Clock::duration wait{};
+  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
+    return Status::Ok();
+  }
+  const int64_t wait_ms =
+      std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", rate);
-  return ResourceExhausted("Rate limit exceeded for this access token (" + std::string(buf) +
-                           " requests per second); slow down and retry.");
+  std::snprintf(buf, sizeof buf, "%g", limit.rate);
+  return Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
+                       " requests per second); slow down and retry.",
+                   wait_ms);
+}
+
+Result<std::string> KvService::EndpointUrl(const HttpRequest& req) const {
+  if (!options_.public_url.empty()) return options_.public_url + options_.endpoint_path;
+  if (req.authority.empty()) {
+    return InvalidArgument(
+        "The metadata answer needs a Host header (or :authority) to build the absolute endpoint "
+        "URL.");
+  }
+  if (!IsValidAuthority(req.authority)) {
+    return InvalidArgument(
+        "The Host header (or :authority) is not a valid host[:port]; the metadata answer "
+        "builds the absolute endpoint URL from it.");
+  }
+  const char* scheme = req.scheme == "https" ? "https://" : "http://";
+  return scheme + req.authority + options_.endpoint_path;
 }
 
 void KvService::HandleMetadata(HttpRequest req, std::string database, Responder respond) {
@@ -205,7 +278,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
         PermissionDenied("This access token is not valid for database '" + call->database + "'.")));
     return;
   }
-  if (Status s = CheckRate(who.token_id, RateFor(who.token_id, who.rate)); !s.ok()) {
+  if (Status s = CheckRate(who.token_id, LimitFor(who.token_id, who.rate)); !s.ok()) {
     respond(ErrorResponse(s));
     return;
   }
@@ -221,17 +294,12 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
   codec::MetadataResponse m;
   m.version = call->version;
   m.database_id = db->record.id;
-  if (call->version == 1) {
-    if (call->req.authority.empty()) {
-      respond(ErrorResponse(InvalidArgument(
-          "Protocol version 1 needs a Host header to build the absolute endpoint URL.")));
-      return;
-    }
-    m.endpoints.push_back(
-        {call->req.scheme + "://" + call->req.authority + options_.endpoint_path, "strong"});
-  } else {
-    m.endpoints.push_back({options_.endpoint_path, "strong"});
+  auto endpoint = EndpointUrl(call->req);
+  if (!endpoint.ok()) {
+    respond(ErrorResponse(endpoint.status()));
+    return;
   }
+  m.endpoints.push_back({std::move(*endpoint), "strong"});
   m.token = signer_.Issue(claims);
   m.expires_at = FormatRfc3339Utc(expires_at);
   HttpResponse r;
@@ -281,7 +349,7 @@ Result<std::shared_ptr<engine::Engine>> KvService::AuthorizeDataPath(const HttpR
   const Directory::Database* db = snap->Find(claims.database_id);
   if (!db) return NotFound("The database no longer exists.");
   KVC_RETURN_IF_ERROR(
-      CheckRate(claims.access_token_id, RateFor(claims.access_token_id, token_rate)));
+      CheckRate(claims.access_token_id, LimitFor(claims.access_token_id, token_rate)));
   return db->engine;
 }
 

@@ -5,6 +5,9 @@
 // It authenticates, rate-limits, decodes (codec/), runs the engine and encodes the answer;
 // every error is a Status mapped to HTTP by service/http_status.cc.
 //
+// Metadata answers carry absolute endpoint URLs (every client resolves those the same way):
+// ServiceOptions::public_url when set, else the request's scheme and authority.
+//
 // Access tokens: the bootstrap token of `serve` (admin on every database) and the catalog's
 // tokens (one database, one scope, optional expiry, revocable). Data-path tokens carry the
 // access token's id; a revoked or expired access token's data-path tokens stop working as soon
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "auth/tokens.h"
 #include "engine/engine.h"
@@ -35,12 +39,20 @@ struct ServiceOptions {
   int64_t token_grace_ms = 7LL * 24 * 60 * 60 * 1000;
   std::chrono::milliseconds watch_keepalive{5000};
   std::string endpoint_path = "/v2";  // no trailing slash
-  // Requests per second per access token (token bucket), unless the token sets its own rate;
-  // 0: unlimited. The bootstrap token has its own setting (default unlimited).
+  // The server's URL as clients see it (e.g. behind a proxy), as NormalizePublicUrl returns
+  // it; endpoints are this + endpoint_path. Empty: the request's scheme and Host/:authority.
+  std::string public_url;
+  // Requests per second per access token (token bucket), unless the token sets its own rate
+  // (then its bucket holds max(rate, 1) requests); 0: unlimited. The bootstrap token has its
+  // own setting (default unlimited). Over the limit: kThrottled (503 with Retry-After).
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
 };
+
+// Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
+// with a lowercase scheme and without trailing slashes; kInvalidArgument says what is wrong.
+Result<std::string> NormalizePublicUrl(std::string_view url);
 
 class KvService : public Handler {
  public:
@@ -61,6 +73,11 @@ class KvService : public Handler {
     int64_t expires_ms = 0;  // 0: never
     double rate = 0;         // requests per second; 0: unlimited
   };
+  // A token bucket's parameters; rate <= 0: unlimited.
+  struct RateLimit {
+    double rate = 0;
+    double burst = 0;
+  };
   struct MetadataCall {
     HttpRequest req;
     std::string database;  // name or id from the URL
@@ -77,8 +94,12 @@ class KvService : public Handler {
   void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
   // Authenticates a data-path request and returns the engine it addresses.
   Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write);
-  double RateFor(const std::string& token_id, double token_rate) const;
-  Status CheckRate(const std::string& token_id, double rate);
+  // The endpoint URL of a metadata answer to `req`, or kInvalidArgument if it cannot be built.
+  Result<std::string> EndpointUrl(const HttpRequest& req) const;
+  // token_rate: the catalog token's own rate (< 0: the server's default).
+  RateLimit LimitFor(const std::string& token_id, double token_rate) const;
+  // OK, or kThrottled with a retry-after hint.
+  Status CheckRate(const std::string& token_id, RateLimit limit);
 
   const ServiceOptions options_;
   const auth::TokenSigner signer_;

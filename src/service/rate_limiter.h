@@ -4,6 +4,7 @@
 // Thread-safety: thread-safe; buckets are spread over shards with a mutex each.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <mutex>
@@ -16,8 +17,10 @@ class RateLimiter {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // True if a request under `key` may proceed now. rate <= 0 means unlimited.
-  bool Allow(const std::string& key, double rate, double burst, Clock::time_point now) {
+  // True if a request under `key` may proceed now. rate <= 0 means unlimited. When it may not
+  // and `retry_after` is set, stores there how long until the bucket holds one request again.
+  bool Allow(const std::string& key, double rate, double burst, Clock::time_point now,
+             Clock::duration* retry_after = nullptr) {
     if (rate <= 0) return true;
     if (burst < 1) burst = 1;
     Shard& shard = shards_[std::hash<std::string>{}(key) % shards_.size()];
@@ -31,7 +34,13 @@ class RateLimiter {
         b.last = now;
       }
     }
-    if (b.tokens < 1) return false;
+    if (b.tokens < 1) {
+      if (retry_after) {
+        *retry_after = std::chrono::ceil<Clock::duration>(
+            std::chrono::duration<double>((1 - b.tokens) / rate));
+      }
+      return false;
+    }
     b.tokens -= 1;
     return true;
   }

@@ -20,7 +20,7 @@ import path from "node:path";
 import tls from "node:tls";
 import {
   annotate, describeRun, E2E_DIR, expectCliOk, expectDenoOk, makeCerts, makeTempDir, removeTempDirs, runDeno,
-  spawnDeno, startServer, withServer, withTimeout,
+  runKvconnect, spawnDeno, startServer, withServer, withTimeout,
 } from "./harness.mjs";
 import {
   dataPath, fixture, H2, http1Body, http1Post, metadata, METADATA_BODY, pollUntil, rawExchange, statusLine, withH2,
@@ -169,6 +169,7 @@ describe("TLS on --addr", { timeout: 180_000 }, () => {
       const m2 = await exchange(server.url, server.token, { ca: caPem });
       assert.equal(m2.status, 200, m2.text);
       assert.match(m2.json.databaseId, UUID_RE);
+      assert.equal(m2.json.endpoints[0].url, `${server.url}/v2`, "an absolute https:// endpoint over h2");
       // HTTP/1.1 over TLS
       const r1 = await rawExchange(server.port, (s) => s.write(http1Post("/", {
         headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
@@ -176,7 +177,10 @@ describe("TLS on --addr", { timeout: 180_000 }, () => {
       })), { tlsOptions: { ca: caPem, ALPNProtocols: ["http/1.1"] } });
       assert.equal(r1.alpn, "http/1.1");
       assert.match(statusLine(r1.text), /^HTTP\/1\.1 200/, r1.text.slice(0, 500));
-      assert.equal(JSON.parse(http1Body(r1.text)).databaseId, m2.json.databaseId);
+      const m1 = JSON.parse(http1Body(r1.text));
+      assert.equal(m1.databaseId, m2.json.databaseId);
+      // http1Post sends "Host: 127.0.0.1": the URL has that authority and the TLS scheme
+      assert.equal(m1.endpoints[0].url, "https://127.0.0.1/v2", "an absolute https:// endpoint over HTTP/1.1 and TLS");
     } catch (e) {
       throw annotate(e, server);
     }
@@ -195,6 +199,8 @@ test("plain --addr and TLS --tls-addr side by side", { timeout: 60_000 }, async 
     const secure = await exchange(server.tlsUrl, server.token, { ca: caPem });
     assert.equal(secure.status, 200, `h2 over TLS on --tls-addr: ${secure.text}`);
     assert.equal(plain.json.databaseId, secure.json.databaseId, "same database behind both listeners");
+    assert.equal(plain.json.endpoints[0].url, `${server.url}/v2`, "each listener answers with its own URL");
+    assert.equal(secure.json.endpoints[0].url, `${server.tlsUrl}/v2`);
     // HTTP/1.1 on both
     const body = http1Post("/", {
       headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
@@ -219,6 +225,20 @@ test("plain --addr and TLS --tls-addr side by side", { timeout: 60_000 }, async 
       assert.ok(r.body.includes(Buffer.from("xxxxxxxxxx")), "the value written over h2c is read over TLS");
     });
   });
+});
+
+test("--public-url: metadata answers point at it; a bad value stops serve with exit code 2", { timeout: 60_000 }, async () => {
+  await withServer({ extraArgs: ["--public-url", "HTTPS://kv.example.com/base/"] }, async (server) => {
+    const m = await exchange(server.url, server.token);
+    assert.equal(m.status, 200, m.text);
+    assert.equal(m.json.endpoints[0].url, "https://kv.example.com/base/v2");
+  });
+  for (const bad of ["ftp://kv.example.com", "https://kv.example.com/?x=1", "https://kv.example.com/#f", "kv.example.com"]) {
+    const dir = await makeTempDir();
+    const res = await runKvconnect(["serve", "--addr", "127.0.0.1:0", "--data-dir", dir, "--public-url", bad]);
+    assert.equal(res.code, 2, `serve --public-url ${bad}: ${res.command} exited ${res.code}\n${res.stderr}`);
+    assert.match(res.stderr, /--public-url/, res.stderr);
+  }
 });
 
 test("SIGHUP reloads the certificate; connections opened before keep working", { timeout: 60_000 }, async () => {
@@ -341,7 +361,7 @@ describe("databases and access tokens (bootstrap token, TLS)", { timeout: 240_00
     const named = await meta(server.token, "default");
     assert.equal(named.status, 200, named.text);
     assert.equal(named.json.databaseId, root.json.databaseId, "POST / is database `default`");
-    assert.equal(named.json.endpoints[0].url, "/v2");
+    assert.equal(named.json.endpoints[0].url, `${server.url}/v2`, "absolute endpoint URL");
     ids.default = root.json.databaseId;
     const bad = await meta(`${server.token}x`);
     assert.equal(bad.status, 401, bad.text);
@@ -461,6 +481,20 @@ describe("databases and access tokens (bootstrap token, TLS)", { timeout: 240_00
     assert.ok(filtered.every((x) => x.database === "default"), "token list --db filters");
     const text = expectCliOk(await server.tokenCmd("list"), server).stdout;
     assert.ok(text.includes(id) && !text.includes(secret), "plain token list shows the id, not the secret");
+
+    // each token's rate limit: the server's default, its own rate, or unlimited
+    assert.equal(e.rate_limit, null, "no --rate-limit: the server's default (null)");
+    const own = await createToken("--db", "default", "--scope", "read", "--rate-limit", "5", "--name", "rate-5");
+    const unlimited = await createToken("--db", "default", "--scope", "read", "--rate-limit", "0", "--name", "rate-0");
+    const listed = await tokenList();
+    assert.equal(listed.find((x) => x.id === own.id)?.rate_limit, 5, JSON.stringify(listed));
+    assert.equal(listed.find((x) => x.id === unlimited.id)?.rate_limit, 0, JSON.stringify(listed));
+    const table = expectCliOk(await server.tokenCmd("list"), server).stdout.split("\n");
+    assert.match(table[0], /\bRATE\b/, `the table has a RATE column: ${table[0]}`);
+    const rateOf = (tokenId) => table.find((l) => l.startsWith(tokenId))?.split(/\s+/)[5];
+    assert.equal(rateOf(id), "default", table.join("\n"));
+    assert.equal(rateOf(own.id), "5", table.join("\n"));
+    assert.equal(rateOf(unlimited.id), "unlimited", table.join("\n"));
 
     // nothing in the data dir holds the secret in clear text
     for (const f of await fsp.readdir(server.dataDir, { recursive: true })) {

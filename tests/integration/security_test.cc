@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "auth/tokens.h"
 #include "cli/data_dir.h"
@@ -277,16 +279,20 @@ class RateLimitTest : public SecurityTest {
   }
 };
 
-TEST_F(RateLimitTest, TokenBucketAnswers429) {
-  const Session s = Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
+// Over the limit: 503 (clients retry 5xx; a 429 is final in every client) with a Retry-After
+// of whole seconds and a text.
+TEST_F(RateLimitTest, TokenBucketAnswers503WithRetryAfter) {
+  const std::string token = MakeToken("sales", auth::Scope::kWrite);
+  const Session s = Exchange("/databases/sales/connect", token);
   int ok = 0, limited = 0;
-  std::string text;
+  std::string text, retry_after;
   for (int i = 0; i < 20; ++i) {
     auto r = Data(s, "snapshot_read", Fixture("snapshot_read_get.bin"));
     if (r.status == 200) ++ok;
-    if (r.status == 429) {
+    if (r.status == 503) {
       ++limited;
       text = r.body;
+      retry_after = r.headers["retry-after"];
     }
   }
   // The exchange used one of the 5; a few more may refill while the loop runs.
@@ -294,12 +300,50 @@ TEST_F(RateLimitTest, TokenBucketAnswers429) {
   EXPECT_LE(ok, 8);
   EXPECT_EQ(ok + limited, 20);
   EXPECT_NE(text.find("Rate limit exceeded"), std::string::npos) << text;
+  // At 2 per second the next request is at most half a second away: rounded up to 1 s.
+  EXPECT_EQ(retry_after, "1");
+  // The metadata exchange is throttled the same way.
+  testutil::HttpResponse m;
+  for (int i = 0; i < 20 && m.status != 503; ++i) m = Connect("/databases/sales/connect", token);
+  EXPECT_EQ(m.status, 503) << m.body;
+  EXPECT_EQ(m.headers["retry-after"], "1");
   // A token with its own unlimited rate, and the bootstrap token, are not limited.
   const Session free =
       Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite, 0, /*rate=*/0));
   for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(free), 0);
   const Session boot = Exchange("/databases/sales/connect", kBootstrap);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(ReadCount(boot), 0);
+}
+
+// A token's own rate bounds its bursts too: the server-wide burst (20000 by default) is for
+// tokens on the server's default rate.
+TEST_F(SecurityTest, OwnRateLimitBoundsBursts) {
+  const Session s =
+      Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite, 0, /*rate=*/5));
+  ASSERT_FALSE(s.token.empty());
+  std::vector<std::tuple<std::string, Headers, std::string>> many(
+      50, {"/v2/snapshot_read",
+           {{"authorization", "Bearer " + s.token},
+            {"x-denokv-version", "3"},
+            {"x-denokv-database-id", s.database_id}},
+           Fixture("snapshot_read_get.bin")});
+  auto rs = client_->PostMany(many);
+  ASSERT_TRUE(rs.ok()) << rs.status().ToString();
+  int ok = 0, limited = 0;
+  for (const auto& r : *rs) {
+    if (r.status == 200) ++ok;
+    if (r.status == 503) {
+      ++limited;
+      EXPECT_NE(r.body.find("Rate limit exceeded"), std::string::npos) << r.body;
+      const auto it = r.headers.find("retry-after");
+      ASSERT_NE(it, r.headers.end());
+      EXPECT_GE(std::stoi(it->second), 1) << it->second;
+    }
+  }
+  // The bucket holds 5 and the exchange took one; no timing is asserted.
+  EXPECT_GE(ok, 1);
+  EXPECT_LE(ok, 10);
+  EXPECT_EQ(ok + limited, 50);
 }
 
 }  // namespace

@@ -144,11 +144,122 @@ TEST_F(ServerTest, MetadataExchangeVersionsAndSchemas) {
     EXPECT_EQ(d["version"].GetInt(), tc.version);
     EXPECT_EQ(d["databaseId"].GetString(), engine()->database_id());
     EXPECT_NE(std::string(d["token"].GetString()), kToken);  // never the access token
-    if (tc.version == 1) {
-      EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()),
-                "http://127.0.0.1:" + std::to_string(port_) + "/v2");
+    // Absolute for every version, from the Host header.
+    EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()),
+              "http://127.0.0.1:" + std::to_string(port_) + "/v2");
+  }
+}
+
+TEST_F(ServerTest, EndpointUrlsAreAbsoluteOverHttp2) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  const std::string expected = "http://127.0.0.1:" + std::to_string(port_) + "/v2";
+  for (const char* body : {R"({"supportedVersions":[2]})", R"({"supportedVersions":[2,3]})",
+                           R"({"supportedVersions":[1,2,3,4]})"}) {
+    auto r = (*c)->Post("/", {{"authorization", std::string("Bearer ") + kToken}}, body);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()), expected) << body;
+  }
+}
+
+// A client that also offers version 4 (WebSocket watches, which we do not serve) gets 3 and
+// the data path works with the answer as usual.
+TEST_F(ServerTest, OfferingVersion4GetsVersion3) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto meta = (*c)->Post("/", {{"authorization", std::string("Bearer ") + kToken}},
+                         R"({"supportedVersions":[1,2,3,4]})");
+  ASSERT_TRUE(meta.ok());
+  ASSERT_EQ(meta->status, 200) << meta->body;
+  rapidjson::Document d;
+  d.Parse(meta->body.c_str());
+  ASSERT_EQ(d["version"].GetInt(), 3);
+  const Headers h = DataHeaders(d["token"].GetString(), d["databaseId"].GetString());
+  auto w = (*c)->Post("/v2/atomic_write", h, Fixture("atomic_write_set.bin"));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->status, 200) << w->body;
+  auto r = (*c)->Post("/v2/snapshot_read", h, Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(r.ok());
+  pb::SnapshotReadOutput out;
+  ASSERT_TRUE(out.ParseFromString(r->body));
+  ASSERT_EQ(out.ranges_size(), 1);
+  EXPECT_EQ(out.ranges(0).values_size(), 1);
+  // A data-path request claiming version 4 is refused with a clear 400.
+  Headers v4 = h;
+  v4[1].second = "4";
+  auto bad = (*c)->Post("/v2/snapshot_read", v4, Fixture("snapshot_read_get.bin"));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("protocol version"), std::string::npos) << bad->body;
+}
+
+// The endpoint URL follows the Host header; without one (or with one that is not a
+// host[:port]) there is nothing to build it from.
+TEST_F(ServerTest, EndpointUrlNeedsAValidHost) {
+  const std::string body = R"({"supportedVersions":[2,3]})";
+  {
+    auto c = Http1Client::Connect("127.0.0.1", port_);
+    ASSERT_TRUE(c.ok());
+    auto r = (*c)->Post(
+        "/", {{"Host", "kv.example.com:8443"}, {"authorization", std::string("Bearer ") + kToken}},
+        body);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()), "http://kv.example.com:8443/v2");
+    for (const char* bad : {"evil.example/x?", "a b", "user@host"}) {
+      r = (*c)->Post("/", {{"Host", bad}, {"authorization", std::string("Bearer ") + kToken}},
+                     body);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(r->status, 400) << bad;
+      EXPECT_NE(r->body.find("not a valid host[:port]"), std::string::npos) << r->body;
     }
   }
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto raw =
+      (*c)->SendRaw("POST / HTTP/1.1\r\nAuthorization: Bearer " + std::string(kToken) +
+                        "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body,
+                    std::chrono::seconds(5));
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->rfind("HTTP/1.1 400", 0), 0u) << *raw;
+  EXPECT_NE(raw->find("needs a Host header"), std::string::npos) << *raw;
+}
+
+class PublicUrlTest : public ServerTest {
+  void TuneService(service::ServiceOptions& so) override {
+    so.public_url = *service::NormalizePublicUrl("https://kv.example.com/base/");
+  }
+};
+
+TEST_F(PublicUrlTest, EndpointsUseThePublicUrl) {
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  for (const char* body :
+       {"", R"({"supportedVersions":[1,2]})", R"({"supportedVersions":[2,3]})"}) {
+    auto r = (*c)->Post("/", {{"authorization", std::string("Bearer ") + kToken}}, body);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    rapidjson::Document d;
+    d.Parse(r->body.c_str());
+    EXPECT_EQ(std::string(d["endpoints"][0]["url"].GetString()), "https://kv.example.com/base/v2")
+        << body;
+  }
+  // No Host header needed then.
+  const std::string body = R"({"supportedVersions":[3]})";
+  auto raw =
+      (*c)->SendRaw("POST / HTTP/1.1\r\nAuthorization: Bearer " + std::string(kToken) +
+                        "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body,
+                    std::chrono::seconds(5));
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->rfind("HTTP/1.1 200", 0), 0u) << *raw;
+  EXPECT_NE(raw->find("https://kv.example.com/base/v2"), std::string::npos) << *raw;
 }
 
 TEST_F(ServerTest, ProtocolVersion1DataPath) {

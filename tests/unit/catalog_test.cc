@@ -1,5 +1,5 @@
-// The catalog (databases, access tokens), access-token format, durations, the config file and
-// the rate limiter.
+// The catalog (databases, access tokens), access-token format, durations, the config file,
+// --public-url, the rate limiter and the status table.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +14,8 @@
 #include "cli/serve.h"
 #include "codec/config_json.h"
 #include "common/random.h"
+#include "service/http_status.h"
+#include "service/kv_service.h"
 #include "service/rate_limiter.h"
 #include "storage/sqlite/sqlite_catalog.h"
 
@@ -272,6 +274,76 @@ TEST(RateLimiter, BucketRefillsAtTheRate) {
   for (int i = 0; i < 20; ++i) allowed += rl.Allow("a", 10, 5, t0 + std::chrono::milliseconds(500));
   EXPECT_EQ(allowed, 5);
   EXPECT_TRUE(rl.Allow("a", 0, 0, t0));  // rate 0: unlimited
+}
+
+TEST(RateLimiter, RefusalsSayWhenToRetry) {
+  service::RateLimiter rl;
+  const auto t0 = service::RateLimiter::Clock::now();
+  service::RateLimiter::Clock::duration wait{};
+  EXPECT_TRUE(rl.Allow("a", 4, 1, t0, &wait));
+  EXPECT_FALSE(rl.Allow("a", 4, 1, t0, &wait));
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(), 250);
+  // 100 ms later, 0.4 of a request has refilled: 150 ms to go.
+  EXPECT_FALSE(rl.Allow("a", 4, 1, t0 + std::chrono::milliseconds(100), &wait));
+  using DoubleMs = std::chrono::duration<double, std::milli>;
+  EXPECT_NEAR(std::chrono::duration_cast<DoubleMs>(wait).count(), 150, 0.01);
+  EXPECT_TRUE(rl.Allow("a", 4, 1, t0 + std::chrono::milliseconds(300), &wait));
+}
+
+TEST(StatusTable, ThrottledIs503WithRetryAfterAndQuotasStay429) {
+  EXPECT_EQ(service::HttpStatusFor(StatusCode::kThrottled), 503);
+  EXPECT_EQ(service::HttpStatusFor(StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(static_cast<int>(StatusCode::kThrottled), 12);  // do not renumber
+  auto header = [](const service::HttpResponse& r) {
+    for (const auto& [k, v] : r.headers) {
+      if (k == "retry-after") return v;
+    }
+    return std::string("(none)");
+  };
+  // Whole seconds, rounded up, at least 1.
+  for (auto [ms, seconds] : std::vector<std::pair<int64_t, std::string>>{
+           {1, "1"}, {999, "1"}, {1000, "1"}, {1001, "2"}, {2500, "3"}}) {
+    const service::HttpResponse r = service::ErrorResponse(Throttled("slow down", ms));
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.body, "slow down");
+    EXPECT_EQ(header(r), seconds) << ms;
+  }
+  // No hint, no header; the hint survives KVC_RETURN_IF_ERROR-style copies.
+  EXPECT_EQ(header(service::ErrorResponse(Unavailable("busy"))), "(none)");
+  EXPECT_EQ(header(service::ErrorResponse(ResourceExhausted("quota used up"))), "(none)");
+  const Status copy = Throttled("x", 42);
+  EXPECT_EQ(copy.retry_after_ms(), 42);
+  EXPECT_EQ(copy.ToString(), "THROTTLED: x");
+}
+
+TEST(PublicUrl, NormalizedOrRefused) {
+  const std::pair<const char*, const char*> good[] = {
+      {"https://kv.example.com", "https://kv.example.com"},
+      {"https://kv.example.com/", "https://kv.example.com"},
+      {"HTTP://kv.example.com:8080//", "http://kv.example.com:8080"},
+      {"https://kv.example.com/base/", "https://kv.example.com/base"},
+      {"http://[::1]:4512", "http://[::1]:4512"},
+      {"http://127.0.0.1:4512", "http://127.0.0.1:4512"},
+  };
+  for (const auto& [in, out] : good) {
+    auto r = service::NormalizePublicUrl(in);
+    ASSERT_TRUE(r.ok()) << in << ": " << r.status().ToString();
+    EXPECT_EQ(*r, out);
+  }
+  for (const char* bad :
+       {"", "kv.example.com", "ftp://kv.example.com", "https://", "https:///v2",
+        "https://kv.example.com/?x=1", "https://kv.example.com#f", "https://user@kv.example.com",
+        "https://kv example.com", "https://kv.example.com/a b", "wss://kv.example.com"}) {
+    auto r = service::NormalizePublicUrl(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  // The config file's schema refuses what the flag refuses (the flag check runs as well).
+  EXPECT_TRUE(codec::ParseConfigFile(R"({"public_url":"https://kv.example.com/"})").ok());
+  EXPECT_TRUE(codec::ParseConfigFile(R"({"public_url":"http://h:1/base"})").ok());
+  for (const char* bad : {R"({"public_url":"ftp://h"})", R"({"public_url":"https://h/?q"})",
+                          R"({"public_url":"h"})", R"({"public_url":1})"}) {
+    EXPECT_FALSE(codec::ParseConfigFile(bad).ok()) << bad;
+  }
 }
 
 }  // namespace
