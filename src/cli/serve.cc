@@ -232,6 +232,11 @@ void PrintBanner(const Application& app) {
             << "Health: " << url << "/healthz, " << url
             << "/readyz; metrics: " << (app.metrics_url().empty() ? url : app.metrics_url())
             << "/metrics\n\n";
+  const service::ServiceOptions& so = app.config().service;
+  if (!so.public_url.empty()) {
+    std::cout << "Metadata answers send clients to " << so.public_url << so.endpoint_path
+              << " (--public-url).\n\n";
+  }
   std::cout.flush();
 }
 
