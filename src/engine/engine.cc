@@ -329,6 +329,7 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       out.version = *v;
       return out;
     };
+    counters_.storage_reads.fetch_add(1, std::memory_order_relaxed);
     const bool points = cache_.enabled() && AllPointReads(job.ranges);
     if (points) counters_.cache_misses.fetch_add(1, std::memory_order_relaxed);
     Result<ReadResult> r = points ? ReadPoints(reader, job.ranges, now) : run();

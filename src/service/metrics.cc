@@ -315,6 +315,7 @@ std::string Metrics::Render() {
       const engine::EngineCounters& c = e.counters();
       AddValue(hits, static_cast<double>(c.cache_hits.load()), l);
       AddValue(misses, static_cast<double>(c.cache_misses.load()), l);
+      AddValue(storage_reads, static_cast<double>(c.storage_reads.load()), l);
       AddValue(refused, static_cast<double>(c.reads_refused.load()),
                {{"database", db.record.name}, {"kind", "read"}});
       AddValue(refused, static_cast<double>(c.writes_refused.load()),
@@ -322,7 +323,7 @@ std::string Metrics::Render() {
     }
   }
   for (auto* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-                  &refused}) {
+                  &storage_reads, &refused}) {
     families.push_back(std::move(*f));
   }
   return prometheus::TextSerializer().Serialize(families);

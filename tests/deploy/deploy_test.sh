@@ -6,6 +6,8 @@
 #   config   deploy/config.example.json is JSON the built server accepts; the server then
 #            serves TLS (h2 and http/1.1) with the generated certificate and reloads it on SIGHUP
 #   image    every shared library the binary needs is in the Dockerfile's runtime stage
+#   health   the Dockerfile's HEALTHCHECK command passes against the built server's metrics
+#            listener (and fails once it is gone); the Kubernetes probes' paths answer 200
 #   yaml     deploy/compose.yaml and deploy/k8s/kvconnect.yaml parse (when PyYAML is there)
 #
 # Environment:
@@ -343,6 +345,55 @@ image_test() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# health: the image's HEALTHCHECK and the Kubernetes probes against the built server
+# ---------------------------------------------------------------------------------------------
+health_test() {
+  echo "== health: Dockerfile HEALTHCHECK, Kubernetes probe paths"
+  if ! command -v python3 >/dev/null 2>&1; then
+    skip "needs python3 to read the HEALTHCHECK command"
+    return
+  fi
+  local cmd port data
+  # The shell command of `HEALTHCHECK ... CMD ["bash", "-c", "<command>"]`.
+  cmd=$(python3 - "$DEPLOY/Dockerfile" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read().replace("\\\n", " ")
+m = re.search(r"^HEALTHCHECK .*?CMD (\[.*\])\s*$", text, re.M)
+print(json.loads(m.group(1))[2] if m else "")
+PY
+)
+  if [ -z "$cmd" ]; then
+    fail "no HEALTHCHECK CMD [\"bash\", \"-c\", ...] in deploy/Dockerfile"
+    return
+  fi
+  port=$(free_port) || { fail "found no free port"; return; }
+  data=$TMP/health-data
+  mkdir -p "$data"
+  "$BIN" serve --addr 127.0.0.1:0 --data-dir "$data" --metrics-addr "127.0.0.1:$port" \
+    >"$TMP/health.log" 2>&1 &
+  server_pid=$!
+  local i
+  for i in $(seq 1 100); do
+    quiet curl -sf "http://127.0.0.1:$port/healthz" && break
+    sleep 0.1
+  done
+  check "HEALTHCHECK passes against a running server" bash -c "${cmd//9090/$port}"
+  local path
+  for path in $(grep -o 'path: /[a-z]*' "$DEPLOY/k8s/kvconnect.yaml" | cut -d' ' -f2); do
+    check "Kubernetes probe path $path answers 200 on the metrics listener" \
+      quiet curl -sf "http://127.0.0.1:$port$path"
+  done
+  kill -TERM "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+  if bash -c "${cmd//9090/$port}" 2>/dev/null; then
+    fail "HEALTHCHECK still passes after the server stopped"
+  else
+    ok "HEALTHCHECK fails once the server is gone"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
 # yaml
 # ---------------------------------------------------------------------------------------------
 yaml_test() {
@@ -362,6 +413,7 @@ certs_test
 systemd_test
 config_test
 image_test
+health_test
 yaml_test
 
 echo
