@@ -295,6 +295,9 @@ std::string Metrics::Render() {
   auto misses =
       Family("kvconnect_read_cache_misses_total",
              "Point reads that went to storage while the cache was on", MetricType::Counter);
+  auto storage_reads = Family("kvconnect_storage_reads_total",
+                              "Snapshot reads that ran on storage (not answered from the cache)",
+                              MetricType::Counter);
   auto refused =
       Family("kvconnect_overload_refusals_total",
              "Requests refused with 503 because a queue was full, by kind", MetricType::Counter);
