@@ -111,6 +111,7 @@ Status Application::Init() {
 
   c.service.access_token = c.access_token;
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
+  kv_->SetAuthObserver(metrics_.get());
   metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);

@@ -99,8 +99,21 @@ Result<std::string> NormalizePublicUrl(std::string_view url) {
   return out;
 }
 
+namespace {
+AuthOptions AuthOptionsOf(const ServiceOptions& o) {
+  AuthOptions a;
+  a.bootstrap_token = o.access_token;
+  a.rate_limit_rps = o.rate_limit_rps;
+  a.rate_limit_burst = o.rate_limit_burst;
+  a.bootstrap_rate_limit_rps = o.bootstrap_rate_limit_rps;
+  return a;
+}
+}  // namespace
+
 KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory)
-    : options_(std::move(options)), signer_(std::move(server_secret)), directory_(directory) {}
+    : options_(std::move(options)),
+      directory_(directory),
+      auth_(AuthOptionsOf(options_), std::move(server_secret), directory) {}
 
 namespace {
 // "/databases/<name-or-id>/connect" -> the name or id; otherwise empty.
@@ -148,31 +161,6 @@ void KvService::Handle(HttpRequest req, Responder respond) {
   }
 }
 
-KvService::RateLimit KvService::LimitFor(const std::string& token_id, double token_rate) const {
-  if (token_id == kBootstrapTokenId) {
-    const double rate = options_.bootstrap_rate_limit_rps;
-    return {rate, std::max(options_.rate_limit_burst, rate)};
-  }
-  // A token's own rate bounds its bursts too; the server-wide burst is for the default rate.
-  if (token_rate >= 0) return {token_rate, std::max(token_rate, 1.0)};
-  return {options_.rate_limit_rps, std::max(options_.rate_limit_burst, options_.rate_limit_rps)};
-}
-
-Status KvService::CheckRate(const std::string& token_id, RateLimit limit) {
-  if (limit.rate <= 0) return Status::Ok();
-  RateLimiter::Clock::duration wait{};
-  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
-    return Status::Ok();
-  }
-  const int64_t wait_ms =
-      std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", limit.rate);
-  return Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
-                       " requests per second); slow down and retry.",
-                   wait_ms);
-}
-
 Result<std::string> KvService::EndpointUrl(const HttpRequest& req) const {
   if (!options_.public_url.empty()) return options_.public_url + options_.endpoint_path;
   if (req.authority.empty()) {
@@ -206,7 +194,7 @@ void KvService::HandleMetadata(HttpRequest req, std::string database, Responder 
         "versions 1, 2 and 3.")));
     return;
   }
-  auto token = auth::ParseBearer(req.Header("authorization"));
+  auto token = auth_.BearerToken(req);
   if (!token.ok()) {
     respond(ErrorResponse(token.status()));
     return;
@@ -223,44 +211,19 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
                                std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
                                Responder respond) {
   const int64_t now = NowUnixMs();
-  const Status invalid = Unauthenticated("Invalid access token.");
   // Who is asking.
-  Principal who;
-  if (!options_.access_token.empty() &&
-      auth::ConstantTimeEquals(call->token, options_.access_token)) {
-    who.token_id = kBootstrapTokenId;
-    who.scope = auth::Scope::kAdmin;
-  } else {
-    const std::string id = auth::AccessTokenId(call->token);
-    if (id.empty()) {
-      respond(ErrorResponse(invalid));
-      return;
-    }
-    const storage::AccessTokenRecord* rec = snap->Token(id);
-    if (!rec && may_refresh) {  // perhaps created since the last poll
-      directory_->RefreshThen([this, call, respond](auto fresh) mutable {
-        AnswerMetadata(std::move(call), std::move(fresh), false, std::move(respond));
-      });
-      return;
-    }
-    if (!rec || !auth::ConstantTimeEquals(auth::HashAccessToken(call->token), rec->hash)) {
-      respond(ErrorResponse(invalid));
-      return;
-    }
-    if (rec->revoked_ms != 0) {
-      respond(ErrorResponse(Unauthenticated("Invalid access token: it has been revoked.")));
-      return;
-    }
-    if (rec->expires_ms != 0 && now >= rec->expires_ms) {
-      respond(ErrorResponse(Unauthenticated("Invalid access token: it has expired.")));
-      return;
-    }
-    who.token_id = rec->id;
-    who.database_id = rec->database_id;
-    who.scope = static_cast<auth::Scope>(rec->scope);
-    who.expires_ms = rec->expires_ms;
-    who.rate = rec->rate_limit;
+  auto who = auth_.AuthenticateAccessToken(call->token, *snap, now, may_refresh);
+  if (!who.ok()) {
+    respond(ErrorResponse(who.status()));
+    return;
   }
+  if (!who->has_value()) {  // perhaps created since the last poll
+    directory_->RefreshThen([this, call, respond](auto fresh) mutable {
+      AnswerMetadata(std::move(call), std::move(fresh), false, std::move(respond));
+    });
+    return;
+  }
+  const Principal& principal = **who;
   // Which database.
   const Directory::Database* db = snap->Find(call->database);
   if (!db && may_refresh) {  // perhaps created since the last poll
@@ -273,24 +236,12 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     respond(ErrorResponse(NotFound("Database '" + call->database + "' not found.")));
     return;
   }
-  if (!who.database_id.empty() && who.database_id != db->record.id) {
-    respond(ErrorResponse(
-        PermissionDenied("This access token is not valid for database '" + call->database + "'.")));
-    return;
-  }
-  if (Status s = CheckRate(who.token_id, LimitFor(who.token_id, who.rate)); !s.ok()) {
+  if (Status s = auth_.AdmitToDatabase(principal, *db, call->database); !s.ok()) {
     respond(ErrorResponse(s));
     return;
   }
 
   const int64_t expires_at = now + options_.metadata_ttl_ms;
-  auth::TokenClaims claims;
-  claims.database_id = db->record.id;
-  claims.scope = who.scope;
-  claims.access_token_id = who.token_id;
-  claims.expires_at_ms = expires_at + options_.token_grace_ms;
-  if (who.expires_ms != 0) claims.expires_at_ms = std::min(claims.expires_at_ms, who.expires_ms);
-
   codec::MetadataResponse m;
   m.version = call->version;
   m.database_id = db->record.id;
@@ -300,57 +251,14 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     return;
   }
   m.endpoints.push_back({std::move(*endpoint), "strong"});
-  m.token = signer_.Issue(claims);
+  m.token =
+      auth_.IssueDataPathToken(principal, db->record.id, expires_at + options_.token_grace_ms);
   m.expires_at = FormatRfc3339Utc(expires_at);
   HttpResponse r;
   r.status = 200;
   r.content_type = "application/json";
   r.body = codec::EncodeMetadataResponse(m);
   respond(std::move(r));
-}
-
-Result<std::shared_ptr<engine::Engine>> KvService::AuthorizeDataPath(const HttpRequest& req,
-                                                                     bool write) {
-  const std::string_view version = req.Header("x-denokv-version");
-  std::string_view db_header;
-  if (version.empty()) {
-    db_header = req.Header("x-transaction-domain-id");  // protocol version 1
-  } else if (version == "2" || version == "3") {
-    db_header = req.Header("x-denokv-database-id");
-  } else {
-    return InvalidArgument("Expected protocol version 2 or 3 in the x-denokv-version header.");
-  }
-  KVC_ASSIGN_OR_RETURN(std::string token, auth::ParseBearer(req.Header("authorization")));
-  const int64_t now = NowUnixMs();
-  KVC_ASSIGN_OR_RETURN(auth::TokenClaims claims, signer_.Verify(token, now));
-  if (db_header.empty()) return InvalidArgument("Invalid database id.");
-  if (db_header != claims.database_id) {
-    return Unauthenticated(
-        "The authorization token was issued for another database; repeat the metadata "
-        "exchange for this one.");
-  }
-  auto snap = directory_->snapshot();
-  double token_rate = -1;
-  if (claims.access_token_id != kBootstrapTokenId) {
-    const storage::AccessTokenRecord* rec = snap->Token(claims.access_token_id);
-    if (!rec || rec->revoked_ms != 0) {
-      return Unauthenticated(
-          "The authorization token is no longer valid: its access token has been revoked.");
-    }
-    if (rec->expires_ms != 0 && now >= rec->expires_ms) {
-      return Unauthenticated(
-          "The authorization token is no longer valid: its access token has expired.");
-    }
-    token_rate = rec->rate_limit;
-  }
-  if (write && claims.scope == auth::Scope::kRead) {
-    return PermissionDenied("This access token is read-only; writes are not permitted.");
-  }
-  const Directory::Database* db = snap->Find(claims.database_id);
-  if (!db) return NotFound("The database no longer exists.");
-  KVC_RETURN_IF_ERROR(
-      CheckRate(claims.access_token_id, LimitFor(claims.access_token_id, token_rate)));
-  return db->engine;
 }
 
 void KvService::HandleDataPath(const HttpRequest& req, const std::string& method,
@@ -362,7 +270,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
     respond(ErrorResponse(NotFound("Resource not found.")));
     return;
   }
-  auto db = AuthorizeDataPath(req, is_write);
+  auto db = auth_.AuthorizeDataPath(req, is_write, NowUnixMs());
   if (!db.ok()) {
     respond(ErrorResponse(db.status()));
     return;

@@ -24,9 +24,9 @@
 
 #include "auth/tokens.h"
 #include "engine/engine.h"
+#include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/http_types.h"
-#include "service/rate_limiter.h"
 
 namespace kvc::service {
 
@@ -61,23 +61,12 @@ class KvService : public Handler {
 
   // REQUIRES: server_secret.size() >= 32; directory outlives the service.
   KvService(ServiceOptions options, std::string server_secret, Directory* directory);
+  // Refusals by reason go to `observer` (metrics). REQUIRES: before the first request.
+  void SetAuthObserver(AuthObserver* observer) { auth_.SetObserver(observer); }
 
   void Handle(HttpRequest request, Responder respond) override;
 
  private:
-  // Who an access token is.
-  struct Principal {
-    std::string token_id;
-    std::string database_id;  // empty: any database (bootstrap)
-    auth::Scope scope = auth::Scope::kRead;
-    int64_t expires_ms = 0;  // 0: never
-    double rate = 0;         // requests per second; 0: unlimited
-  };
-  // A token bucket's parameters; rate <= 0: unlimited.
-  struct RateLimit {
-    double rate = 0;
-    double burst = 0;
-  };
   struct MetadataCall {
     HttpRequest req;
     std::string database;  // name or id from the URL
@@ -92,19 +81,12 @@ class KvService : public Handler {
                       std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
                       Responder respond);
   void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
-  // Authenticates a data-path request and returns the engine it addresses.
-  Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write);
   // The endpoint URL of a metadata answer to `req`, or kInvalidArgument if it cannot be built.
   Result<std::string> EndpointUrl(const HttpRequest& req) const;
-  // token_rate: the catalog token's own rate (< 0: the server's default).
-  RateLimit LimitFor(const std::string& token_id, double token_rate) const;
-  // OK, or kThrottled with a retry-after hint.
-  Status CheckRate(const std::string& token_id, RateLimit limit);
 
   const ServiceOptions options_;
-  const auth::TokenSigner signer_;
   Directory* const directory_;
-  RateLimiter limiter_;
+  Authenticator auth_;
 };
 
 }  // namespace kvc::service

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "engine/commit_listener.h"
+#include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/router.h"
 
@@ -52,7 +53,7 @@ struct ConnectionStats {
   uint64_t h2_streams_total = 0;
 };
 
-class Metrics : public RequestObserver {
+class Metrics : public RequestObserver, public AuthObserver {
  public:
   explicit Metrics(MetricsOptions options);
   ~Metrics() override;
@@ -65,8 +66,8 @@ class Metrics : public RequestObserver {
 
   void OnRequest(const RequestInfo& info) override;
   // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
-  void CountAuthFailure(std::string_view reason);
-  void CountRateLimited(std::string_view reason);
+  void CountAuthFailure(std::string_view reason) override;
+  void CountRateLimited(std::string_view reason) override;
   // The listener to add to every engine.
   std::shared_ptr<engine::CommitListener> commit_listener();
 

@@ -1,0 +1,156 @@
+#include "service/authenticator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace kvc::service {
+
+Authenticator::Authenticator(AuthOptions options, std::string secret, Directory* directory)
+    : options_(std::move(options)), signer_(std::move(secret)), directory_(directory) {}
+
+Status Authenticator::Fail(std::string_view reason, Status s) {
+  if (observer_) {
+    if (s.code() == StatusCode::kThrottled) {
+      observer_->CountRateLimited(reason);
+    } else {
+      observer_->CountAuthFailure(reason);
+    }
+  }
+  return s;
+}
+
+Result<std::string> Authenticator::BearerToken(const HttpRequest& req) {
+  auto token = auth::ParseBearer(req.Header("authorization"));
+  if (!token.ok()) return Fail("malformed_authorization", token.status());
+  return token;
+}
+
+Result<std::optional<Principal>> Authenticator::AuthenticateAccessToken(
+    std::string_view token, const Directory::Snapshot& snap, int64_t now_ms, bool may_refresh) {
+  Principal who;
+  if (!options_.bootstrap_token.empty() &&
+      auth::ConstantTimeEquals(token, options_.bootstrap_token)) {
+    who.token_id = kBootstrapTokenId;
+    who.scope = auth::Scope::kAdmin;
+    return std::optional<Principal>(std::move(who));
+  }
+  const Status invalid = Unauthenticated("Invalid access token.");
+  const std::string id = auth::AccessTokenId(token);
+  if (id.empty()) return Fail("invalid_token", invalid);
+  const storage::AccessTokenRecord* rec = snap.Token(id);
+  if (!rec && may_refresh) return std::optional<Principal>();  // created since the last poll?
+  if (!rec || !auth::ConstantTimeEquals(auth::HashAccessToken(token), rec->hash)) {
+    return Fail("invalid_token", invalid);
+  }
+  if (rec->revoked_ms != 0) {
+    return Fail("revoked", Unauthenticated("Invalid access token: it has been revoked."));
+  }
+  if (rec->expires_ms != 0 && now_ms >= rec->expires_ms) {
+    return Fail("expired", Unauthenticated("Invalid access token: it has expired."));
+  }
+  who.token_id = rec->id;
+  who.database_id = rec->database_id;
+  who.scope = static_cast<auth::Scope>(rec->scope);
+  who.expires_ms = rec->expires_ms;
+  who.rate = rec->rate_limit;
+  return std::optional<Principal>(std::move(who));
+}
+
+Status Authenticator::AdmitToDatabase(const Principal& who, const Directory::Database& db,
+                                      const std::string& requested) {
+  if (!who.database_id.empty() && who.database_id != db.record.id) {
+    return Fail("wrong_database", PermissionDenied("This access token is not valid for database '" +
+                                                   requested + "'."));
+  }
+  return CheckRate(who.token_id, who.rate);
+}
+
+std::string Authenticator::IssueDataPathToken(const Principal& who, const std::string& database_id,
+                                              int64_t valid_until_ms) const {
+  auth::TokenClaims claims;
+  claims.database_id = database_id;
+  claims.scope = who.scope;
+  claims.access_token_id = who.token_id;
+  claims.expires_at_ms = valid_until_ms;
+  if (who.expires_ms != 0) claims.expires_at_ms = std::min(claims.expires_at_ms, who.expires_ms);
+  return signer_.Issue(claims);
+}
+
+Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const HttpRequest& req,
+                                                                         bool write,
+                                                                         int64_t now_ms) {
+  const std::string_view version = req.Header("x-denokv-version");
+  std::string_view db_header;
+  if (version.empty()) {
+    db_header = req.Header("x-transaction-domain-id");  // protocol version 1
+  } else if (version == "2" || version == "3") {
+    db_header = req.Header("x-denokv-database-id");
+  } else {
+    return InvalidArgument("Expected protocol version 2 or 3 in the x-denokv-version header.");
+  }
+  KVC_ASSIGN_OR_RETURN(std::string token, BearerToken(req));
+  auto verified = signer_.Verify(token, now_ms);
+  if (!verified.ok()) return Fail("invalid_data_path_token", verified.status());
+  const auth::TokenClaims& claims = *verified;
+  if (db_header.empty()) return InvalidArgument("Invalid database id.");
+  if (db_header != claims.database_id) {
+    return Fail("wrong_database",
+                Unauthenticated("The authorization token was issued for another database; "
+                                "repeat the metadata exchange for this one."));
+  }
+  auto snap = directory_->snapshot();
+  double token_rate = -1;
+  if (claims.access_token_id != kBootstrapTokenId) {
+    const storage::AccessTokenRecord* rec = snap->Token(claims.access_token_id);
+    if (!rec || rec->revoked_ms != 0) {
+      return Fail("revoked", Unauthenticated("The authorization token is no longer valid: its "
+                                             "access token has been revoked."));
+    }
+    if (rec->expires_ms != 0 && now_ms >= rec->expires_ms) {
+      return Fail("expired", Unauthenticated("The authorization token is no longer valid: its "
+                                             "access token has expired."));
+    }
+    token_rate = rec->rate_limit;
+  }
+  if (write && claims.scope == auth::Scope::kRead) {
+    return Fail("read_only",
+                PermissionDenied("This access token is read-only; writes are not permitted."));
+  }
+  const Directory::Database* db = snap->Find(claims.database_id);
+  if (!db) return NotFound("The database no longer exists.");
+  KVC_RETURN_IF_ERROR(CheckRate(claims.access_token_id, token_rate));
+  return db->engine;
+}
+
+Authenticator::RateLimit Authenticator::LimitFor(const std::string& token_id,
+                                                 double token_rate) const {
+  if (token_id == kBootstrapTokenId) {
+    const double rate = options_.bootstrap_rate_limit_rps;
+    return {rate, std::max(options_.rate_limit_burst, rate)};
+  }
+  // A token's own rate bounds its bursts too; the server-wide burst is for the default rate.
+  if (token_rate >= 0) return {token_rate, std::max(token_rate, 1.0)};
+  return {options_.rate_limit_rps, std::max(options_.rate_limit_burst, options_.rate_limit_rps)};
+}
+
+Status Authenticator::CheckRate(const std::string& token_id, double token_rate) {
+  const RateLimit limit = LimitFor(token_id, token_rate);
+  if (limit.rate <= 0) return Status::Ok();
+  RateLimiter::Clock::duration wait{};
+  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
+    return Status::Ok();
+  }
+  const int64_t wait_ms =
+      std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", limit.rate);
+  const char* reason = token_id == kBootstrapTokenId ? "bootstrap_rate"
+                       : token_rate >= 0             ? "token_rate"
+                                                     : "default_rate";
+  return Fail(reason, Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
+                                    " requests per second); slow down and retry.",
+                                wait_ms));
+}
+
+}  // namespace kvc::service

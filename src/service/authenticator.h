@@ -1,0 +1,98 @@
+// Authenticator: the one place that decides whether a credential is valid and what it may do.
+// - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database)
+//   or a catalog token (one database, one scope, optional expiry, revocable, own rate).
+// - Data-path tokens: self-contained, signed (auth::TokenSigner), bound to one database and to
+//   the access token they were issued for, which must still be valid in the directory snapshot.
+// - Rate limits: a token bucket per access token (its own rate, or the server's default).
+// Every refusal carries the exact client text, and is reported to the AuthObserver by reason
+// (fixed words, never token ids) for metrics.
+//
+// Ownership: does not own the directory or the observer (they must outlive it).
+// Thread-safety: all methods are thread-safe; SetObserver before use.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "auth/tokens.h"
+#include "service/directory.h"
+#include "service/http_types.h"
+#include "service/rate_limiter.h"
+
+namespace kvc::service {
+
+struct AuthOptions {
+  std::string bootstrap_token;  // >= 12 characters; empty: none
+  double rate_limit_rps = 10000;
+  double rate_limit_burst = 20000;
+  double bootstrap_rate_limit_rps = 0;
+};
+
+// Receives refusals by reason, e.g. for metrics. Called on the request's thread; quick.
+class AuthObserver {
+ public:
+  virtual ~AuthObserver() = default;
+  virtual void CountAuthFailure(std::string_view reason) = 0;
+  virtual void CountRateLimited(std::string_view reason) = 0;
+};
+
+// Who an access token is.
+struct Principal {
+  std::string token_id;     // "bootstrap" for the bootstrap token
+  std::string database_id;  // empty: any database (bootstrap)
+  auth::Scope scope = auth::Scope::kRead;
+  int64_t expires_ms = 0;  // 0: never
+  double rate = -1;        // requests per second; < 0: the server's default; 0: unlimited
+};
+
+class Authenticator {
+ public:
+  static constexpr const char* kBootstrapTokenId = "bootstrap";
+
+  // REQUIRES: secret.size() >= 32; directory outlives the authenticator.
+  Authenticator(AuthOptions options, std::string secret, Directory* directory);
+  void SetObserver(AuthObserver* observer) { observer_ = observer; }
+
+  // Checks an access token against `snap`. nullopt (only when `may_refresh`): the token looks
+  // like a catalog token whose id `snap` does not know, and a reread of the catalog may find
+  // it. Errors: Unauthenticated with the client text (invalid, revoked, expired).
+  Result<std::optional<Principal>> AuthenticateAccessToken(std::string_view token,
+                                                           const Directory::Snapshot& snap,
+                                                           int64_t now_ms, bool may_refresh);
+  // May `who` open database `db` (named `requested` in the URL) now? Errors: PermissionDenied
+  // (another database), Throttled (rate limit).
+  Status AdmitToDatabase(const Principal& who, const Directory::Database& db,
+                         const std::string& requested);
+  // A data-path token for `who` on `database_id`, valid until `valid_until_ms` (capped at the
+  // access token's own expiry).
+  std::string IssueDataPathToken(const Principal& who, const std::string& database_id,
+                                 int64_t valid_until_ms) const;
+  // Authenticates a data-path request (headers of protocol versions 1 to 3) and returns the
+  // engine it addresses. Errors: InvalidArgument, Unauthenticated, PermissionDenied (a write
+  // with a read-only token), NotFound (database gone), Throttled.
+  Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write,
+                                                            int64_t now_ms);
+
+  // The `Authorization: Bearer` token of a request. Errors: Unauthenticated.
+  Result<std::string> BearerToken(const HttpRequest& req);
+
+ private:
+  struct RateLimit {
+    double rate;
+    double burst;
+  };
+  RateLimit LimitFor(const std::string& token_id, double token_rate) const;
+  Status CheckRate(const std::string& token_id, double token_rate);
+  // Reports `reason` and returns `s` (for `return Fail(...)`).
+  Status Fail(std::string_view reason, Status s);
+
+  const AuthOptions options_;
+  const auth::TokenSigner signer_;
+  Directory* const directory_;
+  RateLimiter limiter_;
+  AuthObserver* observer_ = nullptr;
+};
+
+}  // namespace kvc::service
