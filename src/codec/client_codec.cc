@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "codec/utf8.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -19,7 +20,6 @@ constexpr uint8_t kUtf8StringTag = 'S';
 constexpr uint8_t kWriteVersion = 15;  // every Deno reads it
 constexpr uint32_t kMinReadVersion = 13;
 constexpr uint32_t kMaxReadVersion = 16;
-constexpr uint32_t kReplacementChar = 0xFFFD;
 
 constexpr char kUnsupportedType[] = "unsupported value type";
 constexpr char kInvalidValue[] = "invalid v8 value";
@@ -63,66 +63,6 @@ size_t Varint32Size(uint32_t value) {
     ++n;
   }
   return n;
-}
-
-// Decodes the UTF-8 sequence at utf8[*pos] and advances past it; malformed input (bad lead or
-// continuation bytes, overlong forms, surrogates, values above U+10FFFF) yields U+FFFD and
-// consumes one byte.
-uint32_t NextCodePoint(std::string_view utf8, size_t* pos) {
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(utf8[i]); };
-  const uint8_t lead = byte(*pos);
-  size_t length;
-  uint32_t cp;
-  uint32_t min;
-  if (lead < 0x80) {
-    ++*pos;
-    return lead;
-  } else if ((lead & 0xE0) == 0xC0) {
-    length = 2, cp = lead & 0x1F, min = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, cp = lead & 0x0F, min = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, cp = lead & 0x07, min = 0x10000;
-  } else {
-    ++*pos;
-    return kReplacementChar;
-  }
-  if (*pos + length > utf8.size()) {
-    ++*pos;
-    return kReplacementChar;
-  }
-  for (size_t i = 1; i < length; ++i) {
-    const uint8_t c = byte(*pos + i);
-    if ((c & 0xC0) != 0x80) {
-      ++*pos;
-      return kReplacementChar;
-    }
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++*pos;
-    return kReplacementChar;
-  }
-  *pos += length;
-  return cp;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // Bounds-checked cursor over serialized V8 bytes.
@@ -278,7 +218,7 @@ std::string EncodeV8String(std::string_view utf8) {
   code_points.reserve(utf8.size());
   bool one_byte = true;
   for (size_t pos = 0; pos < utf8.size();) {
-    const uint32_t cp = NextCodePoint(utf8, &pos);
+    const uint32_t cp = NextCodePoint(utf8, &pos).value_or(kReplacementChar);
     if (cp > 0xFF) one_byte = false;
     code_points.push_back(cp);
   }

@@ -6,6 +6,8 @@
 #include <limits>
 #include <utility>
 
+#include "codec/utf8.h"
+
 namespace kvc::codec {
 namespace {
 
@@ -82,43 +84,6 @@ void AppendFloat(double value, std::string* out) {
   for (int shift = 56; shift >= 0; shift -= 8) {
     out->push_back(static_cast<char>((bits >> shift) & 0xFF));
   }
-}
-
-// True if s is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c1 < lo || c1 > hi) return false;
-    for (size_t k = 2; k < len; ++k) {
-      const auto ck = static_cast<unsigned char>(s[i + k]);
-      if (ck < 0x80 || ck > 0xBF) return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 // Decimal digits of a big-endian magnitude (no sign).
