@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "codec/json_text.h"
 #include "codec/utf8.h"
 
 namespace kvc::codec {
@@ -112,39 +113,6 @@ std::string FloatToString(double value) {
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
   if (ec != std::errc()) return "?";
   return std::string(buf, end);
-}
-
-void AppendQuoted(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out->append("\\u00");
-          out->push_back(kHexDigits[c >> 4]);
-          out->push_back(kHexDigits[c & 0x0F]);
-        } else {
-          out->push_back(ch);
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 std::string HexByte(uint8_t b) {
@@ -321,7 +289,7 @@ std::string KeyPart::ToString() const {
       out.push_back(')');
       break;
     case Type::kString:
-      AppendQuoted(data_, &out);
+      AppendJsonQuoted(data_, &out);
       break;
     case Type::kBigInt:
       if (negative_) out.push_back('-');
