@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "codec/utf8.h"
+#include "codec/v8_wire.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -10,16 +11,6 @@ namespace kvc::codec {
 namespace pb = com::deno::kv::datapath;
 
 namespace {
-
-// V8 serialization tags (reference §5). Wire format: do not change.
-constexpr uint8_t kVersionTag = 0xFF;
-constexpr uint8_t kPaddingTag = 0x00;
-constexpr uint8_t kOneByteStringTag = '"';
-constexpr uint8_t kTwoByteStringTag = 'c';
-constexpr uint8_t kUtf8StringTag = 'S';
-constexpr uint8_t kWriteVersion = 15;  // every Deno reads it
-constexpr uint32_t kMinReadVersion = 13;
-constexpr uint32_t kMaxReadVersion = 16;
 
 constexpr char kUnsupportedType[] = "unsupported value type";
 constexpr char kInvalidValue[] = "invalid v8 value";
@@ -47,64 +38,6 @@ Result<Entry> ToEntry(const pb::KvEntry& e) {
   out.version = VersionstampToVersion(*stamp);
   return out;
 }
-
-void AppendVarint32(uint32_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-size_t Varint32Size(uint32_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-// Bounds-checked cursor over serialized V8 bytes.
-class V8Reader {
- public:
-  explicit V8Reader(std::string_view data) : data_(data) {}
-
-  bool done() const { return pos_ == data_.size(); }
-
-  bool ReadByte(uint8_t* out) {
-    if (pos_ >= data_.size()) return false;
-    *out = static_cast<uint8_t>(data_[pos_++]);
-    return true;
-  }
-
-  bool ReadBytes(size_t n, std::string_view* out) {
-    if (data_.size() - pos_ < n) return false;
-    *out = data_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-
-  bool ReadVarint32(uint32_t* out) {
-    uint32_t value = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
-      uint8_t b;
-      if (!ReadByte(&b)) return false;
-      const uint32_t bits = b & 0x7F;
-      if (shift == 28 && bits > 0x0F) return false;
-      value |= bits << shift;
-      if ((b & 0x80) == 0) {
-        *out = value;
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  std::string_view data_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -222,9 +155,10 @@ std::string EncodeV8String(std::string_view utf8) {
     if (cp > 0xFF) one_byte = false;
     code_points.push_back(cp);
   }
-  std::string out{static_cast<char>(kVersionTag), static_cast<char>(kWriteVersion)};
+  std::string out;
+  AppendV8Header(&out);
   if (one_byte) {
-    out.push_back(static_cast<char>(kOneByteStringTag));
+    out.push_back(static_cast<char>(v8tag::kOneByteString));
     AppendVarint32(static_cast<uint32_t>(code_points.size()), &out);
     for (uint32_t cp : code_points) out.push_back(static_cast<char>(cp));
     return out;
@@ -243,7 +177,7 @@ std::string EncodeV8String(std::string_view utf8) {
   const auto byte_length = static_cast<uint32_t>(units.size() * 2);
   // V8 aligns two-byte character data to an even offset with one padding byte before the tag.
   if ((out.size() + 1 + Varint32Size(byte_length)) % 2 != 0) out.push_back('\0');
-  out.push_back(static_cast<char>(kTwoByteStringTag));
+  out.push_back(static_cast<char>(v8tag::kTwoByteString));
   AppendVarint32(byte_length, &out);
   for (uint16_t u : units) {
     out.push_back(static_cast<char>(u & 0xFF));
@@ -254,28 +188,20 @@ std::string EncodeV8String(std::string_view utf8) {
 
 Result<std::string> ParseV8String(std::string_view data) {
   V8Reader reader(data);
-  uint8_t byte = 0;
-  uint32_t version = 0;
-  if (!reader.ReadByte(&byte) || byte != kVersionTag || !reader.ReadVarint32(&version) ||
-      version < kMinReadVersion || version > kMaxReadVersion) {
-    return InvalidArgument(kInvalidValue);
-  }
-  uint8_t tag = kPaddingTag;
-  do {
-    if (!reader.ReadByte(&tag)) return InvalidArgument(kInvalidValue);
-  } while (tag == kPaddingTag);
+  uint8_t tag;
+  if (!reader.ReadHeader() || !reader.ReadTag(&tag)) return InvalidArgument(kInvalidValue);
   uint32_t length = 0;
   std::string_view bytes;
   std::string out;
   switch (tag) {
-    case kOneByteStringTag:
+    case v8tag::kOneByteString:
       if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }
       out.reserve(bytes.size());
       for (char c : bytes) AppendUtf8(static_cast<uint8_t>(c), &out);
       break;
-    case kTwoByteStringTag: {
+    case v8tag::kTwoByteString: {
       if (!reader.ReadVarint32(&length) || length % 2 != 0 || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }
@@ -297,7 +223,7 @@ Result<std::string> ParseV8String(std::string_view data) {
       }
       break;
     }
-    case kUtf8StringTag:
+    case v8tag::kUtf8String:
       if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }
