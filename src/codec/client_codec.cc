@@ -146,6 +146,30 @@ Result<WatchResult> DecodeWatchOutput(std::string_view payload) {
   return out;
 }
 
+void WatchFrameSplitter::Append(std::string_view bytes) {
+  if (pos_ > 0) {  // drop the frames already returned, once per chunk rather than per frame
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buffer_.append(bytes);
+}
+
+Result<std::optional<std::string_view>> WatchFrameSplitter::Next() {
+  constexpr size_t kPrefix = 4;
+  if (buffer_.size() - pos_ < kPrefix) return std::optional<std::string_view>();
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + pos_);
+  const uint32_t length =
+      uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  if (length > max_frame_bytes_) {
+    return InvalidArgument("a watch frame of " + std::to_string(length) +
+                           " bytes exceeds the limit of " + std::to_string(max_frame_bytes_));
+  }
+  if (buffer_.size() - pos_ - kPrefix < length) return std::optional<std::string_view>();
+  const std::string_view payload = std::string_view(buffer_).substr(pos_ + kPrefix, length);
+  pos_ += kPrefix + length;
+  return std::optional<std::string_view>(payload);
+}
+
 std::string EncodeV8String(std::string_view utf8) {
   std::vector<uint32_t> code_points;
   code_points.reserve(utf8.size());

@@ -430,7 +430,8 @@ class Watcher {
         stats_(stats),
         key_(key),
         ready_(ready),
-        ended_(ended) {}
+        ended_(ended),
+        frames_(plan->options.max_response_bytes) {}
 
   void Start() {
     StreamHandlers h;
@@ -451,22 +452,14 @@ class Watcher {
       if (error_body_.size() < ErrorCounts::kMaxTextBytes) error_body_.append(data);
       return;
     }
-    buffer_.append(data);
-    size_t pos = 0;
-    while (buffer_.size() - pos >= 4) {
-      const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + pos);
-      const uint32_t len =
-          uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-      if (len > plan_->options.max_response_bytes) {
-        Fail("decode", "watch: a frame of " + std::to_string(len) + " bytes");
-        return;
-      }
-      if (buffer_.size() - pos - 4 < len) break;
-      if (len > 0) OnFrame(std::string_view(buffer_).substr(pos + 4, len));  // 0: keep-alive
+    frames_.Append(data);
+    while (true) {
+      Result<std::optional<std::string_view>> frame = frames_.Next();
+      if (!frame.ok()) return Fail("decode", "watch: " + frame.status().message());
+      if (!frame->has_value()) return;
+      if (!(*frame)->empty()) OnFrame(**frame);  // empty: a keep-alive
       if (failed_) return;
-      pos += 4 + size_t{len};
     }
-    buffer_.erase(0, pos);
   }
 
   void OnFrame(std::string_view payload) {
@@ -534,7 +527,7 @@ class Watcher {
   Countdown* ready_;
   Countdown* ended_;
   int status_ = 0;
-  std::string buffer_;  // received bytes not yet split into frames
+  codec::WatchFrameSplitter frames_;
   std::string error_body_;
   bool opened_ = false;  // the first frame arrived
   bool failed_ = false;  // an error was recorded; later data is ignored
