@@ -5,6 +5,7 @@
 
 #include "codec/json_text.h"
 #include "loadgen/bench.h"
+#include "loadgen/plan.h"
 
 namespace kvc::loadgen {
 namespace {
@@ -15,9 +16,6 @@ constexpr std::string_view kWorkloadNames[] = {"get", "set",   "cas",  "list",
 // The largest V8 one-byte string whose serialization (header, tag, varint length) still fits
 // the server's 65,536-byte value limit.
 constexpr int kMaxValueSize = 65536 - 2 - 1 - 3;
-
-// Keys a list operation reads.
-constexpr int64_t kListSize = 100;
 
 std::string Fixed(double v, int digits) {
   if (!std::isfinite(v)) return "0";
