@@ -124,7 +124,9 @@ void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, Comp
     }
   }
   if (!refused.ok()) {
-    done(refused);  // outside the lock: the callback may call back into the engine
+    // Outside the lock: the callback may call back into the engine. `done` was moved only if
+    // the job was queued, that is if `refused` is OK.
+    done(refused);  // NOLINT(bugprone-use-after-move)
     return;
   }
   read_cv_.notify_one();
@@ -236,7 +238,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     }
   }
   if (!refused.ok()) {
-    done(refused);
+    done(refused);  // NOLINT(bugprone-use-after-move): moved only when `refused` is OK
     return;
   }
   write_cv_.notify_one();

@@ -175,7 +175,7 @@ void Watcher::Start() {
   StreamHandlers h;
   h.on_head = [this](int status, std::string_view) { status_ = status; };
   h.on_data = [this](std::string_view data) { OnData(data); };
-  h.on_end = [this](Status s) { OnEnd(std::move(s)); };
+  h.on_end = [this](const Status& s) { OnEnd(s); };
   conn_->SendStreaming(plan_->MakeRequest(plan_->watch_path, codec::EncodeWatchRequest({*key_})),
                        std::move(h));
 }
@@ -233,12 +233,12 @@ void Watcher::OnFrame(std::string_view payload) {
   }
 }
 
-void Watcher::Fail(std::string_view kind, std::string text) {
+void Watcher::Fail(std::string_view kind, std::string_view text) {
   failed_ = true;
   stats_->errors.Add(kind, text);
 }
 
-void Watcher::OnEnd(Status s) {
+void Watcher::OnEnd(const Status& s) {
   if (!opened_) ready_->Done();
   if (!failed_ && !plan_->is_stopping()) {
     failed_ = true;

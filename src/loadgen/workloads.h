@@ -80,8 +80,8 @@ class Watcher {
  private:
   void OnData(std::string_view data);
   void OnFrame(std::string_view payload);
-  void Fail(std::string_view kind, std::string text);
-  void OnEnd(Status s);
+  void Fail(std::string_view kind, std::string_view text);
+  void OnEnd(const Status& s);
 
   const Plan* plan_;
   std::shared_ptr<Connection> conn_;

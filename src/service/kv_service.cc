@@ -147,8 +147,8 @@ void KvService::HandleMetadata(HttpRequest req, std::string database, Responder 
 }
 
 void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
-                               std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
-                               Responder respond) {
+                               const std::shared_ptr<const Directory::Snapshot>& snap,
+                               bool may_refresh, Responder respond) {
   const int64_t now = NowUnixMs();
   const Status invalid = Unauthenticated("Invalid access token.");
   // Who is asking.
