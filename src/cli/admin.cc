@@ -7,28 +7,13 @@
 
 #include "auth/tokens.h"
 #include "cli/data_dir.h"
+#include "codec/json_text.h"
 #include "common/clock.h"
 
 namespace kvc::cli {
 namespace {
 
-// Minimal JSON string escaping for our own output.
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+using codec::JsonQuote;
 
 std::string Time(int64_t ms) { return ms == 0 ? "" : FormatRfc3339Utc(ms); }
 
@@ -84,9 +69,9 @@ int DbCommand(const AdminConfig& c, DataDir& dd) {
       std::cout << "[";
       for (size_t i = 0; i < dbs->size(); ++i) {
         const auto& d = (*dbs)[i];
-        std::cout << (i ? "," : "") << "\n  {\"name\":" << Json(d.name) << ",\"id\":" << Json(d.id)
-                  << ",\"path\":" << Json(dd.Resolve(d.path))
-                  << ",\"created_at\":" << Json(Time(d.created_ms)) << "}";
+        std::cout << (i ? "," : "") << "\n  {\"name\":" << JsonQuote(d.name)
+                  << ",\"id\":" << JsonQuote(d.id) << ",\"path\":" << JsonQuote(dd.Resolve(d.path))
+                  << ",\"created_at\":" << JsonQuote(Time(d.created_ms)) << "}";
       }
       std::cout << (dbs->empty() ? "]\n" : "\n]\n");
       return 0;
@@ -179,17 +164,17 @@ int TokenCommand(const AdminConfig& c, DataDir& dd) {
       std::cout << "[";
       for (size_t i = 0; i < shown.size(); ++i) {
         const auto& t = shown[i];
-        std::cout << (i ? "," : "") << "\n  {\"id\":" << Json(t.id) << ",\"name\":" << Json(t.name)
-                  << ",\"database\":"
-                  << Json(names.count(t.database_id) ? names[t.database_id] : "")
-                  << ",\"database_id\":" << Json(t.database_id)
-                  << ",\"scope\":" << Json(auth::ScopeName(static_cast<auth::Scope>(t.scope)))
-                  << ",\"created_at\":" << Json(Time(t.created_ms))
-                  << ",\"expires_at\":" << (t.expires_ms ? Json(Time(t.expires_ms)) : "null")
-                  << ",\"revoked_at\":" << (t.revoked_ms ? Json(Time(t.revoked_ms)) : "null")
-                  << ",\"rate_limit\":"  // null: the server's default; 0: unlimited
+        std::cout << (i ? "," : "") << "\n  {\"id\":" << JsonQuote(t.id)
+                  << ",\"name\":" << JsonQuote(t.name) << ",\"database\":"
+                  << JsonQuote(names.count(t.database_id) ? names[t.database_id] : "")
+                  << ",\"database_id\":" << JsonQuote(t.database_id)
+                  << ",\"scope\":" << JsonQuote(auth::ScopeName(static_cast<auth::Scope>(t.scope)))
+                  << ",\"created_at\":" << JsonQuote(Time(t.created_ms))
+                  << ",\"expires_at\":" << (t.expires_ms ? JsonQuote(Time(t.expires_ms)) : "null")
+                  << ",\"revoked_at\":" << (t.revoked_ms ? JsonQuote(Time(t.revoked_ms)) : "null")
+                  << ",\"rate_limit\":"
                   << (t.rate_limit < 0 ? std::string("null") : Number(t.rate_limit))
-                  << ",\"status\":" << Json(TokenStatus(t, now)) << "}";
+                  << ",\"status\":" << JsonQuote(TokenStatus(t, now)) << "}";
       }
       std::cout << (shown.empty() ? "]\n" : "\n]\n");
       return 0;

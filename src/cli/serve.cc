@@ -163,8 +163,11 @@ Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config) {
     try {
       opt = serve->get_option(flag);
     } catch (const CLI::OptionNotFound&) {
+      // An error message built once, then the loop ends.
+      // NOLINTBEGIN(performance-inefficient-string-concatenation)
       return InvalidArgument("config file " + config.config_file + ": key '" + key +
                              "' has no matching flag " + flag);
+      // NOLINTEND(performance-inefficient-string-concatenation)
     }
     if (opt->count() > 0) continue;  // the command line wins
     try {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "codec/utf8.h"
+#include "codec/v8_wire.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -9,17 +11,6 @@ namespace kvc::codec {
 namespace pb = com::deno::kv::datapath;
 
 namespace {
-
-// V8 serialization tags (reference §5). Wire format: do not change.
-constexpr uint8_t kVersionTag = 0xFF;
-constexpr uint8_t kPaddingTag = 0x00;
-constexpr uint8_t kOneByteStringTag = '"';
-constexpr uint8_t kTwoByteStringTag = 'c';
-constexpr uint8_t kUtf8StringTag = 'S';
-constexpr uint8_t kWriteVersion = 15;  // every Deno reads it
-constexpr uint32_t kMinReadVersion = 13;
-constexpr uint32_t kMaxReadVersion = 16;
-constexpr uint32_t kReplacementChar = 0xFFFD;
 
 constexpr char kUnsupportedType[] = "unsupported value type";
 constexpr char kInvalidValue[] = "invalid v8 value";
@@ -47,124 +38,6 @@ Result<Entry> ToEntry(const pb::KvEntry& e) {
   out.version = VersionstampToVersion(*stamp);
   return out;
 }
-
-void AppendVarint32(uint32_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-size_t Varint32Size(uint32_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-// Decodes the UTF-8 sequence at utf8[*pos] and advances past it; malformed input (bad lead or
-// continuation bytes, overlong forms, surrogates, values above U+10FFFF) yields U+FFFD and
-// consumes one byte.
-uint32_t NextCodePoint(std::string_view utf8, size_t* pos) {
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(utf8[i]); };
-  const uint8_t lead = byte(*pos);
-  size_t length;
-  uint32_t cp;
-  uint32_t min;
-  if (lead < 0x80) {
-    ++*pos;
-    return lead;
-  } else if ((lead & 0xE0) == 0xC0) {
-    length = 2, cp = lead & 0x1F, min = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, cp = lead & 0x0F, min = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, cp = lead & 0x07, min = 0x10000;
-  } else {
-    ++*pos;
-    return kReplacementChar;
-  }
-  if (*pos + length > utf8.size()) {
-    ++*pos;
-    return kReplacementChar;
-  }
-  for (size_t i = 1; i < length; ++i) {
-    const uint8_t c = byte(*pos + i);
-    if ((c & 0xC0) != 0x80) {
-      ++*pos;
-      return kReplacementChar;
-    }
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++*pos;
-    return kReplacementChar;
-  }
-  *pos += length;
-  return cp;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// Bounds-checked cursor over serialized V8 bytes.
-class V8Reader {
- public:
-  explicit V8Reader(std::string_view data) : data_(data) {}
-
-  bool done() const { return pos_ == data_.size(); }
-
-  bool ReadByte(uint8_t* out) {
-    if (pos_ >= data_.size()) return false;
-    *out = static_cast<uint8_t>(data_[pos_++]);
-    return true;
-  }
-
-  bool ReadBytes(size_t n, std::string_view* out) {
-    if (data_.size() - pos_ < n) return false;
-    *out = data_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-
-  bool ReadVarint32(uint32_t* out) {
-    uint32_t value = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
-      uint8_t b;
-      if (!ReadByte(&b)) return false;
-      const uint32_t bits = b & 0x7F;
-      if (shift == 28 && bits > 0x0F) return false;
-      value |= bits << shift;
-      if ((b & 0x80) == 0) {
-        *out = value;
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  std::string_view data_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -273,18 +146,43 @@ Result<WatchResult> DecodeWatchOutput(std::string_view payload) {
   return out;
 }
 
+void WatchFrameSplitter::Append(std::string_view bytes) {
+  if (pos_ > 0) {  // drop the frames already returned, once per chunk rather than per frame
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buffer_.append(bytes);
+}
+
+Result<std::optional<std::string_view>> WatchFrameSplitter::Next() {
+  constexpr size_t kPrefix = 4;
+  if (buffer_.size() - pos_ < kPrefix) return std::optional<std::string_view>();
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + pos_);
+  const uint32_t length =
+      uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  if (length > max_frame_bytes_) {
+    return InvalidArgument("a watch frame of " + std::to_string(length) +
+                           " bytes exceeds the limit of " + std::to_string(max_frame_bytes_));
+  }
+  if (buffer_.size() - pos_ - kPrefix < length) return std::optional<std::string_view>();
+  const std::string_view payload = std::string_view(buffer_).substr(pos_ + kPrefix, length);
+  pos_ += kPrefix + length;
+  return std::optional<std::string_view>(payload);
+}
+
 std::string EncodeV8String(std::string_view utf8) {
   std::vector<uint32_t> code_points;
   code_points.reserve(utf8.size());
   bool one_byte = true;
   for (size_t pos = 0; pos < utf8.size();) {
-    const uint32_t cp = NextCodePoint(utf8, &pos);
+    const uint32_t cp = NextCodePoint(utf8, &pos).value_or(kReplacementChar);
     if (cp > 0xFF) one_byte = false;
     code_points.push_back(cp);
   }
-  std::string out{static_cast<char>(kVersionTag), static_cast<char>(kWriteVersion)};
+  std::string out;
+  AppendV8Header(&out);
   if (one_byte) {
-    out.push_back(static_cast<char>(kOneByteStringTag));
+    out.push_back(static_cast<char>(v8tag::kOneByteString));
     AppendVarint32(static_cast<uint32_t>(code_points.size()), &out);
     for (uint32_t cp : code_points) out.push_back(static_cast<char>(cp));
     return out;
@@ -303,7 +201,7 @@ std::string EncodeV8String(std::string_view utf8) {
   const auto byte_length = static_cast<uint32_t>(units.size() * 2);
   // V8 aligns two-byte character data to an even offset with one padding byte before the tag.
   if ((out.size() + 1 + Varint32Size(byte_length)) % 2 != 0) out.push_back('\0');
-  out.push_back(static_cast<char>(kTwoByteStringTag));
+  out.push_back(static_cast<char>(v8tag::kTwoByteString));
   AppendVarint32(byte_length, &out);
   for (uint16_t u : units) {
     out.push_back(static_cast<char>(u & 0xFF));
@@ -314,28 +212,20 @@ std::string EncodeV8String(std::string_view utf8) {
 
 Result<std::string> ParseV8String(std::string_view data) {
   V8Reader reader(data);
-  uint8_t byte = 0;
-  uint32_t version = 0;
-  if (!reader.ReadByte(&byte) || byte != kVersionTag || !reader.ReadVarint32(&version) ||
-      version < kMinReadVersion || version > kMaxReadVersion) {
-    return InvalidArgument(kInvalidValue);
-  }
-  uint8_t tag = kPaddingTag;
-  do {
-    if (!reader.ReadByte(&tag)) return InvalidArgument(kInvalidValue);
-  } while (tag == kPaddingTag);
+  uint8_t tag;
+  if (!reader.ReadHeader() || !reader.ReadTag(&tag)) return InvalidArgument(kInvalidValue);
   uint32_t length = 0;
   std::string_view bytes;
   std::string out;
   switch (tag) {
-    case kOneByteStringTag:
+    case v8tag::kOneByteString:
       if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }
       out.reserve(bytes.size());
       for (char c : bytes) AppendUtf8(static_cast<uint8_t>(c), &out);
       break;
-    case kTwoByteStringTag: {
+    case v8tag::kTwoByteString: {
       if (!reader.ReadVarint32(&length) || length % 2 != 0 || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }
@@ -357,7 +247,7 @@ Result<std::string> ParseV8String(std::string_view data) {
       }
       break;
     }
-    case kUtf8StringTag:
+    case v8tag::kUtf8String:
       if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
         return InvalidArgument(kInvalidValue);
       }

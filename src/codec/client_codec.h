@@ -1,11 +1,13 @@
 // The client side of the KV Connect data path (reference §2): request encoders and response
-// decoders for snapshot_read, atomic_write and watch, plus V8 string values (reference §5) for
+// decoders for snapshot_read, atomic_write and watch (with the watch body's frame splitter),
+// plus V8 string values (reference §5) for
 // the values a load generator writes and reads back. The server side lives in datapath_codec.h;
 // the two are tested against each other.
 //
 // Thread-safety: pure functions over value types; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -67,6 +69,35 @@ Result<SnapshotReadResult> DecodeSnapshotReadOutput(std::string_view body);
 Result<AtomicWriteResult> DecodeAtomicWriteOutput(std::string_view body);
 // `payload` is one non-empty watch frame without its 4-byte length prefix.
 Result<WatchResult> DecodeWatchOutput(std::string_view payload);
+
+// Splits a watch response body into frames as its bytes arrive. A frame is a u32 little-endian
+// length, then that many bytes: one WatchOutput for DecodeWatchOutput; length 0 is a
+// keep-alive. The one client-side frame splitter (the load generator and the test client use
+// it); the server writes frames with datapath_codec.h.
+//
+// Thread-safety: none; one owner.
+class WatchFrameSplitter {
+ public:
+  // Frames declaring more than `max_frame_bytes` are an error.
+  explicit WatchFrameSplitter(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+
+  // Adds received body bytes. Invalidates the views Next() returned.
+  void Append(std::string_view bytes);
+
+  // Returns the next complete frame's payload (empty for a keep-alive), std::nullopt if no
+  // complete frame is buffered, or InvalidArgument if the next frame declares more than
+  // max_frame_bytes (every later call then fails the same way). The view stays valid until the
+  // next Append().
+  Result<std::optional<std::string_view>> Next();
+
+  // True if bytes of an incomplete frame are buffered: a body ending now ends inside a frame.
+  bool partial() const { return pos_ < buffer_.size(); }
+
+ private:
+  size_t max_frame_bytes_;
+  std::string buffer_;  // received bytes; buffer_[pos_..] not yet returned as frames
+  size_t pos_ = 0;
+};
 
 // Returns the V8 serialization of the JS string whose UTF-8 text is `utf8`, as Deno writes it:
 // header FF 0F, then a one-byte string (`"`, Latin-1) if every code point is <= U+00FF, else a

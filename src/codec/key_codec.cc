@@ -6,6 +6,9 @@
 #include <limits>
 #include <utility>
 
+#include "codec/json_text.h"
+#include "codec/utf8.h"
+
 namespace kvc::codec {
 namespace {
 
@@ -84,43 +87,6 @@ void AppendFloat(double value, std::string* out) {
   }
 }
 
-// True if s is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // overlong
-      if (c == 0xED) hi = 0x9F;  // surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;  // overlong
-      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c1 < lo || c1 > hi) return false;
-    for (size_t k = 2; k < len; ++k) {
-      const auto ck = static_cast<unsigned char>(s[i + k]);
-      if (ck < 0x80 || ck > 0xBF) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 // Decimal digits of a big-endian magnitude (no sign).
 std::string MagnitudeToDecimal(std::vector<uint8_t> magnitude_be) {
   StripLeadingZeros(&magnitude_be);
@@ -147,39 +113,6 @@ std::string FloatToString(double value) {
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
   if (ec != std::errc()) return "?";
   return std::string(buf, end);
-}
-
-void AppendQuoted(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out->append("\\u00");
-          out->push_back(kHexDigits[c >> 4]);
-          out->push_back(kHexDigits[c & 0x0F]);
-        } else {
-          out->push_back(ch);
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 std::string HexByte(uint8_t b) {
@@ -356,7 +289,7 @@ std::string KeyPart::ToString() const {
       out.push_back(')');
       break;
     case Type::kString:
-      AppendQuoted(data_, &out);
+      AppendJsonQuoted(data_, &out);
       break;
     case Type::kBigInt:
       if (negative_) out.push_back('-');

@@ -5,20 +5,10 @@
 #include <cassert>
 #include <utility>
 
+#include "codec/v8_wire.h"
+
 namespace kvc::codec {
 namespace {
-
-// V8 serialization tags and versions. Wire format: do not change.
-constexpr uint8_t kVersionTag = 0xFF;
-constexpr uint8_t kPaddingTag = 0x00;
-constexpr uint8_t kVerifyObjectCountTag = '?';
-constexpr uint8_t kInt32Tag = 'I';
-constexpr uint8_t kUint32Tag = 'U';
-constexpr uint8_t kDoubleTag = 'N';
-constexpr uint8_t kBigIntTag = 'Z';
-constexpr uint32_t kMinReadVersion = 13;
-constexpr uint32_t kMaxReadVersion = 16;
-constexpr uint8_t kWriteVersion = 15;  // every Deno reads it (reference §5)
 
 constexpr size_t kBigIntDigitBytes = 8;               // V8 writes whole 64-bit digits
 constexpr uint32_t kMaxBigIntBytes = (1u << 30) - 1;  // bits 1..30 of the bitfield
@@ -26,60 +16,6 @@ constexpr uint32_t kMaxBigIntBytes = (1u << 30) - 1;  // bits 1..30 of the bitfi
 constexpr char kEmptyOperand[] = "operand cannot be empty";
 constexpr char kUnsupportedType[] = "unsupported value type";
 constexpr char kInvalidValue[] = "invalid v8 value";
-
-// Cursor over serialized bytes; every read is bounds-checked and fails instead of overrunning.
-class Reader {
- public:
-  explicit Reader(std::string_view data) : data_(data) {}
-
-  size_t remaining() const { return data_.size() - pos_; }
-
-  bool ReadByte(uint8_t* out) {
-    if (pos_ >= data_.size()) return false;
-    *out = static_cast<uint8_t>(data_[pos_++]);
-    return true;
-  }
-
-  bool ReadBytes(size_t n, std::string_view* out) {
-    if (remaining() < n) return false;
-    *out = data_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-
-  // Unsigned LEB128 limited to 32 bits: at most 5 bytes, and no bits beyond bit 31.
-  bool ReadVarint32(uint32_t* out) {
-    uint32_t value = 0;
-    for (int shift = 0; shift < 35; shift += 7) {
-      uint8_t byte;
-      if (!ReadByte(&byte)) return false;
-      const uint32_t bits = byte & 0x7F;
-      if (shift == 28 && bits > 0x0F) return false;  // would overflow 32 bits
-      value |= bits << shift;
-      if ((byte & 0x80) == 0) {
-        *out = value;
-        return true;
-      }
-    }
-    return false;  // continuation bit on the fifth byte
-  }
-
- private:
-  std::string_view data_;
-  size_t pos_ = 0;
-};
-
-void AppendVarint32(uint32_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-std::string Header() {
-  return std::string{static_cast<char>(kVersionTag), static_cast<char>(kWriteVersion)};
-}
 
 // Returns -1, 0, 1 comparing normalised magnitudes.
 int CompareMagnitude(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -173,50 +109,37 @@ void BigInt::Normalize() {
 
 Result<V8Numeric> ParseV8Numeric(std::string_view data) {
   if (data.empty()) return InvalidArgument(kEmptyOperand);
-  Reader reader(data);
-  uint8_t byte = 0;
-  uint32_t version = 0;
-  if (!reader.ReadByte(&byte) || byte != kVersionTag || !reader.ReadVarint32(&version) ||
-      version < kMinReadVersion || version > kMaxReadVersion) {
-    return InvalidArgument(kInvalidValue);
-  }
-
-  uint8_t tag = kPaddingTag;
+  V8Reader reader(data);
+  if (!reader.ReadHeader()) return InvalidArgument(kInvalidValue);
+  uint8_t tag;
   while (true) {
-    if (!reader.ReadByte(&tag)) return InvalidArgument(kInvalidValue);
-    if (tag == kPaddingTag) continue;
-    if (tag == kVerifyObjectCountTag) {  // a count V8 checks and ignores; the value follows
-      uint32_t unused_count;
-      if (!reader.ReadVarint32(&unused_count)) return InvalidArgument(kInvalidValue);
-      continue;
-    }
-    break;
+    if (!reader.ReadTag(&tag)) return InvalidArgument(kInvalidValue);
+    if (tag != v8tag::kVerifyObjectCount) break;
+    uint32_t unused_count;  // a count V8 checks and ignores; the value follows
+    if (!reader.ReadVarint32(&unused_count)) return InvalidArgument(kInvalidValue);
   }
 
   V8Numeric result;
   switch (tag) {
-    case kInt32Tag: {
-      uint32_t zigzag;
-      if (!reader.ReadVarint32(&zigzag)) return InvalidArgument(kInvalidValue);
-      const uint32_t bits = (zigzag >> 1) ^ (0u - (zigzag & 1));
-      result = V8Numeric::Number(static_cast<int32_t>(bits));
+    case v8tag::kInt32: {
+      int32_t value;
+      if (!reader.ReadZigZag32(&value)) return InvalidArgument(kInvalidValue);
+      result = V8Numeric::Number(value);
       break;
     }
-    case kUint32Tag: {
+    case v8tag::kUint32: {
       uint32_t value;
       if (!reader.ReadVarint32(&value)) return InvalidArgument(kInvalidValue);
       result = V8Numeric::Number(value);
       break;
     }
-    case kDoubleTag: {
-      std::string_view bytes;
-      if (!reader.ReadBytes(8, &bytes)) return InvalidArgument(kInvalidValue);
-      uint64_t bits = 0;
-      for (size_t i = 8; i-- > 0;) bits = (bits << 8) | static_cast<uint8_t>(bytes[i]);
-      result = V8Numeric::Number(std::bit_cast<double>(bits));
+    case v8tag::kDouble: {
+      double value;
+      if (!reader.ReadDouble(&value)) return InvalidArgument(kInvalidValue);
+      result = V8Numeric::Number(value);
       break;
     }
-    case kBigIntTag: {
+    case v8tag::kBigInt: {
       uint32_t bitfield;
       if (!reader.ReadVarint32(&bitfield)) return InvalidArgument(kInvalidValue);
       const size_t length = bitfield >> 1;
@@ -235,13 +158,14 @@ Result<V8Numeric> ParseV8Numeric(std::string_view data) {
     default:
       return InvalidArgument(kUnsupportedType);
   }
-  if (reader.remaining() != 0) return InvalidArgument(kInvalidValue);
+  if (!reader.done()) return InvalidArgument(kInvalidValue);
   return result;
 }
 
 std::string EncodeV8Number(double value) {
-  std::string out = Header();
-  out.push_back(static_cast<char>(kDoubleTag));
+  std::string out;
+  AppendV8Header(&out);
+  out.push_back(static_cast<char>(v8tag::kDouble));
   const auto bits = std::bit_cast<uint64_t>(value);
   for (int shift = 0; shift < 64; shift += 8) out.push_back(static_cast<char>(bits >> shift));
   return out;
@@ -252,8 +176,9 @@ std::string EncodeV8BigInt(const BigInt& value) {
       (value.magnitude.size() + kBigIntDigitBytes - 1) / kBigIntDigitBytes * kBigIntDigitBytes;
   assert(length <= kMaxBigIntBytes);
   const bool negative = value.negative && length != 0;
-  std::string out = Header();
-  out.push_back(static_cast<char>(kBigIntTag));
+  std::string out;
+  AppendV8Header(&out);
+  out.push_back(static_cast<char>(v8tag::kBigInt));
   AppendVarint32(static_cast<uint32_t>(length << 1) | (negative ? 1u : 0u), &out);
   out.append(value.magnitude.begin(), value.magnitude.end());
   out.append(length - value.magnitude.size(), '\0');

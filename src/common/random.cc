@@ -42,7 +42,7 @@ uint64_t RandomInRange(uint64_t lo, uint64_t hi) {
 }
 
 std::string HexEncode(const std::string& bytes) {
-  static const char* kHex = "0123456789abcdef";
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(bytes.size() * 2);
   for (unsigned char c : bytes) {

@@ -140,7 +140,10 @@ class [[nodiscard]] Result {
 // Assigns the value of a Result<T> expression to lhs, or returns its Status.
 #define KVC_ASSIGN_OR_RETURN(lhs, expr) \
   KVC_ASSIGN_OR_RETURN_IMPL_(KVC_CONCAT_(kvc_result_, __LINE__), lhs, expr)
+// `lhs` may be a declaration and `tmp` is a name: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KVC_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.ok()) return tmp.status();              \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

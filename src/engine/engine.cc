@@ -359,7 +359,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     }
   }
   if (!refused.ok()) {
-    done(refused);
+    done(refused);  // NOLINT(bugprone-use-after-move): moved only when `refused` is OK
     return;
   }
   write_cv_.notify_one();

@@ -80,7 +80,7 @@ int CompareNumeric(const V8Numeric& a, const V8Numeric& b) {
 
 Result<StoredRow> ApplyV8Sum(const Mutation& m, const std::optional<StoredRow>& existing,
                              int64_t version) {
-  const char kNotV8[] = "Some of the parameters are not valid V8 values";
+  constexpr char kNotV8[] = "Some of the parameters are not valid V8 values";
   if (m.value.encoding != ValueEncoding::kV8) return InvalidArgument(kNotV8);
   auto operand = codec::ParseV8Numeric(m.value.data);
   if (!operand.ok()) return InvalidArgument(kNotV8);

@@ -13,7 +13,7 @@ constexpr size_t kDoorSlots = 4096;
 constexpr size_t kEntryOverhead = 128;
 
 struct StringHash {
-  using is_transparent = void;
+  using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 

@@ -9,23 +9,23 @@ namespace kvc::loadgen {
 namespace internal {
 std::shared_ptr<Connection> MakeHttp1Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
-                                                std::vector<std::string> addresses,
+                                                const std::vector<std::string>& addresses,
                                                 asio::ssl::context* tls);
 std::shared_ptr<Connection> MakeHttp2Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
-                                                std::vector<std::string> addresses,
+                                                const std::vector<std::string>& addresses,
                                                 asio::ssl::context* tls);
 }  // namespace internal
 
 namespace asio = boost::asio;
 
 std::shared_ptr<Connection> MakeConnection(asio::io_context& io, const ConnectionOptions& options,
-                                           std::vector<std::string> addresses,
+                                           const std::vector<std::string>& addresses,
                                            asio::ssl::context* tls) {
   if (options.version == HttpVersion::kHttp2) {
-    return internal::MakeHttp2Connection(io, options, std::move(addresses), tls);
+    return internal::MakeHttp2Connection(io, options, addresses, tls);
   }
-  return internal::MakeHttp1Connection(io, options, std::move(addresses), tls);
+  return internal::MakeHttp1Connection(io, options, addresses, tls);
 }
 
 Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(HttpVersion version, bool insecure,

@@ -104,7 +104,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 // required for https origins (see MakeTlsContext) and must outlive the connection.
 std::shared_ptr<Connection> MakeConnection(boost::asio::io_context& io,
                                            const ConnectionOptions& options,
-                                           std::vector<std::string> addresses,
+                                           const std::vector<std::string>& addresses,
                                            boost::asio::ssl::context* tls);
 
 // A TLS client context offering ALPN "h2" or "http/1.1" (per `version`). Verifies the server

@@ -26,7 +26,7 @@ template <class Socket>
 class Http1Connection final : public Connection {
  public:
   Http1Connection(asio::io_context& io, ConnectionOptions options,
-                  std::vector<std::string> addresses, asio::ssl::context* tls)
+                  const std::vector<std::string>& addresses, asio::ssl::context* tls)
       : io_(io),
         options_(std::move(options)),
         authority_(options_.origin.Authority()),
@@ -281,12 +281,12 @@ class Http1Connection final : public Connection {
 
 std::shared_ptr<Connection> MakeHttp1Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
-                                                std::vector<std::string> addresses,
+                                                const std::vector<std::string>& addresses,
                                                 asio::ssl::context* tls) {
   if (options.origin.tls()) {
-    return std::make_shared<Http1Connection<TlsSocket>>(io, options, std::move(addresses), tls);
+    return std::make_shared<Http1Connection<TlsSocket>>(io, options, addresses, tls);
   }
-  return std::make_shared<Http1Connection<PlainSocket>>(io, options, std::move(addresses), tls);
+  return std::make_shared<Http1Connection<PlainSocket>>(io, options, addresses, tls);
 }
 
 }  // namespace internal

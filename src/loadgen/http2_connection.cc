@@ -30,7 +30,7 @@ template <class Socket>
 class Http2Connection final : public Connection {
  public:
   Http2Connection(asio::io_context& io, ConnectionOptions options,
-                  std::vector<std::string> addresses, asio::ssl::context* tls)
+                  const std::vector<std::string>& addresses, asio::ssl::context* tls)
       : io_(io),
         options_(std::move(options)),
         authority_(options_.origin.Authority()),
@@ -311,6 +311,7 @@ class Http2Connection final : public Connection {
                                  uint32_t* data_flags, nghttp2_data_source* source, void*) {
     auto* s = static_cast<StreamState*>(source->ptr);
     const size_t n = std::min(length, s->request_body.size() - s->request_offset);
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes for nghttp2, not a C string
     std::memcpy(buf, s->request_body.data() + s->request_offset, n);
     s->request_offset += n;
     if (s->request_offset == s->request_body.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -435,12 +436,12 @@ class Http2Connection final : public Connection {
 
 std::shared_ptr<Connection> MakeHttp2Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
-                                                std::vector<std::string> addresses,
+                                                const std::vector<std::string>& addresses,
                                                 asio::ssl::context* tls) {
   if (options.origin.tls()) {
-    return std::make_shared<Http2Connection<TlsSocket>>(io, options, std::move(addresses), tls);
+    return std::make_shared<Http2Connection<TlsSocket>>(io, options, addresses, tls);
   }
-  return std::make_shared<Http2Connection<PlainSocket>>(io, options, std::move(addresses), tls);
+  return std::make_shared<Http2Connection<PlainSocket>>(io, options, addresses, tls);
 }
 
 }  // namespace internal

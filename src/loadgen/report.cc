@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <string>
 
+#include "codec/json_text.h"
 #include "loadgen/bench.h"
+#include "loadgen/plan.h"
 
 namespace kvc::loadgen {
 namespace {
@@ -15,48 +17,11 @@ constexpr std::string_view kWorkloadNames[] = {"get", "set",   "cas",  "list",
 // the server's 65,536-byte value limit.
 constexpr int kMaxValueSize = 65536 - 2 - 1 - 3;
 
-// Keys a list operation reads.
-constexpr int64_t kListSize = 100;
-
 std::string Fixed(double v, int digits) {
   if (!std::isfinite(v)) return "0";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out.push_back(c);  // UTF-8 passes through; invalid bytes are the sender's problem
-        }
-    }
-  }
-  out += "\"";
-  return out;
 }
 
 std::string JsonLatency(const LatencySummary& l) {
@@ -173,10 +138,10 @@ std::string FormatReportText(const BenchReport& r) {
 
 std::string FormatReportJson(const BenchReport& r) {
   std::string out = "{";
-  out += "\"workload\":" + JsonString(r.workload);
-  out += ",\"protocol\":" + JsonString(r.protocol);
-  out += ",\"url\":" + JsonString(r.url);
-  out += ",\"endpoint\":" + JsonString(r.endpoint);
+  out += "\"workload\":" + codec::JsonQuote(r.workload);
+  out += ",\"protocol\":" + codec::JsonQuote(r.protocol);
+  out += ",\"url\":" + codec::JsonQuote(r.url);
+  out += ",\"endpoint\":" + codec::JsonQuote(r.endpoint);
   out += ",\"protocol_version\":" + std::to_string(r.protocol_version);
   out += ",\"connections\":" + std::to_string(r.connections);
   out += ",\"streams\":" + std::to_string(r.streams);
@@ -190,13 +155,13 @@ std::string FormatReportJson(const BenchReport& r) {
   out += ",\"errors\":{\"total\":" + std::to_string(r.errors.total()) + ",\"by_kind\":{";
   bool first = true;
   for (const auto& [kind, n] : r.errors.by_kind()) {
-    out += (first ? "" : ",") + JsonString(kind) + ":" + std::to_string(n);
+    out += (first ? "" : ",") + codec::JsonQuote(kind) + ":" + std::to_string(n);
     first = false;
   }
   out += "},\"samples\":[";
   first = true;
   for (const std::string& text : r.errors.samples()) {
-    out += (first ? "" : ",") + JsonString(text);
+    out += (first ? "" : ",") + codec::JsonQuote(text);
     first = false;
   }
   out += "]}";

@@ -27,7 +27,7 @@
 namespace kvc::loadgen::internal {
 
 namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
+using tcp = asio::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own name
 using PlainSocket = tcp::socket;
 using TlsSocket = asio::ssl::stream<tcp::socket>;
 

@@ -259,8 +259,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
 
   void StartStream(service::HttpResponse resp) {
     state_ = State::kStreaming;
-    source_ = resp.stream;
-    heartbeat_bytes_ = resp.heartbeat;
+    source_ = std::move(resp.stream);
+    heartbeat_bytes_ = std::move(resp.heartbeat);
     heartbeat_interval_ = resp.heartbeat_interval;
     header_res_.emplace(static_cast<http::status>(resp.status), version_);
     header_res_->set(http::field::server, "kvconnect");

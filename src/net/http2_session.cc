@@ -109,7 +109,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   // --- called on the strand by sinks ---
-  void StreamSend(int32_t id, H2Stream* expected, std::string bytes) {
+  void StreamSend(int32_t id, H2Stream* expected, const std::string& bytes) {
     H2Stream* st = Find(id, expected);
     if (!st || st->eof) return;
     if (st->out.size() - st->out_off + bytes.size() > ctx_->options.max_stream_buffer_bytes) {
@@ -356,6 +356,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (!resp.stream) hdrs.emplace_back("content-length", std::to_string(resp.body.size()));
     for (auto& h : resp.headers) hdrs.push_back(h);
     std::vector<nghttp2_nv> nva;
+    nva.reserve(hdrs.size());
     for (auto& [k, v] : hdrs) {
       nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
                      k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});

@@ -337,6 +337,7 @@ class ServerImpl {
   static std::vector<asio::executor_work_guard<asio::io_context::executor_type>> MakeGuards(
       const std::vector<std::unique_ptr<asio::io_context>>& iocs) {
     std::vector<asio::executor_work_guard<asio::io_context::executor_type>> v;
+    v.reserve(iocs.size());
     for (const auto& ioc : iocs) v.push_back(asio::make_work_guard(*ioc));
     return v;
   }

@@ -20,7 +20,7 @@ namespace kvc::net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-using tcp = asio::ip::tcp;
+using tcp = asio::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own name
 // A TLS connection (the handshake is done before a session gets it).
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 

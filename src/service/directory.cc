@@ -25,7 +25,7 @@ const storage::AccessTokenRecord* Directory::Snapshot::Token(const std::string& 
 Directory::Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options)
     : catalog_(catalog),
       factory_(std::move(factory)),
-      options_(std::move(options)),
+      options_(options),
       snap_(std::make_shared<Snapshot>()) {}
 
 Directory::~Directory() { Stop(); }

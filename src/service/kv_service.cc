@@ -208,8 +208,8 @@ void KvService::HandleMetadata(HttpRequest req, std::string database, Responder 
 }
 
 void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
-                               std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
-                               Responder respond) {
+                               const std::shared_ptr<const Directory::Snapshot>& snap,
+                               bool may_refresh, Responder respond) {
   const int64_t now = NowUnixMs();
   // Who is asking.
   auto who = auth_.AuthenticateAccessToken(call->token, *snap, now, may_refresh);

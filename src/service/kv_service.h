@@ -78,7 +78,7 @@ class KvService : public Handler {
   // Answers from `snap`; if the token or database is not in it and `may_refresh`, rereads the
   // catalog first (off this thread) and tries once more.
   void AnswerMetadata(std::shared_ptr<MetadataCall> call,
-                      std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh,
+                      const std::shared_ptr<const Directory::Snapshot>& snap, bool may_refresh,
                       Responder respond);
   void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
   // The endpoint URL of a metadata answer to `req`, or kInvalidArgument if it cannot be built.

@@ -13,5 +13,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)kvc::codec::DecodeWatchOutput(in);
   (void)kvc::codec::ParseV8String(in);
   (void)kvc::codec::ParseMetadataResponse(in);
+  // The watch body, split as it arrives in chunks of varying sizes.
+  kvc::codec::WatchFrameSplitter frames(1 << 16);
+  for (size_t pos = 0, chunk = 1; pos < in.size(); pos += chunk, chunk = chunk * 2 % 61 + 1) {
+    frames.Append(in.substr(pos, chunk));
+    while (true) {
+      auto frame = frames.Next();
+      if (!frame.ok() || !frame->has_value()) break;
+      if (!(*frame)->empty()) (void)kvc::codec::DecodeWatchOutput(**frame);
+    }
+  }
   return 0;
 }

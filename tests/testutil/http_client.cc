@@ -158,25 +158,15 @@ Result<ScopedFd> ConnectTcp(const std::string& host, uint16_t port, Clock::time_
 Result<std::optional<std::string>> FrameReader::Next(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (true) {
-    if (buffer_.size() >= 4) {
-      const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data());
-      const uint32_t len =
-          uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-      if (len > kMaxFrameSize) {
-        return Internal("watch frame of " + std::to_string(len) + " bytes exceeds the limit");
-      }
-      if (buffer_.size() - 4 >= len) {
-        std::string payload = buffer_.substr(4, len);
-        buffer_.erase(0, size_t{4} + len);
-        return std::optional<std::string>(std::move(payload));
-      }
-    }
+    Result<std::optional<std::string_view>> frame = frames_.Next();
+    if (!frame.ok()) return Internal(frame.status().message());
+    if (frame->has_value()) return std::optional<std::string>(std::string(**frame));
     const auto left =
         std::max(std::chrono::milliseconds(0),
                  std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
     Result<std::string> chunk = reader_->Read(left);
     if (!chunk.ok()) {
-      if (reader_->finished() && !buffer_.empty()) {
+      if (reader_->finished() && frames_.partial()) {
         return Internal("stream ended inside a watch frame");
       }
       return chunk.status();
@@ -185,7 +175,7 @@ Result<std::optional<std::string>> FrameReader::Next(std::chrono::milliseconds t
       if (Clock::now() >= deadline) return std::optional<std::string>();
       continue;
     }
-    buffer_.append(*chunk);
+    frames_.Append(*chunk);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/client_codec.h"
 #include "common/status.h"
 
 namespace kvc::testutil {
@@ -61,14 +62,15 @@ class StreamReader {
   virtual bool finished() const = 0;
 };
 
-// Splits a KV Connect watch body into frames: a u32 little-endian length, then that many bytes.
+// Splits a KV Connect watch body into frames (a u32 little-endian length, then that many bytes)
+// with codec::WatchFrameSplitter, reading from `reader` as needed.
 // Does not own `reader`. REQUIRES: `reader` outlives this object.
 class FrameReader {
  public:
   // Frames longer than this are treated as a protocol error.
   static constexpr uint32_t kMaxFrameSize = 64u << 20;
 
-  explicit FrameReader(StreamReader* reader) : reader_(reader) {}
+  explicit FrameReader(StreamReader* reader) : reader_(reader), frames_(kMaxFrameSize) {}
 
   // Returns the next frame's payload (empty for a keep-alive frame), std::nullopt if no complete
   // frame arrived within `timeout`, or the reader's error. If the body ends inside a frame, or a
@@ -77,7 +79,7 @@ class FrameReader {
 
  private:
   StreamReader* reader_;
-  std::string buffer_;  // received bytes not yet returned as frames
+  codec::WatchFrameSplitter frames_;
 };
 
 namespace internal {

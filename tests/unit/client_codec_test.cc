@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codec/datapath_codec.h"
@@ -205,6 +206,62 @@ TEST(ClientCodec, WatchOutputRoundTripAndVector) {
   EXPECT_TRUE(absent->keys[0].changed);
   EXPECT_FALSE(absent->keys[0].entry.has_value());
   EXPECT_FALSE(DecodeWatchOutput(FromHex("12 05 08")).ok());
+}
+
+// The watch body as the server frames it (src/service/watch_stream.cc): u32 LE length, payload.
+std::string Framed(std::string_view payload) {
+  std::string out;
+  const auto n = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  return out.append(payload);
+}
+
+TEST(WatchFrameSplitter, SplitsFramesWhateverTheChunking) {
+  const Entry e{EncodeKey({KeyPart::String("w")}), EncodeV8String("1"), ValueEncoding::kV8, 7};
+  const std::string first = EncodeWatchOutput({e});
+  const std::string body = Framed(first) + Framed("") + Framed("xyz") + Framed(first);
+  for (size_t chunk = 1; chunk <= body.size(); ++chunk) {
+    WatchFrameSplitter frames(1024);
+    std::vector<std::string> got;
+    for (size_t pos = 0; pos < body.size(); pos += chunk) {
+      frames.Append(std::string_view(body).substr(pos, chunk));
+      while (true) {
+        auto next = frames.Next();
+        ASSERT_TRUE(next.ok()) << next.status().ToString();
+        if (!next->has_value()) break;
+        got.emplace_back(**next);
+      }
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{first, "", "xyz", first})) << "chunk " << chunk;
+    EXPECT_FALSE(frames.partial());
+  }
+  WatchFrameSplitter frames(1024);
+  frames.Append(body);
+  auto decoded = DecodeWatchOutput(**frames.Next());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->keys.at(0).entry->version, 7);
+}
+
+TEST(WatchFrameSplitter, ReportsPartialFramesAndOversizedOnes) {
+  WatchFrameSplitter frames(8);
+  frames.Append(Framed("12345678").substr(0, 6));
+  auto next = frames.Next();
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->has_value());
+  EXPECT_TRUE(frames.partial());
+  frames.Append("345678");
+  next = frames.Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ(**next, "12345678");
+  EXPECT_FALSE(frames.partial());
+
+  frames.Append(Framed("123456789"));
+  for (int i = 0; i < 2; ++i) {  // and it stays failed
+    next = frames.Next();
+    ASSERT_FALSE(next.ok());
+    EXPECT_EQ(next.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(next.status().message(), "a watch frame of 9 bytes exceeds the limit of 8");
+  }
 }
 
 TEST(V8String, EncodesLikeDeno) {

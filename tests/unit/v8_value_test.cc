@@ -9,8 +9,10 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "codec/v8_wire.h"
 #include "testutil/hex.h"
 
 namespace kvc::codec {
@@ -265,6 +267,54 @@ TEST(V8ValueTest, ArbitraryBytesNeverCrash) {
                 message == "operand cannot be empty")
         << message;
   }
+}
+
+TEST(V8ReaderTest, Varint32Limits) {
+  for (const auto& [hex, expected] : std::vector<std::pair<std::string, uint32_t>>{
+           {"00", 0}, {"7F", 127}, {"80 01", 128}, {"FF FF FF FF 0F", 0xFFFFFFFFu}}) {
+    V8Reader reader(FromHex(hex));
+    uint32_t value = 0;
+    EXPECT_TRUE(reader.ReadVarint32(&value)) << hex;
+    EXPECT_EQ(value, expected) << hex;
+    EXPECT_TRUE(reader.done()) << hex;
+    std::string written;
+    AppendVarint32(expected, &written);
+    EXPECT_EQ(ToHex(written), hex);
+    EXPECT_EQ(Varint32Size(expected), written.size());
+  }
+  for (const char* hex : {"", "80", "FF FF FF FF 1F", "80 80 80 80 80 00"}) {
+    V8Reader reader(FromHex(hex));
+    uint32_t value = 0;
+    EXPECT_FALSE(reader.ReadVarint32(&value)) << hex;
+  }
+}
+
+TEST(V8ReaderTest, ZigZagDoubleHeaderAndTags) {
+  V8Reader reader(FromHex("FF 0F 00 00 49 01 03 00 00 00 00 00 00 F8 3F"));
+  uint8_t tag = 0;
+  int32_t i = 0;
+  double d = 0;
+  ASSERT_TRUE(reader.ReadHeader());
+  ASSERT_TRUE(reader.ReadTag(&tag));  // skips the two padding bytes
+  EXPECT_EQ(tag, v8tag::kInt32);
+  ASSERT_TRUE(reader.ReadZigZag32(&i));
+  EXPECT_EQ(i, -1);
+  ASSERT_TRUE(reader.ReadZigZag32(&i));
+  EXPECT_EQ(i, -2);
+  EXPECT_EQ(reader.remaining(), 8u);
+  ASSERT_TRUE(reader.ReadDouble(&d));
+  EXPECT_EQ(d, 1.5);
+  EXPECT_TRUE(reader.done());
+  EXPECT_FALSE(reader.ReadTag(&tag));
+  EXPECT_FALSE(reader.ReadDouble(&d));
+
+  for (const char* hex : {"", "FF", "FE 0F", "FF 0C", "FF 11", "FF 80"}) {
+    V8Reader bad(FromHex(hex));
+    EXPECT_FALSE(bad.ReadHeader()) << hex;
+  }
+  std::string header;
+  AppendV8Header(&header);
+  EXPECT_EQ(ToHex(header), "FF 0F");
 }
 
 TEST(BigIntTest, FromAndToU64) {
