@@ -13,8 +13,8 @@ class SystemClockImpl : public Clock {
 }  // namespace
 
 const Clock* SystemClock() {
-  static const SystemClockImpl* const clock = new SystemClockImpl();
-  return clock;
+  static const SystemClockImpl* const kClock = new SystemClockImpl();
+  return kClock;
 }
 
 std::string FormatRfc3339Utc(int64_t unix_ms) {

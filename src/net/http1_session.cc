@@ -173,8 +173,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     std::string target(req.target());
     auto q = target.find('?');
     r.path = q == std::string::npos ? target : target.substr(0, q);
-    r.scheme = IsTls<Stream> ? "https" : "http";
-    r.tls = IsTls<Stream>;
+    r.scheme = kIsTls<Stream> ? "https" : "http";
+    r.tls = kIsTls<Stream>;
     r.peer = peer_;
     for (const auto& f : req) {
       std::string name(f.name_string());

@@ -303,8 +303,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
                                                     " bytes.")));
       return;
     }
-    if (st->req.scheme.empty()) st->req.scheme = IsTls<Stream> ? "https" : "http";
-    st->req.tls = IsTls<Stream>;
+    if (st->req.scheme.empty()) st->req.scheme = kIsTls<Stream> ? "https" : "http";
+    st->req.tls = kIsTls<Stream>;
     st->req.http2 = true;
     st->req.peer = peer_;
     auto self = this->shared_from_this();

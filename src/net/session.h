@@ -26,7 +26,7 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 // True for a session over TLS.
 template <class Stream>
-inline constexpr bool IsTls = std::is_same_v<Stream, TlsStream>;
+inline constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
 inline tcp::socket& LowestSocket(tcp::socket& s) { return s; }
 inline tcp::socket& LowestSocket(beast::tcp_stream& s) { return s.socket(); }

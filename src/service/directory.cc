@@ -25,7 +25,7 @@ const storage::AccessTokenRecord* Directory::Snapshot::Token(const std::string& 
 Directory::Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options)
     : catalog_(catalog),
       factory_(std::move(factory)),
-      options_(options),
+      options_(std::move(options)),
       snap_(std::make_shared<Snapshot>()) {}
 
 Directory::~Directory() { Stop(); }

@@ -110,10 +110,10 @@ class Backend {
   virtual bool sole_writer() const = 0;
   // For backends that are not the sole writer: calls `on_commit` with every committed
   // transaction from now on (this process's included), one at a time, in version order, on a
-  // thread of the backend's. Sole-writer backends need not support it (Internal).
+  // thread of the backend's (which keeps a copy of the callback). Sole-writer backends need
+  // not support it (Internal).
   using CommitCallback = std::function<void(CommitGroup)>;
-  virtual Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(CommitCallback on_commit) {
-    (void)on_commit;
+  virtual Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(const CommitCallback& /*on_commit*/) {
     return Internal("this storage backend has no change feed");
   }
   // The committed data version at open time.

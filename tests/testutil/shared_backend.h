@@ -144,14 +144,14 @@ class SharedBackend : public storage::Backend {
     KVC_ASSIGN_OR_RETURN(auto w, inner_->OpenWriter());
     return std::unique_ptr<storage::Writer>(std::make_unique<SharedWriter>(std::move(w), bus_));
   }
-  Result<std::unique_ptr<storage::ChangeFeed>> OpenChangeFeed(CommitCallback cb) override {
+  Result<std::unique_ptr<storage::ChangeFeed>> OpenChangeFeed(const CommitCallback& cb) override {
     struct Feed : storage::ChangeFeed {
       Feed(std::shared_ptr<CommitBus> b, int i) : bus(std::move(b)), id(i) {}
       ~Feed() override { bus->Unsubscribe(id); }
       std::shared_ptr<CommitBus> bus;
       int id;
     };
-    const int id = bus_->Subscribe(std::move(cb));
+    const int id = bus_->Subscribe(cb);
     return std::unique_ptr<storage::ChangeFeed>(std::make_unique<Feed>(bus_, id));
   }
 
