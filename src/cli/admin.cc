@@ -2,13 +2,12 @@
 
 #include <cstdio>
 #include <iostream>
-#include <map>
-#include <vector>
 
 #include "auth/tokens.h"
 #include "cli/data_dir.h"
 #include "codec/json_text.h"
 #include "common/clock.h"
+#include "service/admin_ops.h"
 
 namespace kvc::cli {
 namespace {
@@ -44,198 +43,122 @@ int Fail(const Status& s) {
   }
 }
 
-std::string TokenStatus(const storage::AccessTokenRecord& t, int64_t now) {
-  if (t.revoked_ms != 0) return "revoked";
-  if (t.expires_ms != 0 && now >= t.expires_ms) return "expired";
-  return "active";
-}
-
-int DbCommand(const AdminConfig& c, DataDir& dd) {
-  storage::SqliteOptions so;
+int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
   if (c.action == "create") {
-    auto rec = CreateDatabase(dd, c.name, so);
-    if (!rec.ok()) return Fail(rec.status());
-    std::cout << rec->id << "\n";
-    std::cerr << "Created database '" << rec->name << "' (" << rec->id << ") in "
-              << dd.Resolve(rec->path) << ".\nConnect to /databases/" << rec->name
-              << "/connect with a token from `kvconnect token create --db " << rec->name
+    auto db = ops.CreateDatabase(c.name);
+    if (!db.ok()) return Fail(db.status());
+    const storage::DatabaseRecord& rec = db->record;
+    std::cout << rec.id << "\n";
+    std::cerr << "Created database '" << rec.name << "' (" << rec.id << ") in " << db->location
+              << ".\nConnect to /databases/" << rec.name
+              << "/connect with a token from `kvconnect token create --db " << rec.name
               << " --scope write`.\n";
     return 0;
   }
   if (c.action == "list") {
-    auto dbs = dd.catalog->ListDatabases();
+    auto dbs = ops.ListDatabases();
     if (!dbs.ok()) return Fail(dbs.status());
     if (c.json) {
       std::cout << "[";
       for (size_t i = 0; i < dbs->size(); ++i) {
         const auto& d = (*dbs)[i];
-        std::cout << (i ? "," : "") << "\n  {\"name\":" << JsonQuote(d.name)
-                  << ",\"id\":" << JsonQuote(d.id) << ",\"path\":" << JsonQuote(dd.Resolve(d.path))
-                  << ",\"created_at\":" << JsonQuote(Time(d.created_ms)) << "}";
+        std::cout << (i ? "," : "") << "\n  {\"name\":" << JsonQuote(d.record.name)
+                  << ",\"id\":" << JsonQuote(d.record.id) << ",\"path\":" << JsonQuote(d.location)
+                  << ",\"created_at\":" << JsonQuote(Time(d.record.created_ms)) << "}";
       }
       std::cout << (dbs->empty() ? "]\n" : "\n]\n");
       return 0;
     }
     std::printf("%-24s %-36s %s\n", "NAME", "ID", "FILE");
     for (const auto& d : *dbs) {
-      std::printf("%-24s %-36s %s\n", d.name.c_str(), d.id.c_str(), dd.Resolve(d.path).c_str());
+      std::printf("%-24s %-36s %s\n", d.record.name.c_str(), d.record.id.c_str(),
+                  d.location.c_str());
     }
     return 0;
   }
-  auto rec = dd.catalog->FindDatabase(c.name);
-  if (!rec.ok()) return Fail(rec.status());
   if (c.action == "rename") {
-    if (rec->name == kDefaultDatabase) {
-      return Fail(InvalidArgument("the database named default cannot be renamed"));
-    }
-    if (!storage::IsValidDatabaseName(c.new_name)) {
-      return Fail(InvalidArgument("invalid database name '" + c.new_name + "'"));
-    }
-    Status s = dd.catalog->RenameDatabase(rec->id, c.new_name);
-    if (!s.ok()) return Fail(s);
-    std::cerr << "Renamed '" << rec->name << "' to '" << c.new_name
+    auto renamed = ops.RenameDatabase(c.name, c.new_name);
+    if (!renamed.ok()) return Fail(renamed.status());
+    std::cerr << "Renamed '" << renamed->old_name << "' to '" << renamed->record.name
               << "'; its id and tokens stay the same.\n";
     return 0;
   }
   // delete
-  if (rec->name == kDefaultDatabase) {
-    return Fail(InvalidArgument("the database named default cannot be deleted"));
-  }
   if (!c.yes) {
+    auto rec = ops.CheckDeletable(c.name);
+    if (!rec.ok()) return Fail(rec.status());
     return Fail(InvalidArgument("deleting '" + rec->name +
                                 "' destroys its data and revokes its tokens; add --yes to do it"));
   }
-  Status s = dd.catalog->RemoveDatabase(rec->id, NowUnixMs());
-  if (!s.ok()) return Fail(s);
-  RemoveDatabaseFiles(dd.Resolve(rec->path));
+  auto rec = ops.DeleteDatabase(c.name);
+  if (!rec.ok()) return Fail(rec.status());
   std::cerr << "Deleted database '" << rec->name << "' (" << rec->id
             << ") and revoked its tokens.\n";
   return 0;
 }
 
-int TokenCommand(const AdminConfig& c, DataDir& dd) {
-  const int64_t now = NowUnixMs();
+int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
   if (c.action == "create") {
-    auto db = dd.catalog->FindDatabase(c.db);
-    if (!db.ok()) return Fail(db.status());
-    auto scope = auth::ParseScope(c.scope);
-    if (!scope.ok()) return Fail(scope.status());
-    const int64_t ttl = ParseDurationMs(c.expires);
-    if (ttl < 0) {
-      return Fail(InvalidArgument("invalid --expires '" + c.expires +
-                                  "': use e.g. 30d, 12h, 90m, 45s, 2w or never"));
-    }
-    auth::NewAccessToken t = auth::GenerateAccessToken();
-    storage::AccessTokenRecord rec;
-    rec.id = t.id;
-    rec.name = c.label;
-    rec.database_id = db->id;
-    rec.scope = static_cast<int>(*scope);
-    rec.hash = t.hash;
-    rec.created_ms = now;
-    rec.expires_ms = ttl == 0 ? 0 : now + ttl;
-    rec.rate_limit = c.rate_limit;
-    Status s = dd.catalog->AddToken(rec);
-    if (!s.ok()) return Fail(s);
-    std::cout << t.token << "\n";
-    std::cerr << "Created " << c.scope << " token " << t.id << " for database '" << db->name << "'"
-              << (rec.expires_ms ? ", expires " + Time(rec.expires_ms) : "")
+    service::TokenRequest req;
+    req.database = c.db;
+    req.scope = c.scope;
+    req.expires = c.expires;
+    req.name = c.label;
+    req.rate_limit = c.rate_limit;
+    auto t = ops.CreateToken(req);
+    if (!t.ok()) return Fail(t.status());
+    std::cout << t->token << "\n";
+    std::cerr << "Created " << auth::ScopeName(t->scope) << " token " << t->record.id
+              << " for database '" << t->database_name << "'"
+              << (t->record.expires_ms ? ", expires " + Time(t->record.expires_ms) : "")
               << ". It is shown only this once.\n";
     return 0;
   }
   if (c.action == "list") {
-    auto dbs = dd.catalog->ListDatabases();
-    if (!dbs.ok()) return Fail(dbs.status());
-    std::map<std::string, std::string> names;
-    for (const auto& d : *dbs) names[d.id] = d.name;
-    std::string filter_id;
-    if (!c.db.empty()) {
-      auto db = dd.catalog->FindDatabase(c.db);
-      if (!db.ok()) return Fail(db.status());
-      filter_id = db->id;
-    }
-    auto tokens = dd.catalog->ListTokens();
-    if (!tokens.ok()) return Fail(tokens.status());
-    std::vector<storage::AccessTokenRecord> shown;
-    for (auto& t : *tokens) {
-      if (filter_id.empty() || t.database_id == filter_id) shown.push_back(t);
-    }
+    auto shown = ops.ListTokens(c.db);
+    if (!shown.ok()) return Fail(shown.status());
     if (c.json) {
       std::cout << "[";
-      for (size_t i = 0; i < shown.size(); ++i) {
-        const auto& t = shown[i];
+      for (size_t i = 0; i < shown->size(); ++i) {
+        const service::TokenInfo& info = (*shown)[i];
+        const storage::AccessTokenRecord& t = info.record;
         std::cout << (i ? "," : "") << "\n  {\"id\":" << JsonQuote(t.id)
-                  << ",\"name\":" << JsonQuote(t.name) << ",\"database\":"
-                  << JsonQuote(names.count(t.database_id) ? names[t.database_id] : "")
+                  << ",\"name\":" << JsonQuote(t.name)
+                  << ",\"database\":" << JsonQuote(info.database_name)
                   << ",\"database_id\":" << JsonQuote(t.database_id)
-                  << ",\"scope\":" << JsonQuote(auth::ScopeName(static_cast<auth::Scope>(t.scope)))
+                  << ",\"scope\":" << JsonQuote(auth::ScopeName(info.scope))
                   << ",\"created_at\":" << JsonQuote(Time(t.created_ms))
                   << ",\"expires_at\":" << (t.expires_ms ? JsonQuote(Time(t.expires_ms)) : "null")
                   << ",\"revoked_at\":" << (t.revoked_ms ? JsonQuote(Time(t.revoked_ms)) : "null")
-                  << ",\"rate_limit\":"
+                  << ",\"rate_limit\":"  // null: the server's default; 0: unlimited
                   << (t.rate_limit < 0 ? std::string("null") : Number(t.rate_limit))
-                  << ",\"status\":" << JsonQuote(TokenStatus(t, now)) << "}";
+                  << ",\"status\":" << JsonQuote(service::TokenStatusName(info.status)) << "}";
       }
-      std::cout << (shown.empty() ? "]\n" : "\n]\n");
+      std::cout << (shown->empty() ? "]\n" : "\n]\n");
       return 0;
     }
     std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
                 "STATUS", "RATE", "CREATED", "EXPIRES");
-    for (const auto& t : shown) {
-      const std::string db = names.count(t.database_id) ? names[t.database_id] : "(deleted)";
+    for (const service::TokenInfo& info : *shown) {
+      const storage::AccessTokenRecord& t = info.record;
+      const std::string db = info.database_name.empty() ? "(deleted)" : info.database_name;
       std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", t.id.c_str(), t.name.c_str(),
-                  db.c_str(), auth::ScopeName(static_cast<auth::Scope>(t.scope)),
-                  TokenStatus(t, now).c_str(), RateLimitText(t.rate_limit).c_str(),
-                  Time(t.created_ms).c_str(), t.expires_ms ? Time(t.expires_ms).c_str() : "never");
+                  db.c_str(), auth::ScopeName(info.scope), service::TokenStatusName(info.status),
+                  RateLimitText(t.rate_limit).c_str(), Time(t.created_ms).c_str(),
+                  t.expires_ms ? Time(t.expires_ms).c_str() : "never");
     }
     return 0;
   }
   // revoke: by id, or by the token itself.
-  std::string id = auth::AccessTokenId(c.token);
-  if (id.empty()) id = c.token;
-  Status s = dd.catalog->RevokeToken(id, now);
-  if (!s.ok()) return Fail(s);
-  std::cerr << "Revoked token " << id
+  auto id = ops.RevokeToken(c.token);
+  if (!id.ok()) return Fail(id.status());
+  std::cerr << "Revoked token " << *id
             << ". A running server refuses it and its data-path tokens within its catalog poll "
                "interval.\n";
   return 0;
 }
 
 }  // namespace
-
-int64_t ParseDurationMs(const std::string& text) {
-  if (text.empty() || text == "never") return 0;
-  size_t pos = 0;
-  int64_t n = 0;
-  try {
-    n = std::stoll(text, &pos);
-  } catch (...) {
-    return -1;
-  }
-  if (n <= 0 || pos != text.size() - 1) return -1;
-  int64_t unit = 0;
-  switch (text.back()) {
-    case 's':
-      unit = 1000;
-      break;
-    case 'm':
-      unit = 60 * 1000;
-      break;
-    case 'h':
-      unit = 3600 * 1000;
-      break;
-    case 'd':
-      unit = 24LL * 3600 * 1000;
-      break;
-    case 'w':
-      unit = 7 * 24LL * 3600 * 1000;
-      break;
-    default:
-      return -1;
-  }
-  if (n > INT64_MAX / unit) return -1;
-  return n * unit;
-}
 
 void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   auto data_dir = [c](CLI::App* s) {
@@ -294,7 +217,9 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
   }
   auto dd = OpenDataDir(c.data_dir, storage::SqliteOptions{});
   if (!dd.ok()) return Fail(dd.status());
-  return group->get_name() == "db" ? DbCommand(c, *dd) : TokenCommand(c, *dd);
+  SqliteProvisioner provisioner(&*dd, storage::SqliteOptions{});
+  service::AdminOps ops(dd->catalog.get(), &provisioner);
+  return group->get_name() == "db" ? DbCommand(c, ops) : TokenCommand(c, ops);
 }
 
 }  // namespace kvc::cli

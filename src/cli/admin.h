@@ -28,7 +28,4 @@ void AddAdminCommands(CLI::App& app, AdminConfig* config);
 // Runs the parsed admin command; returns the process exit code.
 int RunAdmin(CLI::App& app, const AdminConfig& config);
 
-// "30d", "12h", "90m", "45s", "2w" -> milliseconds; "never" or "" -> 0. -1 if malformed.
-int64_t ParseDurationMs(const std::string& text);
-
 }  // namespace kvc::cli

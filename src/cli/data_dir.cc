@@ -86,24 +86,26 @@ Result<DataDir> OpenDataDir(const std::string& dir, const storage::SqliteOptions
   return dd;
 }
 
+Result<storage::DatabaseRecord> SqliteProvisioner::Create(const std::string& name) {
+  const std::string file = "db-" + HexEncode(RandomBytes(8)) + ".sqlite3";
+  return RecordFor(*dd_, name, file, sqlite_);
+}
+
+Status SqliteProvisioner::Destroy(const storage::DatabaseRecord& database) {
+  RemoveDatabaseFiles(dd_->Resolve(database.path));
+  return Status::Ok();
+}
+
+std::string SqliteProvisioner::Location(const storage::DatabaseRecord& database) const {
+  return dd_->Resolve(database.path);
+}
+
 Result<storage::DatabaseRecord> CreateDatabase(DataDir& dd, const std::string& name,
                                                const storage::SqliteOptions& sqlite) {
-  if (!storage::IsValidDatabaseName(name)) {
-    return InvalidArgument("invalid database name '" + name +
-                           "': use 1-63 characters a-z, 0-9, '-' and '_', starting with a "
-                           "letter or digit (and not shaped like a UUID)");
-  }
-  if (dd.catalog->FindDatabase(name).ok()) {
-    return AlreadyExists("a database named '" + name + "' already exists");
-  }
-  const std::string file = "db-" + HexEncode(RandomBytes(8)) + ".sqlite3";
-  KVC_ASSIGN_OR_RETURN(auto rec, RecordFor(dd, name, file, sqlite));
-  Status s = dd.catalog->AddDatabase(rec);
-  if (!s.ok()) {
-    RemoveDatabaseFiles(dd.Resolve(file));
-    return s;
-  }
-  return rec;
+  SqliteProvisioner provisioner(&dd, sqlite);
+  service::AdminOps ops(dd.catalog.get(), &provisioner);
+  KVC_ASSIGN_OR_RETURN(service::DatabaseInfo info, ops.CreateDatabase(name));
+  return std::move(info.record);
 }
 
 Status PointDefaultAt(DataDir& dd, const std::string& sqlite_path,

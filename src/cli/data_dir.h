@@ -12,12 +12,13 @@
 #include <string>
 
 #include "common/status.h"
+#include "service/admin_ops.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "storage/sqlite/sqlite_catalog.h"
 
 namespace kvc::cli {
 
-inline constexpr const char* kDefaultDatabase = "default";
+inline constexpr const char* kDefaultDatabase = service::kDefaultDatabase;
 
 // Reads a secret file, or creates it with `make()` and mode 0600 (fsynced).
 Result<std::string> LoadOrCreateSecret(const std::filesystem::path& path,
@@ -35,8 +36,25 @@ struct DataDir {
 // named "default" exists (adopting a default.sqlite3 made before the catalog existed).
 Result<DataDir> OpenDataDir(const std::string& dir, const storage::SqliteOptions& sqlite);
 
-// Creates a new database file and registers it under `name`.
-// Errors: InvalidArgument (bad name), AlreadyExists, Internal.
+// The storage of databases in a data directory: one SQLite file each, db-<hex>.sqlite3.
+// Ownership: borrows the DataDir. Thread-safety: thread-safe (each call opens its own files).
+class SqliteProvisioner : public service::DatabaseProvisioner {
+ public:
+  SqliteProvisioner(const DataDir* dd, storage::SqliteOptions sqlite) : dd_(dd), sqlite_(sqlite) {}
+  // A new file carrying a new database id. Errors: Internal.
+  Result<storage::DatabaseRecord> Create(const std::string& name) override;
+  // Deletes the file and its companions; never fails (what cannot be removed stays).
+  Status Destroy(const storage::DatabaseRecord& database) override;
+  // The file's path.
+  std::string Location(const storage::DatabaseRecord& database) const override;
+
+ private:
+  const DataDir* const dd_;
+  const storage::SqliteOptions sqlite_;
+};
+
+// Creates a new database file and registers it under `name` (service::AdminOps with a
+// SqliteProvisioner). Errors: InvalidArgument (bad name), AlreadyExists, Internal.
 Result<storage::DatabaseRecord> CreateDatabase(DataDir& dd, const std::string& name,
                                                const storage::SqliteOptions& sqlite);
 

@@ -1,4 +1,4 @@
-// The catalog (databases, access tokens), access-token format, durations, the config file,
+// The catalog (databases, access tokens), access-token format, the config file,
 // --public-url, the rate limiter and the status table.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "auth/tokens.h"
-#include "cli/admin.h"
 #include "cli/data_dir.h"
 #include "cli/serve.h"
 #include "codec/config_json.h"
@@ -62,18 +61,6 @@ TEST(AccessTokens, Scopes) {
   EXPECT_EQ(*auth::ParseScope("admin"), auth::Scope::kAdmin);
   EXPECT_FALSE(auth::ParseScope("root").ok());
   EXPECT_STREQ(auth::ScopeName(auth::Scope::kWrite), "write");
-}
-
-TEST(Durations, Parse) {
-  EXPECT_EQ(cli::ParseDurationMs("never"), 0);
-  EXPECT_EQ(cli::ParseDurationMs("45s"), 45000);
-  EXPECT_EQ(cli::ParseDurationMs("90m"), 90 * 60000);
-  EXPECT_EQ(cli::ParseDurationMs("12h"), 12 * 3600000LL);
-  EXPECT_EQ(cli::ParseDurationMs("30d"), 30 * 86400000LL);
-  EXPECT_EQ(cli::ParseDurationMs("2w"), 14 * 86400000LL);
-  for (const char* bad : {"0d", "-1d", "d", "10", "10x", "1.5h", "1dd", "99999999999999999999d"}) {
-    EXPECT_EQ(cli::ParseDurationMs(bad), -1) << bad;
-  }
 }
 
 TEST(DatabaseNames, Validation) {
