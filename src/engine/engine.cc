@@ -465,56 +465,23 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       return;
     }
   }
-  // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
-  std::vector<std::string> keys;
-  for (WriteJob& j : batch) {
-    for (const storage::KeyChange& c : j.changes) keys.push_back(c.key);
-  }
-  cache_.BeginWrite(keys);
-  Status s;
-  int64_t commit_us = 0;
-  if (any_applied) {
-    s = writer_->SetDataVersion(version);
-    if (s.ok()) {
-      const auto commit_start = std::chrono::steady_clock::now();
-      s = writer_->Commit();  // rolls back itself on failure
-      commit_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::steady_clock::now() - commit_start)
-                      .count();
-    } else {
-      writer_->Rollback();
-    }
-  } else {
+  if (!any_applied) {
     writer_->Rollback();
-  }
-  cache_.EndWrite(keys);
-  if (!s.ok()) {
-    // The transaction is gone; nothing of this batch is visible. We cannot know whether a
-    // failed fsync left data in the OS cache, so refuse further writes until restart.
-    MarkFailed("commit", s);
+  } else {
+    std::vector<storage::CommitRecord> records;
     for (WriteJob& j : batch) {
       if (j.result.ok() && j.result->ok) {
-        j.result = Unavailable("The write could not be made durable; restart the server.");
+        records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes)});
       }
     }
-  } else if (any_applied) {
-    int64_t v = committed_version_.load();
-    while (v < version && !committed_version_.compare_exchange_weak(v, version)) {
-    }
-    if (sole_writer_) {  // otherwise the change feed publishes it
-      storage::CommitGroup group;
-      group.origin = storage::CommitOrigin::kWrite;
-      group.time_ms = now;
-      group.commit_us = commit_us;
-      group.transaction_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::steady_clock::now() - started)
-                                 .count();
+    Status s =
+        CommitAndPublish(storage::CommitOrigin::kWrite, version, std::move(records), started, now);
+    if (!s.ok()) {
       for (WriteJob& j : batch) {
         if (j.result.ok() && j.result->ok) {
-          group.records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes)});
+          j.result = Unavailable("The write could not be made durable; restart the server.");
         }
       }
-      Publish(group);
     }
   }
   for (WriteJob& j : batch) j.done(std::move(j.result));
@@ -599,14 +566,25 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::B
     writer_->Rollback();
     return changes.status();
   }
+  std::vector<storage::CommitRecord> records;
+  records.push_back(storage::CommitRecord{version, std::move(*changes)});
+  return CommitAndPublish(origin, version, std::move(records), started, Now());
+}
+
+Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t version,
+                                std::vector<storage::CommitRecord> records,
+                                std::chrono::steady_clock::time_point started, int64_t now_ms) {
+  // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
   std::vector<std::string> keys;
-  for (const storage::KeyChange& c : *changes) keys.push_back(c.key);
+  for (const storage::CommitRecord& r : records) {
+    for (const storage::KeyChange& c : r.changes) keys.push_back(c.key);
+  }
   cache_.BeginWrite(keys);
   Status s = writer_->SetDataVersion(version);
   int64_t commit_us = 0;
   if (s.ok()) {
     const auto commit_start = std::chrono::steady_clock::now();
-    s = writer_->Commit();
+    s = writer_->Commit();  // rolls back itself on failure
     commit_us = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::steady_clock::now() - commit_start)
                     .count();
@@ -615,21 +593,23 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::B
   }
   cache_.EndWrite(keys);
   if (!s.ok()) {
-    MarkFailed("writer task commit", s);
+    // The transaction is gone; nothing of it is visible. We cannot know whether a failed fsync
+    // left data in the OS cache, so refuse further writes until restart.
+    MarkFailed("commit", s);
     return s;
   }
   int64_t v = committed_version_.load();
   while (v < version && !committed_version_.compare_exchange_weak(v, version)) {
   }
-  if (sole_writer_) {
+  if (sole_writer_) {  // otherwise the change feed publishes it
     storage::CommitGroup group;
     group.origin = origin;
-    group.time_ms = Now();
+    group.time_ms = now_ms;
     group.commit_us = commit_us;
     group.transaction_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::steady_clock::now() - started)
                                .count();
-    group.records.push_back(storage::CommitRecord{version, std::move(*changes)});
+    group.records = std::move(records);
     Publish(group);
   }
   return Status::Ok();

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -166,6 +167,11 @@ class Engine {
   Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
   // Writer-task transactions (see WriterTaskContext::Transact).
   Status Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body);
+  // Sets the data version, commits the open transaction (the read cache bracketed around it)
+  // and publishes `records` as one group. On failure the engine refuses writes from then on.
+  Status CommitAndPublish(storage::CommitOrigin origin, int64_t version,
+                          std::vector<storage::CommitRecord> records,
+                          std::chrono::steady_clock::time_point started, int64_t now_ms);
   // Hands a committed group to every listener, in order. Publishing thread only.
   void Publish(const storage::CommitGroup& group);
   void OnFeedCommit(storage::CommitGroup group);
