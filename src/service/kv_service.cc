@@ -13,6 +13,7 @@
 #include "codec/metadata_json.h"
 #include "common/clock.h"
 #include "service/http_status.h"
+#include "service/router.h"
 #include "service/watch_stream.h"
 
 namespace kvc::service {
@@ -26,19 +27,6 @@ HttpResponse ProtobufResponse(std::string body) {
   r.content_type = kProtobuf;
   r.body = std::move(body);
   return r;
-}
-
-// Collapses repeated slashes so `//v2/x` (from a bare-origin endpoint) routes like `/v2/x`.
-std::string NormalizePath(const std::string& path) {
-  std::string out;
-  out.reserve(path.size());
-  for (char c : path) {
-    if (c == '/' && !out.empty() && out.back() == '/') continue;
-    out.push_back(c);
-  }
-  if (out.size() > 1 && out.back() == '/') out.pop_back();
-  if (out.empty()) out = "/";
-  return out;
 }
 
 // Wraps a responder so exceptions thrown while building a response become a 500 instead of
@@ -131,7 +119,8 @@ std::string ConnectTarget(const std::string& path) {
 
 void KvService::Handle(HttpRequest req, Responder respond) {
   try {
-    const std::string path = NormalizePath(req.path);
+    // Already normalized when the Router dispatched it; not when used as the server's handler.
+    const std::string path = Router::NormalizePath(req.path);
     const std::string prefix = options_.endpoint_path + "/";
     std::string database;
     if (path == "/") {
