@@ -43,9 +43,11 @@ deps() {
 
 # ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain,
 # ASan+UBSan, TSan) and once more with clang for the fuzzers.
+# Paths are hashed relative to the checkout, so a fresh clone elsewhere (CI) still hits.
 CMAKE_LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   CMAKE_LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 fi
 
 # Configures $BUILD_DIR and builds the given targets (all when none are given).

@@ -21,6 +21,7 @@
 #include "service/http_status.h"
 #include "service/watch_stream.h"
 #include "storage/sqlite/sqlite_backend.h"
+#include "testutil/engine_sync.h"
 #include "testutil/shared_backend.h"
 
 namespace kvc::engine {
@@ -159,14 +160,10 @@ class CommitStreamTest : public ::testing::Test {
     return e.ok() ? std::move(*e) : nullptr;
   }
   static Result<CommitResult> Write(Engine& e, AtomicWrite w) {
-    std::promise<Result<CommitResult>> p;
-    e.Write(std::move(w), [&](Result<CommitResult> r) { p.set_value(std::move(r)); });
-    return p.get_future().get();
+    return testutil::WriteSync(e, std::move(w));
   }
   static Result<ReadResult> Read(Engine& e, std::vector<ReadRange> ranges) {
-    std::promise<Result<ReadResult>> p;
-    e.SnapshotRead(std::move(ranges), [&](Result<ReadResult> r) { p.set_value(std::move(r)); });
-    return p.get_future().get();
+    return testutil::ReadSync(e, std::move(ranges));
   }
 
   fs::path dir_;

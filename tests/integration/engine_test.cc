@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "storage/sqlite/sqlite_backend.h"
+#include "testutil/engine_sync.h"
 #include "testutil/kv_model.h"
 
 namespace kvc::engine {
@@ -48,16 +49,9 @@ class EngineTest : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(*e);
   }
-  Result<CommitResult> Write(AtomicWrite w) {
-    std::promise<Result<CommitResult>> p;
-    engine_->Write(std::move(w), [&](Result<CommitResult> r) { p.set_value(std::move(r)); });
-    return p.get_future().get();
-  }
+  Result<CommitResult> Write(AtomicWrite w) { return testutil::WriteSync(*engine_, std::move(w)); }
   Result<ReadResult> Read(std::vector<ReadRange> ranges) {
-    std::promise<Result<ReadResult>> p;
-    engine_->SnapshotRead(std::move(ranges),
-                          [&](Result<ReadResult> r) { p.set_value(std::move(r)); });
-    return p.get_future().get();
+    return testutil::ReadSync(*engine_, std::move(ranges));
   }
   std::vector<Entry> All() {
     auto r = Read({ReadRange{"", "\xff\xff", 1000, false}});
