@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/random.h"
+#include "storage/sqlite/sqlite_util.h"
 
 namespace kvc::storage {
 namespace {
@@ -33,11 +34,6 @@ constexpr const char* kMigrations[] = {
 // Our own table; Deno ignores it.
 constexpr const char* kCreateMetaTable =
     "create table if not exists kvconnect_meta (k text primary key, v text not null)";
-
-// Every SQLite failure is an I/O error to the layers above: the detail goes to the log.
-Status SqliteError(sqlite3* db, const char* what) {
-  return IoError(std::string("sqlite ") + what + ": " + (db ? sqlite3_errmsg(db) : "no db"));
-}
 
 Status UnknownEncoding(int64_t enc) {
   return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
@@ -67,111 +63,49 @@ std::string KeysJson(const std::vector<std::string>& keys) {
   return out + "]";
 }
 
-// Owns a sqlite3 connection.
-class Connection {
- public:
-  Connection() = default;
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection() {
-    for (auto* s : stmts_) sqlite3_finalize(s);
-    if (db_) sqlite3_close_v2(db_);
-  }
+using sqlite::Connection;
+using sqlite::Stmt;
 
-  Status Open(const std::string& path, const SqliteOptions& o, bool read_only) {
-    int flags = read_only
-                    ? SQLITE_OPEN_READONLY
-                    : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
-    flags |= SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-      return SqliteError(db_, "open");
-    }
-    sqlite3_extended_result_codes(db_, 1);
-    sqlite3_busy_timeout(db_, o.busy_timeout_ms);
-    const char* sync = o.sync == SyncMode::kFull     ? "FULL"
-                       : o.sync == SyncMode::kNormal ? "NORMAL"
-                                                     : "OFF";
-    std::string pragmas = std::string("pragma synchronous=") + sync + "; pragma cache_size=-" +
-                          std::to_string(o.cache_size_kib) + ";";
-    return Exec(pragmas.c_str());
-  }
+// Every SQLite failure is an I/O error to the layers above; the detail goes to the log.
+constexpr const char* kErrorPrefix = "sqlite ";
 
-  Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "unknown";
-      sqlite3_free(err);
-      return IoError(std::string("sqlite exec: ") + msg);
-    }
-    return Status::Ok();
-  }
-
-  // Prepares a statement once; the connection owns it.
-  Result<sqlite3_stmt*> Prepare(const char* sql) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
-      return SqliteError(db_, "prepare");
-    }
-    stmts_.push_back(s);
-    return s;
-  }
-
-  sqlite3* db() const { return db_; }
-
- private:
-  sqlite3* db_ = nullptr;
-  std::vector<sqlite3_stmt*> stmts_;
-};
-
-// Resets a statement when leaving scope so it never holds a read snapshot open.
-class StmtScope {
- public:
-  explicit StmtScope(sqlite3_stmt* s) : s_(s) {}
-  ~StmtScope() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  StmtScope(const StmtScope&) = delete;
-  StmtScope& operator=(const StmtScope&) = delete;
-
- private:
-  sqlite3_stmt* s_;
-};
-
-void BindBlob(sqlite3_stmt* s, int i, std::string_view b) {
-  sqlite3_bind_blob(s, i, b.data(), static_cast<int>(b.size()), SQLITE_STATIC);
-}
-void BindText(sqlite3_stmt* s, int i, std::string_view t) {
-  sqlite3_bind_text(s, i, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
-}
-std::string ColumnBlob(sqlite3_stmt* s, int i) {
-  const void* p = sqlite3_column_blob(s, i);
-  int n = sqlite3_column_bytes(s, i);
-  return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+// Opens a backend connection: NOMUTEX (each connection is used by one thread at a time), with
+// the configured sync mode and page cache.
+Status OpenConnection(Connection& c, const std::string& path, const SqliteOptions& o,
+                      bool read_only) {
+  int flags = read_only ? SQLITE_OPEN_READONLY
+                        : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
+  flags |= SQLITE_OPEN_NOMUTEX;
+  const char* sync = o.sync == SyncMode::kFull     ? "FULL"
+                     : o.sync == SyncMode::kNormal ? "NORMAL"
+                                                   : "OFF";
+  const std::string pragmas = std::string("pragma synchronous=") + sync + "; pragma cache_size=-" +
+                              std::to_string(o.cache_size_kib) + ";";
+  return c.Open(path, flags, o.busy_timeout_ms, pragmas);
 }
 
-Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* s) {
-  StmtScope scope(s);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) return sqlite3_column_int64(s, 0);
+Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* stmt) {
+  Stmt s(stmt);
+  int rc = s.Step();
+  if (rc == SQLITE_ROW) return s.ColumnInt64(0);
   if (rc == SQLITE_DONE) return Corruption("the data_version row is missing");
-  return SqliteError(c.db(), "read data_version");
+  return c.Error("read data_version");
 }
 
 // Runs `s` ("select v, v_encoding, version, expiration_ms from kv where k = ?1") for `key`.
-Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* s, std::string_view key) {
-  StmtScope scope(s);
-  BindBlob(s, 1, key);
-  int rc = sqlite3_step(s);
+Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std::string_view key) {
+  Stmt s(stmt);
+  s.BindBlob(1, key);
+  int rc = s.Step();
   if (rc == SQLITE_DONE) return std::optional<StoredRow>();
-  if (rc != SQLITE_ROW) return SqliteError(c.db(), "get");
+  if (rc != SQLITE_ROW) return c.Error("get");
   StoredRow row;
-  row.value = ColumnBlob(s, 0);
-  int64_t enc = sqlite3_column_int64(s, 1);
+  row.value = s.ColumnBlob(0);
+  int64_t enc = s.ColumnInt64(1);
   if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
   row.encoding = static_cast<ValueEncoding>(enc);
-  row.version = sqlite3_column_int64(s, 2);
-  row.expire_at_ms = sqlite3_column_int64(s, 3);
+  row.version = s.ColumnInt64(2);
+  row.expire_at_ms = s.ColumnInt64(3);
   return std::optional<StoredRow>(std::move(row));
 }
 
@@ -181,7 +115,7 @@ constexpr const char* kGetRowSql =
 class SqliteReader : public Reader {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
-    KVC_RETURN_IF_ERROR(conn_.Open(path, o, /*read_only=*/false));
+    KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false));
     KVC_RETURN_IF_ERROR(conn_.Exec("pragma query_only=1"));
     if (o.reader_mmap_bytes > 0) {
       const std::string mmap = "pragma mmap_size=" + std::to_string(o.reader_mmap_bytes);
@@ -208,16 +142,15 @@ class SqliteReader : public Reader {
   Result<StorageStats> Stats() override {
     StorageStats st;
     for (auto [stmt, out] : {std::pair{count_, &st.key_count}, {pages_, &st.total_bytes}}) {
-      StmtScope scope(stmt);
-      if (sqlite3_step(stmt) != SQLITE_ROW) return SqliteError(conn_.db(), "stats");
-      *out = sqlite3_column_int64(stmt, 0);
+      Stmt s(stmt);
+      if (s.Step() != SQLITE_ROW) return conn_.Error("stats");
+      *out = s.ColumnInt64(0);
     }
     return st;
   }
 
   Status Begin() override {
-    StmtScope scope(begin_);
-    if (sqlite3_step(begin_) != SQLITE_DONE) return SqliteError(conn_.db(), "begin read");
+    if (Stmt(begin_).Step() != SQLITE_DONE) return conn_.Error("begin read");
     // A deferred transaction takes its snapshot at the first read; take it now so every
     // later statement sees the same state.
     auto v = QueryDataVersion(conn_, version_);
@@ -231,24 +164,20 @@ class SqliteReader : public Reader {
 
   Status Scan(const ReadRange& r, int64_t now_ms, std::vector<Entry>* out) override {
     if (r.start >= r.end || r.limit <= 0) return Status::Ok();
-    sqlite3_stmt* s = r.reverse ? scan_rev_ : scan_;
-    StmtScope scope(s);
-    BindBlob(s, 1, r.start);
-    BindBlob(s, 2, r.end);
-    sqlite3_bind_int64(s, 3, now_ms);
-    sqlite3_bind_int(s, 4, r.limit);
+    Stmt s(r.reverse ? scan_rev_ : scan_);
+    s.BindBlob(1, r.start).BindBlob(2, r.end).BindInt64(3, now_ms).BindInt64(4, r.limit);
     int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while ((rc = s.Step()) == SQLITE_ROW) {
       Entry e;
-      e.key = ColumnBlob(s, 0);
-      e.value = ColumnBlob(s, 1);
-      int64_t enc = sqlite3_column_int64(s, 2);
+      e.key = s.ColumnBlob(0);
+      e.value = s.ColumnBlob(1);
+      int64_t enc = s.ColumnInt64(2);
       if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
       e.encoding = static_cast<ValueEncoding>(enc);
-      e.version = sqlite3_column_int64(s, 3);
+      e.version = s.ColumnInt64(3);
       out->push_back(std::move(e));
     }
-    if (rc != SQLITE_DONE) return SqliteError(conn_.db(), "scan");
+    if (rc != SQLITE_DONE) return conn_.Error("scan");
     return Status::Ok();
   }
 
@@ -258,13 +187,10 @@ class SqliteReader : public Reader {
 
   Result<int64_t> DataVersion() override { return snapshot_version_; }
 
-  void End() override {
-    StmtScope scope(end_);
-    sqlite3_step(end_);
-  }
+  void End() override { Stmt(end_).Step(); }
 
  private:
-  Connection conn_;
+  Connection conn_{kErrorPrefix};
   sqlite3_stmt* begin_ = nullptr;
   sqlite3_stmt* end_ = nullptr;
   sqlite3_stmt* scan_ = nullptr;
@@ -279,7 +205,7 @@ class SqliteReader : public Reader {
 class SqliteWriter : public Writer {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
-    KVC_RETURN_IF_ERROR(conn_.Open(path, o, /*read_only=*/false));
+    KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false));
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin immediate"));
     KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
     KVC_ASSIGN_OR_RETURN(commit_, conn_.Prepare("commit"));
@@ -334,71 +260,64 @@ class SqliteWriter : public Writer {
   }
 
   Status Put(std::string_view key, const StoredRow& row) override {
-    StmtScope scope(put_);
-    BindBlob(put_, 1, key);
-    BindBlob(put_, 2, row.value);
-    sqlite3_bind_int(put_, 3, static_cast<int>(row.encoding));
-    sqlite3_bind_int64(put_, 4, row.version);
-    sqlite3_bind_int64(put_, 5, row.expire_at_ms);
-    return StepDone(put_, "put");
+    Stmt s(put_);
+    s.BindBlob(1, key).BindBlob(2, row.value).BindInt64(3, static_cast<int64_t>(row.encoding));
+    s.BindInt64(4, row.version).BindInt64(5, row.expire_at_ms);
+    return StepDone(s, "put");
   }
 
   Status Delete(std::string_view key) override {
-    StmtScope scope(del_);
-    BindBlob(del_, 1, key);
-    return StepDone(del_, "delete");
+    Stmt s(del_);
+    s.BindBlob(1, key);
+    return StepDone(s, "delete");
   }
 
   Status AddQueueMessage(const QueueRow& q) override {
-    StmtScope scope(queue_add_);
-    sqlite3_bind_int64(queue_add_, 1, q.ts);
-    BindText(queue_add_, 2, q.id);
-    BindBlob(queue_add_, 3, q.payload);
     const std::string schedule = BackoffScheduleJson(q.backoff_schedule);
     const std::string keys = KeysJson(q.keys_if_undelivered);
-    BindText(queue_add_, 4, schedule);
-    BindText(queue_add_, 5, keys);
-    return StepDone(queue_add_, "enqueue");
+    Stmt s(queue_add_);
+    s.BindInt64(1, q.ts).BindText(2, q.id).BindBlob(3, q.payload);
+    s.BindText(4, schedule).BindText(5, keys);
+    return StepDone(s, "enqueue");
   }
 
   Status SetDataVersion(int64_t version) override {
-    StmtScope scope(set_version_);
-    sqlite3_bind_int64(set_version_, 1, version);
-    return StepDone(set_version_, "set data_version");
+    Stmt s(set_version_);
+    s.BindInt64(1, version);
+    return StepDone(s, "set data_version");
   }
 
   Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) override {
-    StmtScope scope(delete_expired_);
-    sqlite3_bind_int64(delete_expired_, 1, now_ms);
+    Stmt s(delete_expired_);
+    s.BindInt64(1, now_ms);
     std::vector<std::string> keys;
     int rc;
-    while ((rc = sqlite3_step(delete_expired_)) == SQLITE_ROW) {
-      keys.push_back(ColumnBlob(delete_expired_, 0));
-    }
-    if (rc != SQLITE_DONE) return SqliteError(conn_.db(), "delete expired");
+    while ((rc = s.Step()) == SQLITE_ROW) keys.push_back(s.ColumnBlob(0));
+    if (rc != SQLITE_DONE) return conn_.Error("delete expired");
     return keys;
   }
 
   Result<std::optional<int64_t>> EarliestExpiry() override {
-    StmtScope scope(earliest_);
-    int rc = sqlite3_step(earliest_);
+    Stmt s(earliest_);
+    int rc = s.Step();
     if (rc == SQLITE_DONE) return std::optional<int64_t>();
-    if (rc != SQLITE_ROW) return SqliteError(conn_.db(), "earliest expiry");
-    return std::optional<int64_t>(sqlite3_column_int64(earliest_, 0));
+    if (rc != SQLITE_ROW) return conn_.Error("earliest expiry");
+    return std::optional<int64_t>(s.ColumnInt64(0));
   }
 
  private:
-  Status Step(sqlite3_stmt* s, const char* what) {
-    StmtScope scope(s);
+  Status Step(sqlite3_stmt* stmt, const char* what) {
+    Stmt s(stmt);
     return StepDone(s, what);
   }
-  Status StepDone(sqlite3_stmt* s, const char* what) {
-    int rc = sqlite3_step(s);
+  // Steps `s` once; a returned row counts as success.
+  Status StepDone(Stmt& s, const char* what) {
+    int rc = s.Step();
     if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::Ok();
-    return SqliteError(conn_.db(), what);
+    return conn_.Error(what);
   }
 
-  Connection conn_;
+  Connection conn_{kErrorPrefix};
   sqlite3_stmt *begin_ = nullptr, *version_ = nullptr, *commit_ = nullptr, *rollback_ = nullptr;
   sqlite3_stmt *savepoint_ = nullptr, *release_ = nullptr, *rollback_to_ = nullptr;
   sqlite3_stmt *get_ = nullptr, *put_ = nullptr, *del_ = nullptr, *set_version_ = nullptr;
@@ -417,8 +336,8 @@ Result<std::unique_ptr<SqliteBackend>> SqliteBackend::Open(const std::string& pa
 SqliteBackend::~SqliteBackend() = default;
 
 Status SqliteBackend::Initialize() {
-  Connection c;
-  KVC_RETURN_IF_ERROR(c.Open(path_, options_, /*read_only=*/false));
+  Connection c(kErrorPrefix);
+  KVC_RETURN_IF_ERROR(OpenConnection(c, path_, options_, /*read_only=*/false));
   KVC_RETURN_IF_ERROR(c.Exec("pragma journal_mode=wal"));
   KVC_RETURN_IF_ERROR(c.Exec("begin immediate"));
   auto migrate = [&]() -> Status {
@@ -426,10 +345,9 @@ Status SqliteBackend::Initialize() {
     KVC_RETURN_IF_ERROR(c.Exec(kCreateMetaTable));
     int64_t current = 0;
     {
-      KVC_ASSIGN_OR_RETURN(sqlite3_stmt * s,
-                           c.Prepare("select version from migration_state where k = 0"));
-      StmtScope scope(s);
-      if (sqlite3_step(s) == SQLITE_ROW) current = sqlite3_column_int64(s, 0);
+      KVC_ASSIGN_OR_RETURN(Stmt s,
+                           c.PrepareOnce("select version from migration_state where k = 0"));
+      if (s.Step() == SQLITE_ROW) current = s.ColumnInt64(0);
     }
     const int64_t n = static_cast<int64_t>(std::size(kMigrations));
     for (int64_t v = current + 1; v <= n; ++v) {
@@ -438,19 +356,16 @@ Status SqliteBackend::Initialize() {
           c.Exec(("replace into migration_state (k, version) values (0, " + std::to_string(v) + ")")
                      .c_str()));
     }
-    KVC_ASSIGN_OR_RETURN(sqlite3_stmt * get,
-                         c.Prepare("select v from kvconnect_meta where k = 'database_id'"));
-    StmtScope scope(get);
-    if (sqlite3_step(get) == SQLITE_ROW) {
-      database_id_ = reinterpret_cast<const char*>(sqlite3_column_text(get, 0));
+    KVC_ASSIGN_OR_RETURN(Stmt get,
+                         c.PrepareOnce("select v from kvconnect_meta where k = 'database_id'"));
+    if (get.Step() == SQLITE_ROW) {
+      database_id_ = get.ColumnText(0);
     } else {
       database_id_ = NewUuidV4();
       KVC_ASSIGN_OR_RETURN(
-          sqlite3_stmt * put,
-          c.Prepare("insert into kvconnect_meta (k, v) values ('database_id', ?1)"));
-      StmtScope put_scope(put);
-      BindText(put, 1, database_id_);
-      if (sqlite3_step(put) != SQLITE_DONE) return SqliteError(c.db(), "store database id");
+          Stmt put, c.PrepareOnce("insert into kvconnect_meta (k, v) values ('database_id', ?1)"));
+      put.BindText(1, database_id_);
+      if (put.Step() != SQLITE_DONE) return c.Error("store database id");
     }
     return Status::Ok();
   };
@@ -463,8 +378,8 @@ Status SqliteBackend::Initialize() {
 }
 
 Result<int64_t> SqliteBackend::LoadDataVersion() {
-  Connection c;
-  KVC_RETURN_IF_ERROR(c.Open(path_, options_, /*read_only=*/false));
+  Connection c(kErrorPrefix);
+  KVC_RETURN_IF_ERROR(OpenConnection(c, path_, options_, /*read_only=*/false));
   KVC_ASSIGN_OR_RETURN(sqlite3_stmt * s, c.Prepare("select version from data_version where k = 0"));
   return QueryDataVersion(c, s);
 }

@@ -10,9 +10,11 @@
 
 #include "storage/catalog.h"
 
-struct sqlite3;
-
 namespace kvc::storage {
+
+namespace sqlite {
+class Connection;
+}  // namespace sqlite
 
 class SqliteCatalog : public Catalog {
  public:
@@ -34,13 +36,13 @@ class SqliteCatalog : public Catalog {
   Result<int64_t> ChangeCounter() override;
 
  private:
-  explicit SqliteCatalog(sqlite3* db) : db_(db) {}
+  explicit SqliteCatalog(std::unique_ptr<sqlite::Connection> conn);
   // Runs `body` in a write transaction and bumps the change counter when it succeeds.
   template <typename F>
   Status WriteTxn(F&& body);
 
   std::mutex mu_;
-  sqlite3* db_;
+  const std::unique_ptr<sqlite::Connection> conn_;  // FULLMUTEX, used under mu_
 };
 
 }  // namespace kvc::storage
