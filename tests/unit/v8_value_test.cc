@@ -272,7 +272,8 @@ TEST(V8ValueTest, ArbitraryBytesNeverCrash) {
 TEST(V8ReaderTest, Varint32Limits) {
   for (const auto& [hex, expected] : std::vector<std::pair<std::string, uint32_t>>{
            {"00", 0}, {"7F", 127}, {"80 01", 128}, {"FF FF FF FF 0F", 0xFFFFFFFFu}}) {
-    V8Reader reader(FromHex(hex));
+    const std::string bytes = FromHex(hex);  // the reader views it: keep it alive
+    V8Reader reader(bytes);
     uint32_t value = 0;
     EXPECT_TRUE(reader.ReadVarint32(&value)) << hex;
     EXPECT_EQ(value, expected) << hex;
@@ -283,14 +284,16 @@ TEST(V8ReaderTest, Varint32Limits) {
     EXPECT_EQ(Varint32Size(expected), written.size());
   }
   for (const char* hex : {"", "80", "FF FF FF FF 1F", "80 80 80 80 80 00"}) {
-    V8Reader reader(FromHex(hex));
+    const std::string bytes = FromHex(hex);
+    V8Reader reader(bytes);
     uint32_t value = 0;
     EXPECT_FALSE(reader.ReadVarint32(&value)) << hex;
   }
 }
 
 TEST(V8ReaderTest, ZigZagDoubleHeaderAndTags) {
-  V8Reader reader(FromHex("FF 0F 00 00 49 01 03 00 00 00 00 00 00 F8 3F"));
+  const std::string bytes = FromHex("FF 0F 00 00 49 01 03 00 00 00 00 00 00 F8 3F");
+  V8Reader reader(bytes);
   uint8_t tag = 0;
   int32_t i = 0;
   double d = 0;
@@ -309,7 +312,8 @@ TEST(V8ReaderTest, ZigZagDoubleHeaderAndTags) {
   EXPECT_FALSE(reader.ReadDouble(&d));
 
   for (const char* hex : {"", "FF", "FE 0F", "FF 0C", "FF 11", "FF 80"}) {
-    V8Reader bad(FromHex(hex));
+    const std::string bad_bytes = FromHex(hex);
+    V8Reader bad(bad_bytes);
     EXPECT_FALSE(bad.ReadHeader()) << hex;
   }
   std::string header;
