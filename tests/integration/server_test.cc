@@ -58,6 +58,13 @@ void WriteThenRead(Client& client, const Headers& headers) {
   EXPECT_EQ(out.ranges(0).values_size(), 1);
 }
 
+// A raw HTTP/1.1 metadata request with the bootstrap token and no Host header.
+std::string MetadataPostWithoutHost(const std::string& body) {
+  return "POST / HTTP/1.1\r\nAuthorization: Bearer " + std::string(kToken) +
+         "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         body;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -229,11 +236,7 @@ TEST_F(ServerTest, EndpointUrlNeedsAValidHost) {
   }
   auto c = Http1Client::Connect("127.0.0.1", port_);
   ASSERT_TRUE(c.ok());
-  auto raw =
-      (*c)->SendRaw("POST / HTTP/1.1\r\nAuthorization: Bearer " + std::string(kToken) +
-                        "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
-                        "\r\n\r\n" + body,
-                    std::chrono::seconds(5));
+  auto raw = (*c)->SendRaw(MetadataPostWithoutHost(body), std::chrono::seconds(5));
   ASSERT_TRUE(raw.ok());
   EXPECT_EQ(raw->rfind("HTTP/1.1 400", 0), 0u) << *raw;
   EXPECT_NE(raw->find("needs a Host header"), std::string::npos) << *raw;
@@ -260,11 +263,7 @@ TEST_F(PublicUrlTest, EndpointsUseThePublicUrl) {
   }
   // No Host header needed then.
   const std::string body = R"({"supportedVersions":[3]})";
-  auto raw =
-      (*c)->SendRaw("POST / HTTP/1.1\r\nAuthorization: Bearer " + std::string(kToken) +
-                        "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
-                        "\r\n\r\n" + body,
-                    std::chrono::seconds(5));
+  auto raw = (*c)->SendRaw(MetadataPostWithoutHost(body), std::chrono::seconds(5));
   ASSERT_TRUE(raw.ok());
   EXPECT_EQ(raw->rfind("HTTP/1.1 200", 0), 0u) << *raw;
   EXPECT_NE(raw->find("https://kv.example.com/base/v2"), std::string::npos) << *raw;
