@@ -132,14 +132,7 @@ class FrameSink : public service::StreamSink {
   bool closed = false;
 };
 
-Mutation Set(std::string k, std::string v, int64_t expire = 0) {
-  Mutation m;
-  m.key = std::move(k);
-  m.type = MutationType::kSet;
-  m.value = KvValue{std::move(v), ValueEncoding::kBytes};
-  m.expire_at_ms = expire;
-  return m;
-}
+using testutil::Set;
 
 class CommitStreamTest : public ::testing::Test {
  protected:

@@ -63,14 +63,7 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
 };
 
-Mutation Set(std::string k, std::string v, int64_t expire = 0) {
-  Mutation m;
-  m.key = std::move(k);
-  m.type = MutationType::kSet;
-  m.value = KvValue{std::move(v), ValueEncoding::kBytes};
-  m.expire_at_ms = expire;
-  return m;
-}
+using testutil::Set;
 Mutation Le64Op(std::string k, MutationType t, uint64_t v) {
   Mutation m;
   m.key = std::move(k);
