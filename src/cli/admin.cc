@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "auth/tokens.h"
-#include "cli/data_dir.h"
 #include "codec/json_text.h"
 #include "common/clock.h"
 #include "service/admin_ops.h"
+#include "storage/storage.h"
 
 namespace kvc::cli {
 namespace {
@@ -215,10 +215,11 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
     for (auto* sub : group->get_subcommands()) has = has || sub->get_name() == a;
     if (has) c.action = a;
   }
-  auto dd = OpenDataDir(c.data_dir, storage::SqliteOptions{});
-  if (!dd.ok()) return Fail(dd.status());
-  SqliteProvisioner provisioner(&*dd, storage::SqliteOptions{});
-  service::AdminOps ops(dd->catalog.get(), &provisioner);
+  storage::StorageOptions so;
+  so.location = c.data_dir;
+  auto storage = storage::OpenStorage(so);
+  if (!storage.ok()) return Fail(storage.status());
+  service::AdminOps ops(&(*storage)->catalog(), storage->get());
   return group->get_name() == "db" ? DbCommand(c, ops) : TokenCommand(c, ops);
 }
 

@@ -34,13 +34,15 @@ std::string UrlOf(bool tls, const std::string& host, uint16_t port) {
          std::to_string(port);
 }
 
-storage::SqliteOptions SqliteOptionsOf(const ServeConfig& c) {
-  storage::SqliteOptions so;
-  so.sync = c.sync == "full"     ? storage::SyncMode::kFull
-            : c.sync == "normal" ? storage::SyncMode::kNormal
-                                 : storage::SyncMode::kOff;
-  so.reader_mmap_bytes = c.sqlite_mmap_bytes;
-  return so;
+storage::StorageOptions StorageOptionsOf(const ServeConfig& c) {
+  storage::StorageOptions o;
+  o.location = c.data_dir;
+  o.sync = c.sync == "full"     ? storage::SyncMode::kFull
+           : c.sync == "normal" ? storage::SyncMode::kNormal
+                                : storage::SyncMode::kOff;
+  o.mmap_bytes = c.sqlite_mmap_bytes;
+  o.default_database_file = c.sqlite_path;
+  return o;
 }
 
 }  // namespace
@@ -55,12 +57,8 @@ Application::~Application() { Shutdown(); }
 
 Status Application::Init() {
   ServeConfig& c = config_;
-  // Storage: the data directory (catalog, databases, secrets). A second kind of storage is a
-  // branch here that yields the same three things: a catalog, a backend per database record,
-  // and the token-signing secret.
-  const storage::SqliteOptions so = SqliteOptionsOf(c);
-  KVC_ASSIGN_OR_RETURN(data_, OpenDataDir(c.data_dir, so));
-  if (!c.sqlite_path.empty()) KVC_RETURN_IF_ERROR(PointDefaultAt(data_, c.sqlite_path, so));
+  // Storage: catalog, a backend per database, and secrets (storage/storage.h).
+  KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(StorageOptionsOf(c)));
 
   // Bootstrap access token: flag, then environment, then the data directory (generated on
   // first start).
@@ -72,31 +70,23 @@ Status Application::Init() {
   }
   if (c.access_token.empty()) {
     KVC_ASSIGN_OR_RETURN(c.access_token,
-                         LoadOrCreateSecret(
-                             data_.root / "access-token",
-                             [] { return "kvc_" + HexEncode(RandomBytes(24)); }, &token_created_));
+                         storage_->LoadOrCreateSecret(
+                             kAccessTokenSecret, [] { return "kvc_" + HexEncode(RandomBytes(24)); },
+                             &token_created_));
     token_from_file_ = true;
   }
   if (c.access_token.size() < 12) {
     return InvalidArgument("the access token must be at least 12 characters long");
   }
   bool secret_created = false;
-  KVC_ASSIGN_OR_RETURN(secret_, LoadOrCreateSecret(
-                                    data_.root / "server-secret",
-                                    [] { return HexEncode(RandomBytes(32)); }, &secret_created));
+  KVC_ASSIGN_OR_RETURN(
+      secret_, storage_->LoadOrCreateSecret(
+                   "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created));
 
   c.directory.engine = c.engine;
-  storage::SqliteOptions open_existing = so;
-  open_existing.create_if_missing = false;
-  DataDir* data = &data_;
   directory_ = std::make_unique<service::Directory>(
-      data_.catalog.get(),
-      [data, open_existing](
-          const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
-        KVC_ASSIGN_OR_RETURN(auto b,
-                             storage::SqliteBackend::Open(data->Resolve(rec.path), open_existing));
-        return std::unique_ptr<storage::Backend>(std::move(b));
-      },
+      &storage_->catalog(),
+      [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
       c.directory);
 
   // Per-database listeners attach as each engine opens.

@@ -1,6 +1,6 @@
-// Application: everything `kvconnect serve` runs, owned in one place and wired once: the data
-// directory (catalog, databases, token-signing secret), the directory of engines, the KV
-// Connect service, metrics and health, the router that dispatches to them, and the listeners
+// Application: everything `kvconnect serve` runs, owned in one place and wired once: the
+// storage (catalog, databases, token-signing secret; storage/storage.h), the directory of engines,
+// the KV Connect service, metrics and health, the router that dispatches to them, and the listeners
 // (the client listener(s) and an optional separate metrics listener). RunServe is only flags,
 // signals and the banner around it; tests can build the same wiring in-process.
 //
@@ -14,7 +14,6 @@
 #include <memory>
 #include <string>
 
-#include "cli/data_dir.h"
 #include "cli/serve.h"
 #include "net/server.h"
 #include "service/directory.h"
@@ -22,8 +21,13 @@
 #include "service/kv_service.h"
 #include "service/metrics.h"
 #include "service/router.h"
+#include "storage/storage.h"
 
 namespace kvc::cli {
+
+// The secret holding the bootstrap access token, when it is neither a flag nor in the
+// environment.
+inline constexpr const char* kAccessTokenSecret = "access-token";
 
 class Application {
  public:
@@ -44,8 +48,9 @@ class Application {
   std::string tls_url() const;      // the second (TLS) listener, or empty
   std::string metrics_url() const;  // the separate metrics listener, or empty
   const ServeConfig& config() const { return config_; }
-  const DataDir& data_dir() const { return data_; }
-  // The bootstrap token came from (and, if created, was written to) the data directory.
+  const storage::Storage& storage() const { return *storage_; }
+  // The bootstrap token came from (and, if created, was written to) the storage's secret
+  // kAccessTokenSecret.
   bool token_from_file() const { return token_from_file_; }
   bool token_created() const { return token_created_; }
   service::Directory& directory() { return *directory_; }
@@ -55,7 +60,7 @@ class Application {
   Status Init();
 
   ServeConfig config_;
-  DataDir data_;
+  std::unique_ptr<storage::Storage> storage_;  // outlives everything that uses its catalog
   std::string secret_;
   bool token_from_file_ = false;
   bool token_created_ = false;

@@ -205,7 +205,7 @@ void RaiseOpenFileLimit(size_t max_connections) {
 void PrintBanner(const Application& app) {
   const std::string url = app.url();
   const std::string tls_url = app.tls_url();
-  const std::string root = app.data_dir().root.string();
+  const std::string root = app.storage().Describe();
   const std::string& token = app.config().access_token;
   const size_t databases = const_cast<Application&>(app).directory().snapshot()->by_id.size();
   spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
@@ -215,7 +215,7 @@ void PrintBanner(const Application& app) {
             << url << (tls_url.empty() ? "" : " and " + tls_url) << "\n";
   if (app.token_from_file()) {
     std::cout << "Bootstrap access token (kept in "
-              << (app.data_dir().root / "access-token").string() << ", mode 0600"
+              << app.storage().SecretLocation(kAccessTokenSecret) << ", mode 0600"
               << (app.token_created() ? ", generated now" : "") << "):\n\n  " << token
               << "\n\nUse it from Deno:\n\n  DENO_KV_ACCESS_TOKEN=" << token
               << " deno run --unstable-kv -A app.ts\n\n  // app.ts\n  const kv = await "

@@ -14,35 +14,19 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "storage/catalog.h"
+#include "storage/storage.h"
 
 namespace kvc::service {
 
-// The database every data directory has; it cannot be renamed or deleted.
-inline constexpr const char* kDefaultDatabase = "default";
+using storage::kDefaultDatabase;
 
 // "30d", "12h", "90m", "45s", "2w" -> milliseconds; "never" or "" -> 0. -1 if malformed.
 int64_t ParseDurationMs(const std::string& text);
 
-// Creates and destroys the storage behind a database (for SQLite: its file and companions).
-// AdminOps registers and unregisters databases in the catalog; a provisioner only makes the
-// storage.
-// Thread-safety: implementations used by a shared AdminOps must be thread-safe.
-class DatabaseProvisioner {
- public:
-  virtual ~DatabaseProvisioner() = default;
-  // Makes new, empty storage for a database to be named `name`; returns its record with at
-  // least `id` (the id the storage carries) and `path` set. The catalog is not touched.
-  virtual Result<storage::DatabaseRecord> Create(const std::string& name) = 0;
-  // Removes the storage of a database that is no longer (or never was) in the catalog.
-  virtual Status Destroy(const storage::DatabaseRecord& database) = 0;
-  // Where a database's data lives, as shown to operators (for SQLite: the file path).
-  virtual std::string Location(const storage::DatabaseRecord& database) const = 0;
-};
-
 // A database as listed: its catalog record and where its data lives.
 struct DatabaseInfo {
   storage::DatabaseRecord record;
-  std::string location;  // DatabaseProvisioner::Location
+  std::string location;  // storage::DatabaseProvisioner::Location
 };
 
 struct RenamedDatabase {
@@ -84,7 +68,7 @@ struct TokenInfo {
 // Thread-safety: holds no state of its own; thread-safe if the catalog and provisioner are.
 class AdminOps {
  public:
-  AdminOps(storage::Catalog* catalog, DatabaseProvisioner* provisioner,
+  AdminOps(storage::Catalog* catalog, storage::DatabaseProvisioner* provisioner,
            const Clock* clock = SystemClock())
       : catalog_(catalog), provisioner_(provisioner), clock_(clock) {}
 
@@ -115,7 +99,7 @@ class AdminOps {
 
  private:
   storage::Catalog* const catalog_;
-  DatabaseProvisioner* const provisioner_;
+  storage::DatabaseProvisioner* const provisioner_;
   const Clock* const clock_;
 };
 

@@ -116,20 +116,20 @@ Status Directory::Reload(bool force) {
   for (auto& rec : dbs) {
     Database db;
     auto old = current->by_id.find(rec.id);
-    if (old != current->by_id.end() && old->second.record.path == rec.path) {
+    if (old != current->by_id.end() && old->second.record.location == rec.location) {
       db.engine = old->second.engine;
     } else {
       auto backend = factory_(rec);
       if (!backend.ok()) {
-        spdlog::error("cannot open database '{}' ({}): {}", rec.name, rec.path,
+        spdlog::error("cannot open database '{}' ({}): {}", rec.name, rec.location,
                       backend.status().message());
         if (first_error.ok()) first_error = backend.status();
         next->unavailable.push_back(rec.name);
         continue;
       }
       if ((*backend)->database_id() != rec.id) {
-        spdlog::error("database file {} has id {}, but the catalog says {}; not serving '{}'",
-                      rec.path, (*backend)->database_id(), rec.id, rec.name);
+        spdlog::error("database at {} has id {}, but the catalog says {}; not serving '{}'",
+                      rec.location, (*backend)->database_id(), rec.id, rec.name);
         if (first_error.ok()) first_error = Internal("database id mismatch for " + rec.name);
         next->unavailable.push_back(rec.name);
         continue;

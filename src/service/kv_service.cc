@@ -124,7 +124,7 @@ void KvService::Handle(HttpRequest req, Responder respond) {
     const std::string prefix = options_.endpoint_path + "/";
     std::string database;
     if (path == "/") {
-      database = kDefaultDatabase;
+      database = storage::kDefaultDatabase;
     } else {
       database = ConnectTarget(path);
     }

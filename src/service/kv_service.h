@@ -56,7 +56,6 @@ Result<std::string> NormalizePublicUrl(std::string_view url);
 
 class KvService : public Handler {
  public:
-  static constexpr const char* kDefaultDatabase = "default";
   static constexpr const char* kBootstrapTokenId = "bootstrap";
 
   // REQUIRES: server_secret.size() >= 32; directory outlives the service.

@@ -35,6 +35,10 @@
 
 namespace kvc::storage {
 
+// How far a commit is made durable before it is acknowledged: fsynced (kFull), written to the
+// OS (kNormal: survives a process crash, not power loss), or not even that (kOff).
+enum class SyncMode { kFull, kNormal, kOff };
+
 // A queued message (Deno's `queue` table): due at `ts`, delivered with `backoff_schedule` (ms
 // between attempts), and written to every key of `keys_if_undelivered` if delivery fails for
 // good. How a backend stores the lists is its own business.

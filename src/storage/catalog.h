@@ -17,10 +17,15 @@
 
 namespace kvc::storage {
 
+// The database every server has; it cannot be renamed or deleted.
+inline constexpr const char* kDefaultDatabase = "default";
+
 struct DatabaseRecord {
-  std::string id;    // UUID, the same as stored inside the database file
+  std::string id;    // UUID, the same as stored inside the database
   std::string name;  // unique; see IsValidDatabaseName
-  std::string path;  // file name relative to the data directory, or an absolute path
+  // Where the database's data is. Opaque outside the Storage that made it (storage.h); for
+  // SQLite, a file name relative to the data directory, or an absolute path.
+  std::string location;
   int64_t created_ms = 0;
 };
 
@@ -52,9 +57,9 @@ class Catalog {
   virtual Status RenameDatabase(const std::string& id, const std::string& new_name) = 0;
   // Removes the database and revokes its tokens, in one transaction.
   virtual Status RemoveDatabase(const std::string& id, int64_t now_ms) = 0;
-  // Points an existing database at another file (serve --sqlite-path).
+  // Points an existing database at other storage (serve --sqlite-path).
   virtual Status RebindDatabase(const std::string& name, const std::string& new_id,
-                                const std::string& path) = 0;
+                                const std::string& location) = 0;
 
   virtual Status AddToken(const AccessTokenRecord& token) = 0;
   virtual Result<std::vector<AccessTokenRecord>> ListTokens() = 0;

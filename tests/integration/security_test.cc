@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "auth/tokens.h"
-#include "cli/data_dir.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "datapath.pb.h"
 #include "net/server.h"
+#include "service/admin_ops.h"
 #include "service/directory.h"
 #include "service/kv_service.h"
+#include "storage/storage.h"
 #include "testutil/http_client.h"
 
 namespace kvc {
@@ -46,22 +47,19 @@ class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("kvc-sec-" + HexEncode(RandomBytes(6)));
-    auto dd = cli::OpenDataDir(dir_.string(), {});
-    ASSERT_TRUE(dd.ok()) << dd.status().ToString();
-    dd_ = std::make_unique<cli::DataDir>(std::move(*dd));
-    ASSERT_TRUE(cli::CreateDatabase(*dd_, "sales", {}).ok());
-    ASSERT_TRUE(cli::CreateDatabase(*dd_, "hr", {}).ok());
+    storage::StorageOptions sto;
+    sto.location = dir_.string();
+    auto st = storage::OpenStorage(sto);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    storage_ = std::move(*st);
+    admin_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
+    ASSERT_TRUE(admin_->CreateDatabase("sales").ok());
+    ASSERT_TRUE(admin_->CreateDatabase("hr").ok());
     service::DirectoryOptions dopt;
     dopt.poll_ms = 100;
-    cli::DataDir* data = dd_.get();
     directory_ = std::make_unique<service::Directory>(
-        dd_->catalog.get(),
-        [data](const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
-          storage::SqliteOptions so;
-          so.create_if_missing = false;
-          KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(data->Resolve(rec.path), so));
-          return std::unique_ptr<storage::Backend>(std::move(b));
-        },
+        &storage_->catalog(),
+        [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
         dopt);
     ASSERT_TRUE(directory_->Start().ok());
     service::ServiceOptions so;
@@ -88,7 +86,7 @@ class SecurityTest : public ::testing::Test {
   // Creates an access token the way `kvconnect token create` does.
   std::string MakeToken(const std::string& db, auth::Scope scope, int64_t expires_ms = 0,
                         double rate = -1) {
-    auto rec = dd_->catalog->FindDatabase(db);
+    auto rec = storage_->catalog().FindDatabase(db);
     EXPECT_TRUE(rec.ok());
     auto t = auth::GenerateAccessToken();
     storage::AccessTokenRecord r;
@@ -99,7 +97,7 @@ class SecurityTest : public ::testing::Test {
     r.created_ms = NowUnixMs();
     r.expires_ms = expires_ms;
     r.rate_limit = rate;
-    EXPECT_TRUE(dd_->catalog->AddToken(r).ok());
+    EXPECT_TRUE(storage_->catalog().AddToken(r).ok());
     return t.token;
   }
 
@@ -148,7 +146,8 @@ class SecurityTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<cli::DataDir> dd_;
+  std::unique_ptr<storage::Storage> storage_;
+  std::unique_ptr<service::AdminOps> admin_;
   std::unique_ptr<service::Directory> directory_;
   std::unique_ptr<service::KvService> service_;
   std::unique_ptr<net::Server> server_;
@@ -227,7 +226,7 @@ TEST_F(SecurityTest, RevocationReachesDataPathTokens) {
   const std::string token = MakeToken("sales", auth::Scope::kWrite);
   const Session s = Exchange("/databases/sales/connect", token);
   ASSERT_EQ(ReadCount(s), 0);
-  ASSERT_TRUE(dd_->catalog->RevokeToken(auth::AccessTokenId(token), NowUnixMs()).ok());
+  ASSERT_TRUE(storage_->catalog().RevokeToken(auth::AccessTokenId(token), NowUnixMs()).ok());
   EXPECT_TRUE(Eventually(
       [&] { return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401; }));
   auto d = Data(s, "atomic_write", Fixture("atomic_write_set.bin"));
@@ -255,18 +254,19 @@ TEST_F(SecurityTest, ExpiredAccessTokens) {
 
 TEST_F(SecurityTest, DatabasesCreatedAndDeletedWhileServing) {
   // Created after the server started: reachable at once (the directory rereads on a miss).
-  auto rec = cli::CreateDatabase(*dd_, "late", {});
-  ASSERT_TRUE(rec.ok());
+  auto info = admin_->CreateDatabase("late");
+  ASSERT_TRUE(info.ok());
+  const storage::DatabaseRecord* rec = &info->record;
   const std::string token = MakeToken("late", auth::Scope::kWrite);
   const Session s = Exchange("/databases/late/connect", token);
   EXPECT_EQ(s.database_id, rec->id);
   ASSERT_EQ(Data(s, "atomic_write", Fixture("atomic_write_set.bin")).status, 200);
   // Renamed: the same database and tokens under the new name.
-  ASSERT_TRUE(dd_->catalog->RenameDatabase(rec->id, "later").ok());
+  ASSERT_TRUE(storage_->catalog().RenameDatabase(rec->id, "later").ok());
   EXPECT_EQ(Exchange("/databases/later/connect", token).database_id, rec->id);
   EXPECT_EQ(Connect("/databases/late/connect", token).status, 404);
   // Deleted: connects 404, the old data-path token stops working.
-  ASSERT_TRUE(dd_->catalog->RemoveDatabase(rec->id, NowUnixMs()).ok());
+  ASSERT_TRUE(storage_->catalog().RemoveDatabase(rec->id, NowUnixMs()).ok());
   EXPECT_TRUE(Eventually(
       [&] { return Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401; }));
   EXPECT_EQ(Connect("/databases/later/connect", kBootstrap).status, 404);

@@ -84,7 +84,7 @@ class ServerTest : public ::testing::Test {
     directory_ = std::make_unique<service::Directory>(
         catalog_.get(),
         [](const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
-          KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(rec.path, {}));
+          KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(rec.location, {}));
           return std::unique_ptr<storage::Backend>(std::move(b));
         },
         dopt);

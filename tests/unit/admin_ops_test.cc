@@ -27,7 +27,7 @@ constexpr int64_t kStartMs = 1'800'000'000'000;
 constexpr int64_t kHourMs = 3600 * 1000;
 
 // Databases "stored" as entries of a set; the n-th id is a UUID ending in n.
-class FakeProvisioner : public service::DatabaseProvisioner {
+class FakeProvisioner : public storage::DatabaseProvisioner {
  public:
   Result<storage::DatabaseRecord> Create(const std::string& name) override {
     ++creates;
@@ -37,17 +37,17 @@ class FakeProvisioner : public service::DatabaseProvisioner {
     std::snprintf(id, sizeof id, "0b6f3a8e-1111-4222-8333-%012d", next_id++);
     rec.id = id;
     rec.name = name;
-    rec.path = "fake-" + rec.id;
-    stored.insert(rec.path);
+    rec.location = "fake-" + rec.id;
+    stored.insert(rec.location);
     return rec;
   }
   Status Destroy(const storage::DatabaseRecord& database) override {
-    destroyed.push_back(database.path);
-    stored.erase(database.path);
+    destroyed.push_back(database.location);
+    stored.erase(database.location);
     return fail_destroy;
   }
   std::string Location(const storage::DatabaseRecord& database) const override {
-    return "mem:" + database.path;
+    return "mem:" + database.location;
   }
 
   int next_id = 1;
@@ -66,7 +66,7 @@ class AdminOpsTest : public ::testing::Test {
     auto c = storage::SqliteCatalog::Open((dir_ / "catalog.sqlite3").string());
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     catalog_ = std::move(*c);
-    // As OpenDataDir registers it.
+    // As SqliteStorage registers it.
     ASSERT_TRUE(catalog_->AddDatabase({kDefaultId, "default", "default.sqlite3", 1}).ok());
     ops_ = std::make_unique<service::AdminOps>(catalog_.get(), &provisioner_, &clock_);
   }
@@ -126,8 +126,8 @@ TEST_F(AdminOpsTest, CreateAndListDatabases) {
   ASSERT_TRUE(sales.ok()) << sales.status().ToString();
   EXPECT_EQ(sales->record.name, "sales");
   EXPECT_EQ(sales->record.created_ms, kStartMs);
-  EXPECT_EQ(sales->location, "mem:" + sales->record.path);
-  EXPECT_TRUE(provisioner_.stored.count(sales->record.path));
+  EXPECT_EQ(sales->location, "mem:" + sales->record.location);
+  EXPECT_TRUE(provisioner_.stored.count(sales->record.location));
   EXPECT_EQ(catalog_->FindDatabase("sales")->id, sales->record.id);
 
   auto list = ops_->ListDatabases();
@@ -220,8 +220,8 @@ TEST_F(AdminOpsTest, DeleteRemovesStorageAndRevokesTokens) {
   auto gone = ops_->DeleteDatabase("hr");
   ASSERT_TRUE(gone.ok()) << gone.status().ToString();
   EXPECT_EQ(gone->id, hr->record.id);
-  EXPECT_EQ(provisioner_.destroyed, std::vector<std::string>{hr->record.path});
-  EXPECT_FALSE(provisioner_.stored.count(hr->record.path));
+  EXPECT_EQ(provisioner_.destroyed, std::vector<std::string>{hr->record.location});
+  EXPECT_FALSE(provisioner_.stored.count(hr->record.location));
   EXPECT_EQ(catalog_->FindDatabase("hr").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(ops_->ListDatabases()->size(), 1u);
 

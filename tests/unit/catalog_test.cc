@@ -9,14 +9,16 @@
 #include <thread>
 
 #include "auth/tokens.h"
-#include "cli/data_dir.h"
 #include "cli/serve.h"
 #include "codec/config_json.h"
 #include "common/random.h"
+#include "service/admin_ops.h"
 #include "service/http_status.h"
 #include "service/kv_service.h"
 #include "service/rate_limiter.h"
 #include "storage/sqlite/sqlite_catalog.h"
+#include "storage/sqlite/sqlite_storage.h"
+#include "storage/storage.h"
 
 namespace kvc {
 namespace {
@@ -88,7 +90,7 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
             StatusCode::kAlreadyExists);
   EXPECT_EQ(cat.AddDatabase({"1b6f3a8e-1111-4222-8333-444455556666", "sales", "o.db", 5}).code(),
             StatusCode::kAlreadyExists);
-  EXPECT_EQ(cat.FindDatabase("sales")->path, "s.db");
+  EXPECT_EQ(cat.FindDatabase("sales")->location, "s.db");
   EXPECT_EQ(cat.FindDatabase("0B6F3A8E-1111-4222-8333-444455556666")->name, "sales");
   EXPECT_EQ(cat.FindDatabase("nope").status().code(), StatusCode::kNotFound);
 
@@ -138,7 +140,7 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
   EXPECT_EQ(cat.ListTokens()->size(), 2u);
 }
 
-TEST(DataDir, DefaultDatabaseCreateAndAdoptExisting) {
+TEST(SqliteStorage, DefaultDatabaseCreateAndAdoptExisting) {
   TempDir dir;
   storage::SqliteOptions so;
   std::string default_id;
@@ -148,28 +150,85 @@ TEST(DataDir, DefaultDatabaseCreateAndAdoptExisting) {
     ASSERT_TRUE(b.ok());
     default_id = (*b)->database_id();
   }
-  auto dd = cli::OpenDataDir(dir.path().string(), so);
-  ASSERT_TRUE(dd.ok()) << dd.status().ToString();
-  auto def = dd->catalog->FindDatabase("default");
+  storage::StorageOptions options;
+  options.location = dir.path().string();
+  auto st = storage::OpenStorage(options);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  storage::Storage& storage = **st;
+  auto def = storage.catalog().FindDatabase("default");
   ASSERT_TRUE(def.ok());
   EXPECT_EQ(def->id, default_id);  // adopted, not replaced
 
-  auto sales = cli::CreateDatabase(*dd, "sales", so);
+  service::AdminOps ops(&storage.catalog(), &storage);
+  auto sales = ops.CreateDatabase("sales");
   ASSERT_TRUE(sales.ok()) << sales.status().ToString();
-  EXPECT_TRUE(fs::exists(dd->Resolve(sales->path)));
-  EXPECT_NE(sales->id, default_id);
-  EXPECT_EQ(cli::CreateDatabase(*dd, "sales", so).status().code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(cli::CreateDatabase(*dd, "Bad Name", so).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(sales->location, storage.Location(sales->record));
+  EXPECT_TRUE(fs::exists(sales->location));
+  EXPECT_EQ(fs::path(sales->location).parent_path(), dir.path());
+  EXPECT_NE(sales->record.id, default_id);
+  EXPECT_EQ(ops.CreateDatabase("sales").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ops.CreateDatabase("Bad Name").status().code(), StatusCode::kInvalidArgument);
   {
-    auto b = storage::SqliteBackend::Open(dd->Resolve(sales->path), so);
+    auto b = storage.OpenBackend(sales->record);
     ASSERT_TRUE(b.ok());
-    EXPECT_EQ((*b)->database_id(), sales->id);  // the file carries the catalog's id
+    EXPECT_EQ((*b)->database_id(), sales->record.id);  // the file carries the catalog's id
   }
+  // Deleting removes the file; opening it again is an error, not a new empty database.
+  ASSERT_TRUE(ops.DeleteDatabase("sales").ok());
+  EXPECT_FALSE(fs::exists(sales->location));
+  EXPECT_FALSE(storage.OpenBackend(sales->record).ok());
+  EXPECT_FALSE(fs::exists(sales->location));
+  ASSERT_TRUE(ops.CreateDatabase("hr").ok());
+  st->reset();
   // Reopening keeps everything.
-  auto again = cli::OpenDataDir(dir.path().string(), so);
+  auto again = storage::OpenStorage(options);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->catalog->ListDatabases()->size(), 2u);
-  EXPECT_EQ(again->catalog->FindDatabase("default")->id, default_id);
+  EXPECT_EQ((*again)->catalog().ListDatabases()->size(), 2u);
+  EXPECT_EQ((*again)->catalog().FindDatabase("default")->id, default_id);
+}
+
+TEST(SqliteStorage, SecretsAndDefaultFile) {
+  TempDir dir;
+  storage::StorageOptions options;
+  options.location = (dir.path() / "data").string();
+  options.default_database_file = (dir.path() / "elsewhere.sqlite3").string();
+  auto st = storage::OpenStorage(options);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  // The data directory is made private; the default database lives in the given file.
+  EXPECT_EQ(fs::status(options.location).permissions() & fs::perms::all, fs::perms::owner_all);
+  auto def = (*st)->catalog().FindDatabase("default");
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ((*st)->Location(*def), options.default_database_file);
+  EXPECT_TRUE(fs::exists(options.default_database_file));
+
+  bool created = false;
+  int makes = 0;
+  auto make = [&makes] { return "s3cret-" + std::to_string(++makes); };
+  auto first = (*st)->LoadOrCreateSecret("server-secret", make, &created);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(created);
+  EXPECT_EQ(*first, "s3cret-1");
+  const fs::path file = (*st)->SecretLocation("server-secret");
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  auto second = (*st)->LoadOrCreateSecret("server-secret", make, &created);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(created);
+  EXPECT_EQ(*second, "s3cret-1");
+  EXPECT_EQ(makes, 1);
+  // An empty secret file is an error, not a fresh secret.
+  std::ofstream(dir.path() / "data" / "empty").put('\n');
+  EXPECT_EQ((*st)->LoadOrCreateSecret("empty", make, &created).status().code(),
+            StatusCode::kInternal);
+}
+
+TEST(StorageFactory, UnknownKindNamesTheKnownOnes) {
+  storage::StorageOptions options;
+  options.kind = "cassandra";
+  auto st = storage::OpenStorage(options);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.status().message(), "unknown storage kind 'cassandra' (known: sqlite)");
 }
 
 TEST(ConfigFile, KeysTypesAndUnknownKeys) {

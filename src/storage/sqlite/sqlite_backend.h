@@ -17,7 +17,6 @@
 
 namespace kvc::storage {
 
-enum class SyncMode { kFull, kNormal, kOff };
 
 struct SqliteOptions {
   SyncMode sync = SyncMode::kFull;

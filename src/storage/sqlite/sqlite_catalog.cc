@@ -40,7 +40,7 @@ DatabaseRecord ReadDatabase(const Stmt& s) {
   DatabaseRecord d;
   d.id = s.ColumnText(0);
   d.name = s.ColumnText(1);
-  d.path = s.ColumnText(2);
+  d.location = s.ColumnText(2);
   d.created_ms = s.ColumnInt64(3);
   return d;
 }
@@ -126,7 +126,7 @@ Status SqliteCatalog::AddDatabase(const DatabaseRecord& db) {
     KVC_ASSIGN_OR_RETURN(
         Stmt s, conn_->PrepareOnce(
                     "insert into databases (id, name, path, created_ms) values (?1, ?2, ?3, ?4)"));
-    s.BindText(1, db.id).BindText(2, db.name).BindText(3, db.path).BindInt64(4, db.created_ms);
+    s.BindText(1, db.id).BindText(2, db.name).BindText(3, db.location).BindInt64(4, db.created_ms);
     if (s.Step() != SQLITE_DONE) return conn_->Error("add database");
     return Status::Ok();
   });
@@ -167,12 +167,12 @@ Status SqliteCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
 }
 
 Status SqliteCatalog::RebindDatabase(const std::string& name, const std::string& new_id,
-                                     const std::string& path) {
+                                     const std::string& location) {
   std::lock_guard<std::mutex> lock(mu_);
   return WriteTxn([&]() -> Status {
     KVC_ASSIGN_OR_RETURN(
         Stmt s, conn_->PrepareOnce("update databases set id = ?2, path = ?3 where name = ?1"));
-    s.BindText(1, name).BindText(2, new_id).BindText(3, path);
+    s.BindText(1, name).BindText(2, new_id).BindText(3, location);
     if (s.Step() != SQLITE_DONE) return conn_->Error("rebind database");
     if (sqlite3_changes(conn_->db()) == 0) return NotFound("Database '" + name + "' not found.");
     return Status::Ok();

@@ -28,7 +28,7 @@ class SqliteCatalog : public Catalog {
   Status RenameDatabase(const std::string& id, const std::string& new_name) override;
   Status RemoveDatabase(const std::string& id, int64_t now_ms) override;
   Status RebindDatabase(const std::string& name, const std::string& new_id,
-                        const std::string& path) override;
+                        const std::string& location) override;
   Status AddToken(const AccessTokenRecord& token) override;
   Result<std::vector<AccessTokenRecord>> ListTokens() override;
   Result<AccessTokenRecord> FindToken(const std::string& id) override;

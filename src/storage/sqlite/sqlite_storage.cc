@@ -1,0 +1,146 @@
+#include "storage/sqlite/sqlite_storage.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "storage/sqlite/sqlite_catalog.h"
+
+namespace kvc::storage {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kCatalogFile = "catalog.sqlite3";
+constexpr const char* kDefaultFile = "default.sqlite3";
+
+// Opens (creating if needed) the database file at `path` and returns the UUID it carries.
+Result<std::string> DatabaseIdOf(const std::string& path, const SqliteOptions& sqlite) {
+  auto backend = SqliteBackend::Open(path, sqlite);
+  if (!backend.ok()) return IoError("cannot open " + path + ": " + backend.status().message());
+  return (*backend)->database_id();
+}
+
+void RemoveDatabaseFiles(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions& options) {
+  const std::string& dir = options.location;
+  if (dir.empty()) return InvalidArgument("the data directory must not be empty");
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("cannot create data directory " + dir + ": " + ec.message());
+  if (!existed) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  const fs::path root(dir);
+  KVC_ASSIGN_OR_RETURN(auto catalog, SqliteCatalog::Open((root / kCatalogFile).string()));
+  SqliteOptions sqlite;
+  sqlite.sync = options.sync;
+  sqlite.reader_mmap_bytes = options.mmap_bytes;
+  std::unique_ptr<SqliteStorage> storage(new SqliteStorage(std::move(catalog), root, sqlite));
+  KVC_RETURN_IF_ERROR(storage->RegisterDefault());
+  if (!options.default_database_file.empty()) {
+    KVC_RETURN_IF_ERROR(storage->PointDefaultAt(options.default_database_file));
+  }
+  return storage;
+}
+
+Status SqliteStorage::RegisterDefault() {
+  auto found = catalog().FindDatabase(kDefaultDatabase);
+  if (found.ok()) return Status::Ok();
+  if (found.status().code() != StatusCode::kNotFound) return found.status();
+  // First start, or a data directory from before the catalog: register default.sqlite3.
+  KVC_ASSIGN_OR_RETURN(auto rec, RecordFor(kDefaultDatabase, kDefaultFile));
+  Status s = catalog().AddDatabase(rec);
+  // Another process may have registered it at the same moment.
+  if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+  return Status::Ok();
+}
+
+Status SqliteStorage::PointDefaultAt(const std::string& file) {
+  const std::string abs = fs::absolute(file).lexically_normal().string();
+  KVC_ASSIGN_OR_RETURN(const std::string id, DatabaseIdOf(abs, sqlite_));
+  KVC_ASSIGN_OR_RETURN(auto current, catalog().FindDatabase(kDefaultDatabase));
+  if (current.id == id && Resolve(current.location) == abs) return Status::Ok();
+  return catalog().RebindDatabase(kDefaultDatabase, id, abs);
+}
+
+Result<DatabaseRecord> SqliteStorage::RecordFor(const std::string& name,
+                                                const std::string& file) const {
+  DatabaseRecord rec;
+  KVC_ASSIGN_OR_RETURN(rec.id, DatabaseIdOf(Resolve(file), sqlite_));
+  rec.name = name;
+  rec.location = file;
+  rec.created_ms = NowUnixMs();
+  return rec;
+}
+
+std::string SqliteStorage::Resolve(const std::string& location) const {
+  const fs::path p(location);
+  return p.is_absolute() ? p.string() : (root_ / p).string();
+}
+
+Result<std::unique_ptr<Backend>> SqliteStorage::OpenBackend(const DatabaseRecord& database) {
+  SqliteOptions existing = sqlite_;
+  existing.create_if_missing = false;
+  KVC_ASSIGN_OR_RETURN(auto backend, SqliteBackend::Open(Resolve(database.location), existing));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+Result<DatabaseRecord> SqliteStorage::Create(const std::string& name) {
+  return RecordFor(name, "db-" + HexEncode(RandomBytes(8)) + ".sqlite3");
+}
+
+Status SqliteStorage::Destroy(const DatabaseRecord& database) {
+  RemoveDatabaseFiles(Resolve(database.location));
+  return Status::Ok();
+}
+
+std::string SqliteStorage::Location(const DatabaseRecord& database) const {
+  return Resolve(database.location);
+}
+
+std::string SqliteStorage::SecretLocation(const std::string& name) const {
+  return (root_ / name).string();
+}
+
+Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
+                                                      const std::function<std::string()>& make,
+                                                      bool* created) {
+  *created = false;
+  const fs::path path = root_ / name;
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in.good() && !in.eof()) return IoError("cannot read " + path.string());
+    std::string v = ss.str();
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
+    if (v.empty()) return Internal("secret file " + path.string() + " is empty");
+    return v;
+  }
+  std::string v = make();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return IoError("cannot create " + path.string() + ": " + std::strerror(errno));
+  const std::string line = v + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ok = ::fsync(fd) == 0 && ok;
+  ::close(fd);
+  if (!ok) return IoError("cannot write " + path.string());
+  *created = true;
+  return v;
+}
+
+}  // namespace kvc::storage

@@ -1,0 +1,64 @@
+// SqliteStorage: the data directory, the SQLite kind of storage (storage.h):
+//   catalog.sqlite3       databases and access tokens (SqliteCatalog)
+//   default.sqlite3       the database named "default" (created on first use)
+//   db-<hex>.sqlite3      databases made later (Create)
+//   <secret name>         secrets, one file each, mode 0600 (e.g. access-token, server-secret)
+// A database's location is its file name relative to the directory, or an absolute path (serve
+// --sqlite-path).
+//
+// Several processes may open one data directory at once (`serve` and the `db` / `token`
+// subcommands): the catalog is a WAL SQLite file, and secrets are created exclusively.
+// Thread-safety: thread-safe (each call opens its own files; the catalog locks itself).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "storage/sqlite/sqlite_backend.h"
+#include "storage/storage.h"
+
+namespace kvc::storage {
+
+class SqliteStorage : public Storage {
+ public:
+  // Creates the directory (mode 0700) and the catalog if needed, and makes sure the database
+  // named "default" exists (adopting a default.sqlite3 made before the catalog existed), in
+  // the file options.default_database_file if that is set.
+  static Result<std::unique_ptr<SqliteStorage>> Open(const StorageOptions& options);
+
+  Result<std::unique_ptr<Backend>> OpenBackend(const DatabaseRecord& database) override;
+  // A new file, db-<hex>.sqlite3, carrying a new database id. Errors: IoError.
+  Result<DatabaseRecord> Create(const std::string& name) override;
+  // Deletes the file and its -wal, -shm and -journal companions; never fails (what cannot be
+  // removed stays).
+  Status Destroy(const DatabaseRecord& database) override;
+  // The file's path.
+  std::string Location(const DatabaseRecord& database) const override;
+
+  Result<std::string> LoadOrCreateSecret(const std::string& name,
+                                         const std::function<std::string()>& make,
+                                         bool* created) override;
+  std::string SecretLocation(const std::string& name) const override;
+  std::string Describe() const override { return root_.string(); }
+
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  SqliteStorage(std::unique_ptr<Catalog> catalog, std::filesystem::path root, SqliteOptions sqlite)
+      : Storage(std::move(catalog)), root_(std::move(root)), sqlite_(sqlite) {}
+
+  // A catalog location as a file path.
+  std::string Resolve(const std::string& location) const;
+  // A record for `file` (a location) under `name`, carrying the id stored in the file (which
+  // is created if missing).
+  Result<DatabaseRecord> RecordFor(const std::string& name, const std::string& file) const;
+  Status RegisterDefault();
+  // Makes the database named "default" the SQLite file at `file`.
+  Status PointDefaultAt(const std::string& file);
+
+  const std::filesystem::path root_;
+  const SqliteOptions sqlite_;
+};
+
+}  // namespace kvc::storage

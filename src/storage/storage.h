@@ -1,0 +1,92 @@
+// Storage: everything a server keeps, opened as one thing from configuration: the catalog
+// (databases and access-token hashes), a backend for each database, the making and removing of a
+// database's storage, and named secrets (the token-signing key, the bootstrap token).
+//
+// OpenStorage is the one factory. A second kind of storage is a folder under storage/ with a
+// class implementing Storage, plus one line in the table in storage.cc.
+//
+// A database's location (DatabaseRecord::location) is opaque outside the Storage that made it:
+// callers pass records back to OpenBackend and Destroy, compare locations for equality, and show
+// Location() to operators.
+//
+// Ownership: a Storage owns its catalog; backends it opens are owned by the caller and must be
+// closed before the Storage is destroyed.
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "storage/backend.h"
+#include "storage/catalog.h"
+
+namespace kvc::storage {
+
+// Creates and destroys the storage behind a database (for SQLite: its file and companions).
+// service::AdminOps registers and unregisters databases in the catalog; a provisioner only
+// makes the storage.
+// Thread-safety: implementations used by a shared AdminOps must be thread-safe.
+class DatabaseProvisioner {
+ public:
+  virtual ~DatabaseProvisioner() = default;
+  // Makes new, empty storage for a database to be named `name`; returns its record with at
+  // least `id` (the id the storage carries) and `location` set. The catalog is not touched.
+  virtual Result<DatabaseRecord> Create(const std::string& name) = 0;
+  // Removes the storage of a database that is no longer (or never was) in the catalog.
+  virtual Status Destroy(const DatabaseRecord& database) = 0;
+  // Where a database's data lives, as shown to operators (for SQLite: the file path).
+  virtual std::string Location(const DatabaseRecord& database) const = 0;
+};
+
+// What configuration says about storage. Fields a kind does not use are ignored.
+struct StorageOptions {
+  std::string kind = "sqlite";  // see StorageKinds()
+  // sqlite: the data directory (created with mode 0700 if missing).
+  std::string location = "./kvconnect-data";
+  SyncMode sync = SyncMode::kFull;
+  // sqlite: reader connections map up to this many bytes of a database file; 0: off.
+  int64_t mmap_bytes = 0;
+  // sqlite: the file the database named "default" lives in (serve --sqlite-path); empty:
+  // default.sqlite3 in the data directory.
+  std::string default_database_file;
+};
+
+class Storage : public DatabaseProvisioner {
+ public:
+  Catalog& catalog() { return *catalog_; }
+
+  // Opens the backend of a database in the catalog; never creates one.
+  // Errors: NotFound if its storage is gone, IoError, Corruption.
+  virtual Result<std::unique_ptr<Backend>> OpenBackend(const DatabaseRecord& database) = 0;
+
+  // The secret called `name` (e.g. "server-secret"), created with `make()` on first use and
+  // kept where only the server's user can read it. `*created` tells whether it was made now.
+  // Errors: IoError, or Internal if what is stored is empty.
+  virtual Result<std::string> LoadOrCreateSecret(const std::string& name,
+                                                 const std::function<std::string()>& make,
+                                                 bool* created) = 0;
+  // Where the secret `name` is kept, as shown to operators.
+  virtual std::string SecretLocation(const std::string& name) const = 0;
+  // Where the storage is, as shown to operators (for SQLite: the data directory). Never holds
+  // a password.
+  virtual std::string Describe() const = 0;
+
+ protected:
+  explicit Storage(std::unique_ptr<Catalog> catalog) : catalog_(std::move(catalog)) {}
+
+ private:
+  std::unique_ptr<Catalog> catalog_;
+};
+
+// The kinds OpenStorage knows, comma-separated (for messages and --help).
+std::string StorageKinds();
+
+// Opens (creating on first use) the storage `options` describe, with the database named
+// "default" registered. Errors: InvalidArgument (unknown kind, with the known ones), IoError,
+// Corruption.
+Result<std::unique_ptr<Storage>> OpenStorage(const StorageOptions& options);
+
+}  // namespace kvc::storage
