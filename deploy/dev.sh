@@ -84,7 +84,8 @@ sanitized() {
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" --timeout 900 -L "unit|integration"
 }
 
-# Builds the fuzzers with clang and runs each on its checked-in corpus; a crash fails.
+# Builds the fuzzers with clang and runs each on its checked-in corpus; a crash fails. The
+# build covers the whole library, so clang's -Wthread-safety (an error) checks every lock.
 fuzz() {
   local dir=$BUILD_DIR-fuzz
   log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($dir)"

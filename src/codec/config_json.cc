@@ -12,7 +12,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "codec/metadata_json.h"
 

@@ -8,20 +8,25 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "codec/embedded_schemas.h"
+#include "common/mutex.h"
 
 namespace kvc::codec {
 namespace {
 
 // Compiled schema documents, built once on first use.
+struct SchemaCache {
+  Mutex mu;
+  std::map<std::string, std::unique_ptr<rapidjson::SchemaDocument>, std::less<>> by_name
+      KVC_GUARDED_BY(mu);
+};
+
 const rapidjson::SchemaDocument* CompiledSchema(std::string_view name) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<rapidjson::SchemaDocument>, std::less<>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(name);
-  if (it != cache.end()) return it->second.get();
+  static SchemaCache cache;
+  MutexLock lock(cache.mu);
+  auto it = cache.by_name.find(name);
+  if (it != cache.by_name.end()) return it->second.get();
   std::string_view text = EmbeddedSchema(name);
   if (text.empty()) return nullptr;
   rapidjson::Document d;
@@ -29,7 +34,7 @@ const rapidjson::SchemaDocument* CompiledSchema(std::string_view name) {
   if (d.HasParseError()) return nullptr;
   auto doc = std::make_unique<rapidjson::SchemaDocument>(d);
   auto* raw = doc.get();
-  cache.emplace(std::string(name), std::move(doc));
+  cache.by_name.emplace(std::string(name), std::move(doc));
   return raw;
 }
 

@@ -97,37 +97,37 @@ Engine::~Engine() { Shutdown(); }
 
 void Engine::Retire() {
   {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(shutdown_mu_);
     if (retired_) return;
     retired_ = true;
   }
   auto listeners = [&] {
-    std::lock_guard<std::mutex> lock(listeners_mu_);
+    MutexLock lock(listeners_mu_);
     return listeners_;
   }();
-  std::lock_guard<std::mutex> lock(publish_mu_);
+  MutexLock lock(publish_mu_);
   for (const auto& l : *listeners) l->OnRetire();
 }
 
 void Engine::Shutdown() {
   Retire();
   {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    MutexLock lock(shutdown_mu_);
     if (shut_down_) return;
     shut_down_ = true;
   }
   feed_.reset();  // no more commits from other writers
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     write_stop_ = true;
   }
-  write_cv_.notify_all();
+  write_cv_.NotifyAll();
   if (writer_thread_.joinable()) writer_thread_.join();
   {
-    std::lock_guard<std::mutex> lock(read_mu_);
+    MutexLock lock(read_mu_);
     read_stop_ = true;
   }
-  read_cv_.notify_all();
+  read_cv_.NotifyAll();
   for (auto& t : reader_threads_) {
     if (t.joinable()) t.join();
   }
@@ -138,12 +138,12 @@ void Engine::Shutdown() {
 int64_t Engine::committed_version() const { return committed_version_.load(); }
 
 size_t Engine::queued_reads() const {
-  std::lock_guard<std::mutex> lock(read_mu_);
+  MutexLock lock(read_mu_);
   return read_queue_.size();
 }
 
 size_t Engine::queued_writes() const {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(write_mu_);
   return write_queue_.size();
 }
 
@@ -153,7 +153,7 @@ std::unique_ptr<WatchHub::Subscription> Engine::Subscribe(std::vector<std::strin
 }
 
 void Engine::AddListener(std::shared_ptr<CommitListener> listener) {
-  std::lock_guard<std::mutex> lock(listeners_mu_);
+  MutexLock lock(listeners_mu_);
   auto next = std::make_shared<std::vector<std::shared_ptr<CommitListener>>>(*listeners_);
   next->push_back(std::move(listener));
   listeners_ = std::move(next);
@@ -161,23 +161,23 @@ void Engine::AddListener(std::shared_ptr<CommitListener> listener) {
 
 void Engine::RemoveListener(const CommitListener* listener) {
   {
-    std::lock_guard<std::mutex> lock(listeners_mu_);
+    MutexLock lock(listeners_mu_);
     auto next = std::make_shared<std::vector<std::shared_ptr<CommitListener>>>(*listeners_);
     next->erase(std::remove_if(next->begin(), next->end(),
                                [&](const auto& l) { return l.get() == listener; }),
                 next->end());
     listeners_ = std::move(next);
   }
-  std::lock_guard<std::mutex> wait_for_publication(publish_mu_);
+  MutexLock wait_for_publication(publish_mu_);
 }
 
 void Engine::Publish(const storage::CommitGroup& group) {
   std::shared_ptr<const std::vector<std::shared_ptr<CommitListener>>> listeners;
   {
-    std::lock_guard<std::mutex> lock(listeners_mu_);
+    MutexLock lock(listeners_mu_);
     listeners = listeners_;
   }
-  std::lock_guard<std::mutex> lock(publish_mu_);
+  MutexLock lock(publish_mu_);
   for (const auto& l : *listeners) l->OnCommit(group);
 }
 
@@ -193,10 +193,10 @@ void Engine::OnFeedCommit(storage::CommitGroup group) {
 
 void Engine::WakeWriter() {
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     wake_ = true;
   }
-  write_cv_.notify_one();
+  write_cv_.NotifyOne();
 }
 
 void Engine::QueryStats(std::function<void(Result<storage::StorageStats>)> done) {
@@ -210,7 +210,7 @@ void Engine::QueryStats(std::function<void(Result<storage::StorageStats>)> done)
 
 Status Engine::EnqueueRead(ReadJob job, bool bounded) {
   {
-    std::lock_guard<std::mutex> lock(read_mu_);
+    MutexLock lock(read_mu_);
     if (read_stop_) return Unavailable("The server is shutting down, try again later.");
     if (bounded && read_queue_.size() >= options_.max_queued_reads) {
       counters_.reads_refused.fetch_add(1, std::memory_order_relaxed);
@@ -218,7 +218,7 @@ Status Engine::EnqueueRead(ReadJob job, bool bounded) {
     }
     read_queue_.push_back(std::move(job));
   }
-  read_cv_.notify_one();
+  read_cv_.NotifyOne();
   return Status::Ok();
 }
 
@@ -301,8 +301,8 @@ void Engine::ReaderLoop(storage::Reader* reader) {
   while (true) {
     ReadJob job;
     {
-      std::unique_lock<std::mutex> lock(read_mu_);
-      read_cv_.wait(lock, [&] { return read_stop_ || !read_queue_.empty(); });
+      MutexLock lock(read_mu_);
+      while (!read_stop_ && read_queue_.empty()) read_cv_.Wait(read_mu_);
       if (read_queue_.empty()) return;  // stopping and drained
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
@@ -348,7 +348,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
   }
   Status refused;
   {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     if (write_stop_) {
       refused = Unavailable("The server is shutting down, try again later.");
     } else if (write_queue_.size() >= options_.max_queued_writes) {
@@ -362,14 +362,14 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     done(refused);  // NOLINT(bugprone-use-after-move): moved only when `refused` is OK
     return;
   }
-  write_cv_.notify_one();
+  write_cv_.NotifyOne();
 }
 
 void Engine::WriterLoop() {
   std::vector<WriteJob> batch;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(write_mu_);
+      MutexLock lock(write_mu_);
       while (!write_stop_ && write_queue_.empty() && !wake_) {
         // After a storage failure no task runs, so their schedules must not wake us (busy loop).
         int64_t due = -1;
@@ -383,7 +383,7 @@ void Engine::WriterLoop() {
         if (due >= 0 && due <= now) break;
         // Sleep on the real clock; WakeWriter makes a moved test clock count at once.
         const int64_t wait = due < 0 ? options_.max_sweep_interval_ms : due - now;
-        write_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(wait, 1)));
+        write_cv_.WaitFor(write_mu_, std::chrono::milliseconds(std::max<int64_t>(wait, 1)));
         if (due < 0) break;  // re-read the schedules now and then
       }
       wake_ = false;

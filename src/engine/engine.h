@@ -24,18 +24,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/commit_listener.h"
 #include "engine/limits.h"
@@ -157,7 +156,7 @@ class Engine {
   Result<ReadResult> ReadPoints(storage::Reader* reader, const std::vector<ReadRange>& ranges,
                                 int64_t now_ms);
   // Queues a read job unless stopping (or full, when `bounded`). Returns the refusal.
-  Status EnqueueRead(ReadJob job, bool bounded);
+  Status EnqueueRead(ReadJob job, bool bounded) KVC_EXCLUDES(read_mu_);
   void ReaderLoop(storage::Reader* reader);
   void WriterLoop();
   void RunDueTasks();
@@ -173,7 +172,7 @@ class Engine {
                           std::vector<storage::CommitRecord> records,
                           std::chrono::steady_clock::time_point started, int64_t now_ms);
   // Hands a committed group to every listener, in order. Publishing thread only.
-  void Publish(const storage::CommitGroup& group);
+  void Publish(const storage::CommitGroup& group) KVC_EXCLUDES(listeners_mu_, publish_mu_);
   void OnFeedCommit(storage::CommitGroup group);
   void MarkFailed(const char* what, const Status& s);
   int64_t Now() const { return clock_->NowMs(); }
@@ -188,36 +187,38 @@ class Engine {
   EngineCounters counters_;
 
   // Listeners: replaced whole under listeners_mu_; publish_mu_ is held while publishing so
-  // RemoveListener can wait for a running publication.
-  std::mutex listeners_mu_;
-  std::shared_ptr<const std::vector<std::shared_ptr<CommitListener>>> listeners_;
-  std::mutex publish_mu_;
+  // RemoveListener can wait for a running publication. Lock order: listeners_mu_ is never held
+  // while taking publish_mu_ (it is released first).
+  Mutex listeners_mu_;
+  std::shared_ptr<const std::vector<std::shared_ptr<CommitListener>>> listeners_
+      KVC_GUARDED_BY(listeners_mu_);
+  Mutex publish_mu_;
   std::unique_ptr<storage::ChangeFeed> feed_;
   std::vector<std::shared_ptr<WriterTask>> tasks_;  // writer thread only after Start
 
   std::vector<std::unique_ptr<storage::Reader>> readers_;
   std::vector<std::thread> reader_threads_;
-  mutable std::mutex read_mu_;
-  std::condition_variable read_cv_;
-  std::deque<ReadJob> read_queue_;  // guarded by read_mu_
-  bool read_stop_ = false;          // guarded by read_mu_
+  mutable Mutex read_mu_;
+  CondVar read_cv_;
+  std::deque<ReadJob> read_queue_ KVC_GUARDED_BY(read_mu_);
+  bool read_stop_ KVC_GUARDED_BY(read_mu_) = false;
 
   std::unique_ptr<storage::Writer> writer_;  // writer thread only
   std::thread writer_thread_;
-  mutable std::mutex write_mu_;
-  std::condition_variable write_cv_;
-  std::deque<WriteJob> write_queue_;  // guarded by write_mu_
-  bool write_stop_ = false;           // guarded by write_mu_
-  bool wake_ = false;                 // guarded by write_mu_; WakeWriter was called
+  mutable Mutex write_mu_;
+  CondVar write_cv_;
+  std::deque<WriteJob> write_queue_ KVC_GUARDED_BY(write_mu_);
+  bool write_stop_ KVC_GUARDED_BY(write_mu_) = false;
+  bool wake_ KVC_GUARDED_BY(write_mu_) = false;  // WakeWriter was called
 
   // Writer-thread state.
   std::mt19937_64 rng_;
   std::atomic<bool> failed_{false};  // a commit failed: refuse writes until restart
   std::atomic<int64_t> committed_version_{0};
 
-  std::mutex shutdown_mu_;
-  bool retired_ = false;    // guarded by shutdown_mu_
-  bool shut_down_ = false;  // guarded by shutdown_mu_
+  Mutex shutdown_mu_;
+  bool retired_ KVC_GUARDED_BY(shutdown_mu_) = false;
+  bool shut_down_ KVC_GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace kvc::engine

@@ -3,6 +3,8 @@
 #include <functional>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace kvc::engine {
 namespace {
 
@@ -30,20 +32,20 @@ struct ReadCache::Shard {
     Node* next = nullptr;
   };
 
-  mutable std::mutex mu;
-  std::unordered_map<std::string, Node, StringHash, std::equal_to<>> map;
-  Node* head = nullptr;  // most recently used
-  Node* tail = nullptr;
-  uint64_t writes_ended = 0;  // EndWrite calls that touched this shard
-  size_t bytes = 0;
-  size_t capacity = 0;
+  mutable Mutex mu;
+  std::unordered_map<std::string, Node, StringHash, std::equal_to<>> map KVC_GUARDED_BY(mu);
+  Node* head KVC_GUARDED_BY(mu) = nullptr;  // most recently used
+  Node* tail KVC_GUARDED_BY(mu) = nullptr;
+  uint64_t writes_ended KVC_GUARDED_BY(mu) = 0;  // EndWrite calls that touched this shard
+  size_t bytes KVC_GUARDED_BY(mu) = 0;
+  size_t capacity = 0;  // set by the ReadCache constructor, read-only after it
   // Admission once full: a key is admitted only if it missed recently already, so a stream of
   // keys read once (a scan of a database far larger than the cache) does not churn the cache
   // and pay for an insert and an eviction on every miss.
-  std::vector<uint32_t> door = std::vector<uint32_t>(kDoorSlots, 0);
+  std::vector<uint32_t> door KVC_GUARDED_BY(mu) = std::vector<uint32_t>(kDoorSlots, 0);
 
   // True if a new entry of `charge` bytes for the key with hash `h` should be stored.
-  bool Admit(uint64_t h, size_t charge) {
+  bool Admit(uint64_t h, size_t charge) KVC_REQUIRES(mu) {
     if (bytes + charge <= capacity) return true;       // room left: no eviction needed
     uint32_t fp = static_cast<uint32_t>(h >> 32) | 1;  // never 0 (the empty slot)
     uint32_t& slot = door[(h >> 12) % kDoorSlots];
@@ -55,12 +57,12 @@ struct ReadCache::Shard {
     return false;
   }
 
-  void Unlink(Node* n) {
+  void Unlink(Node* n) KVC_REQUIRES(mu) {
     (n->prev ? n->prev->next : head) = n->next;
     (n->next ? n->next->prev : tail) = n->prev;
     n->prev = n->next = nullptr;
   }
-  void PushFront(Node* n) {
+  void PushFront(Node* n) KVC_REQUIRES(mu) {
     n->prev = nullptr;
     n->next = head;
     if (head) head->prev = n;
@@ -68,7 +70,7 @@ struct ReadCache::Shard {
     if (!tail) tail = n;
   }
   // Drops the cached answer of `n`; erases the node unless a write is pending on it.
-  void Uncache(Node* n) {
+  void Uncache(Node* n) KVC_REQUIRES(mu) {
     if (n->cached) {
       Unlink(n);
       bytes -= n->charge;
@@ -78,7 +80,7 @@ struct ReadCache::Shard {
     }
     if (n->pending == 0) map.erase(map.find(std::string_view(*n->key)));
   }
-  void EvictToCapacity() {
+  void EvictToCapacity() KVC_REQUIRES(mu) {
     while (bytes > capacity && tail) Uncache(tail);
   }
 };
@@ -108,7 +110,7 @@ ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
 ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
   if (!enabled()) return Lookup::kMiss;
   Shard& s = ShardFor(key);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.map.find(key);
   if (it == s.map.end() || !it->second.cached) return Lookup::kMiss;
   Shard::Node* n = &it->second;
@@ -124,7 +126,7 @@ ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::
 uint64_t ReadCache::FillTicket(std::string_view key) {
   if (!enabled()) return 0;
   Shard& s = ShardFor(key);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   return s.writes_ended;
 }
 
@@ -135,7 +137,7 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
   const uint64_t h = MixedHash(key);
   Shard& s = shards_[h & (kShards - 1)];
   if (charge > s.capacity) return;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
   auto found = s.map.find(key);
   if (found == s.map.end() && !s.Admit(h, charge)) return;
@@ -159,7 +161,7 @@ void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
   if (!enabled() || keys.empty()) return;
   for (const std::string& key : keys) {
     Shard& s = ShardFor(key);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     auto [it, inserted] = s.map.try_emplace(key);
     Shard::Node* n = &it->second;
     if (inserted) n->key = &it->first;
@@ -178,7 +180,7 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys) {
   if (!enabled() || keys.empty()) return;
   for (const std::string& key : keys) {
     Shard& s = ShardFor(key);
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     ++s.writes_ended;
     auto it = s.map.find(std::string_view(key));
     if (it == s.map.end()) continue;  // unreachable when paired with BeginWrite
@@ -192,8 +194,9 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys) {
 size_t ReadCache::entry_count() const {
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
-    n += shards_[i].map.size();
+    const Shard& s = shards_[i];
+    MutexLock lock(s.mu);
+    n += s.map.size();
   }
   return n;
 }
@@ -201,8 +204,9 @@ size_t ReadCache::entry_count() const {
 size_t ReadCache::charged_bytes() const {
   size_t n = 0;
   for (size_t i = 0; i < kShards; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
-    n += shards_[i].bytes;
+    const Shard& s = shards_[i];
+    MutexLock lock(s.mu);
+    n += s.bytes;
   }
   return n;
 }

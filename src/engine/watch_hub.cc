@@ -1,6 +1,7 @@
 #include "engine/watch_hub.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace kvc::engine {
 
@@ -9,10 +10,9 @@ WatchHub::Subscription::~Subscription() { hub_->Remove(this); }
 std::unique_ptr<WatchHub::Subscription> WatchHub::Subscribe(std::vector<std::string> keys,
                                                             Callbacks cb) {
   std::unique_ptr<Subscription> s(new Subscription(this, std::move(keys), std::move(cb)));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++count_;
   if (closed_) {
-    s->closed_ = true;
     if (s->cb_.on_close) s->cb_.on_close();
     return s;
   }
@@ -21,9 +21,9 @@ std::unique_ptr<WatchHub::Subscription> WatchHub::Subscribe(std::vector<std::str
 }
 
 void WatchHub::Remove(Subscription* s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   --count_;
-  if (s->closed_) return;  // already unregistered
+  if (closed_) return;  // retired: every subscription is unregistered already
   for (const std::string& k : s->keys_) {
     auto it = by_key_.find(k);
     if (it == by_key_.end()) continue;
@@ -35,7 +35,7 @@ void WatchHub::Remove(Subscription* s) {
 }
 
 void WatchHub::OnCommit(const storage::CommitGroup& group) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (by_key_.empty()) return;
   // Gathered per subscription so each gets one call per group, in version order.
   std::vector<Subscription*> order;
@@ -57,16 +57,15 @@ void WatchHub::OnCommit(const storage::CommitGroup& group) {
 }
 
 void WatchHub::OnRetire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return;
   closed_ = true;
+  // A subscription is listed once per key it watches; each is closed once.
   std::vector<Subscription*> all;
+  std::unordered_set<Subscription*> seen;
   for (auto& [key, subs] : by_key_) {
     for (const auto& p : subs) {
-      if (!p.first->closed_) {
-        p.first->closed_ = true;
-        all.push_back(p.first);
-      }
+      if (seen.insert(p.first).second) all.push_back(p.first);
     }
   }
   by_key_.clear();
@@ -76,7 +75,7 @@ void WatchHub::OnRetire() {
 }
 
 size_t WatchHub::subscription_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return count_;
 }
 

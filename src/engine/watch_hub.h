@@ -13,12 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/commit_listener.h"
 
 namespace kvc::engine {
@@ -51,7 +51,6 @@ class WatchHub : public CommitListener {
     WatchHub* hub_;
     std::vector<std::string> keys_;
     Callbacks cb_;
-    bool closed_ = false;  // guarded by hub_->mu_
   };
 
   // On a closed hub the subscription's on_close runs at once (inline).
@@ -62,14 +61,16 @@ class WatchHub : public CommitListener {
   size_t subscription_count() const;
 
  private:
-  void Remove(Subscription* s);
+  void Remove(Subscription* s) KVC_EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Key -> (subscription, index of the key in its list).
-  std::unordered_map<std::string, std::vector<std::pair<Subscription*, size_t>>>
-      by_key_;           // guarded by mu_
-  size_t count_ = 0;     // guarded by mu_
-  bool closed_ = false;  // guarded by mu_
+  std::unordered_map<std::string, std::vector<std::pair<Subscription*, size_t>>> by_key_
+      KVC_GUARDED_BY(mu_);
+  size_t count_ KVC_GUARDED_BY(mu_) = 0;
+  // Set by OnRetire, which closes every subscription: once true, none is registered in by_key_
+  // and every new one is closed at birth.
+  bool closed_ KVC_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kvc::engine

@@ -10,11 +10,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "codec/client_codec.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "loadgen/bench.h"
 #include "loadgen/connection.h"
@@ -55,20 +54,23 @@ class Countdown {
   explicit Countdown(int64_t n) : n_(n) {}
 
   void Done() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--n_ <= 0) cv_.notify_all();
+    MutexLock lock(mu_);
+    if (--n_ <= 0) cv_.NotifyAll();
   }
 
   // Returns true if the count reached zero by `deadline`.
   bool WaitUntil(Clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_until(lock, deadline, [this] { return n_ <= 0; });
+    MutexLock lock(mu_);
+    while (n_ > 0) {
+      if (!cv_.WaitUntil(mu_, deadline)) return n_ <= 0;
+    }
+    return true;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int64_t n_;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  int64_t n_ KVC_GUARDED_BY(mu_);
 };
 
 // The measurements of one I/O thread (see the file comment).

@@ -10,12 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "loadgen/bench.h"
 #include "loadgen/connection.h"
@@ -67,19 +67,19 @@ std::vector<std::string> PreloadBatches(const std::vector<std::string>& keys,
 class PreloadState {
  public:
   void Fail(Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (first_.ok()) first_ = std::move(s);
     failed_.store(true, std::memory_order_relaxed);
   }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   Status first() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return first_;
   }
 
  private:
-  std::mutex mu_;
-  Status first_;  // guarded by mu_
+  Mutex mu_;
+  Status first_ KVC_GUARDED_BY(mu_);
   std::atomic<bool> failed_{false};
 };
 

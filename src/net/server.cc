@@ -209,7 +209,7 @@ class ServerImpl {
 
   Status ReloadTls() {
     KVC_ASSIGN_OR_RETURN(auto tls, MakeTlsContext(ctx_.options));
-    std::lock_guard<std::mutex> lock(ctx_.tls_mu);
+    MutexLock lock(ctx_.tls_mu);
     ctx_.tls = std::move(tls);
     return Status::Ok();
   }

@@ -8,11 +8,11 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "net/server.h"
 #include "service/http_types.h"
 
@@ -51,26 +51,26 @@ class Session {
 class SessionRegistry {
  public:
   void Add(Session* s, std::weak_ptr<Session> w) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sessions_[s] = std::move(w);
     ++total_;
   }
   uint64_t total() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return total_;
   }
   void Remove(Session* s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sessions_.erase(s);
   }
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return sessions_.size();
   }
   void ShutdownAll() {
     std::vector<std::shared_ptr<Session>> live;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [_, w] : sessions_) {
         if (auto s = w.lock()) live.push_back(std::move(s));
       }
@@ -79,20 +79,20 @@ class SessionRegistry {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
-  uint64_t total_ = 0;  // sessions ever added
+  mutable Mutex mu_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_ KVC_GUARDED_BY(mu_);
+  uint64_t total_ KVC_GUARDED_BY(mu_) = 0;  // sessions ever added
 };
 
 struct ServerContext {
   ServerOptions options;
   // The TLS context for new connections; replaced on reload (open connections keep theirs).
   std::shared_ptr<asio::ssl::context> TlsContext() const {
-    std::lock_guard<std::mutex> lock(tls_mu);
+    MutexLock lock(tls_mu);
     return tls;
   }
-  mutable std::mutex tls_mu;
-  std::shared_ptr<asio::ssl::context> tls;  // guarded by tls_mu
+  mutable Mutex tls_mu;
+  std::shared_ptr<asio::ssl::context> tls KVC_GUARDED_BY(tls_mu);
   service::Handler* handler = nullptr;
   SessionRegistry registry;
   std::atomic<bool> stopping{false};

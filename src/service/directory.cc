@@ -38,22 +38,22 @@ Status Directory::Start() {
 
 void Directory::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   // Lookups that were waiting for a reread get the last snapshot rather than no answer.
   std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     waiting.swap(waiting_);
   }
   for (auto& w : waiting) w(snapshot());
   std::shared_ptr<const Snapshot> last;
   {
-    std::lock_guard<std::mutex> lock(snap_mu_);
+    MutexLock lock(snap_mu_);
     last = std::move(snap_);
     snap_ = std::make_shared<Snapshot>();
   }
@@ -65,16 +65,16 @@ void Directory::Stop() {
 }
 
 std::shared_ptr<const Directory::Snapshot> Directory::snapshot() const {
-  std::lock_guard<std::mutex> lock(snap_mu_);
+  MutexLock lock(snap_mu_);
   return snap_;
 }
 
 void Directory::RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)> done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stop_) {
       waiting_.push_back(std::move(done));
-      cv_.notify_all();
+      cv_.NotifyAll();
       return;
     }
   }
@@ -82,14 +82,17 @@ void Directory::RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)>
 }
 
 void Directory::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.poll_ms, 10)),
-                 [this] { return stop_ || !waiting_.empty(); });
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max<int64_t>(options_.poll_ms, 10));
+    while (!stop_ && waiting_.empty()) {
+      if (!cv_.WaitUntil(mu_, deadline)) break;  // poll time
+    }
     if (stop_) break;
     auto waiting = std::move(waiting_);
     waiting_.clear();
-    lock.unlock();
+    lock.Unlock();
     // The change counter tells whether anything changed, so a flood of lookups for unknown
     // tokens costs one small query per round, not a full reread.
     Status s = Reload(/*force=*/false);
@@ -99,7 +102,7 @@ void Directory::Loop() {
     ReapRetired();
     auto snap = snapshot();
     for (auto& w : waiting) w(snap);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -160,7 +163,7 @@ Status Directory::Reload(bool force) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(snap_mu_);
+    MutexLock lock(snap_mu_);
     snap_ = std::move(next);
   }
   return first_error;

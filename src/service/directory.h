@@ -10,15 +10,14 @@
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "engine/engine.h"
 #include "storage/backend.h"
@@ -74,7 +73,7 @@ class Directory {
  private:
   void Loop();
   // Directory thread (or Start) only.
-  Status Reload(bool force);
+  Status Reload(bool force) KVC_EXCLUDES(mu_, snap_mu_);
   void ReapRetired();
 
   storage::Catalog* const catalog_;
@@ -82,13 +81,13 @@ class Directory {
   std::vector<EngineHook> hooks_;
   const DirectoryOptions options_;
 
-  mutable std::mutex snap_mu_;
-  std::shared_ptr<const Snapshot> snap_;  // guarded by snap_mu_
+  mutable Mutex snap_mu_;
+  std::shared_ptr<const Snapshot> snap_ KVC_GUARDED_BY(snap_mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting_;  // guarded by mu_
-  bool stop_ = false;                                                          // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting_ KVC_GUARDED_BY(mu_);
+  bool stop_ KVC_GUARDED_BY(mu_) = false;
   std::thread thread_;
 
   // Engines of removed databases, shut down once nobody else holds them (directory thread).

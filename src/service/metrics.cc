@@ -148,17 +148,17 @@ void Metrics::Start(Directory* directory) {
 
 void Metrics::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Metrics::AddConnectionSource(std::function<ConnectionStats()> source) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   connection_sources_.push_back(std::move(source));
 }
 
@@ -209,39 +209,48 @@ void Metrics::CountRateLimited(std::string_view reason) {
   rate_limited_->Add({{"reason", std::string(reason)}}).Increment();
 }
 
+// One round of per-database counts: the engines' reader threads fill it in, StatsLoop waits
+// for it. Shared with the round's callbacks, which may outlive a round that stopped waiting.
+struct Metrics::StatsRound {
+  explicit StatsRound(size_t databases) : pending(databases) {}
+  Mutex mu;
+  CondVar cv;
+  std::map<std::string, DbStats> results KVC_GUARDED_BY(mu);
+  size_t pending KVC_GUARDED_BY(mu);  // callbacks still to come
+};
+
 void Metrics::StatsLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
-    lock.unlock();
+    lock.Unlock();
     auto snap = directory_->snapshot();
     std::map<std::string, DbStats> fresh;
     // Sizes only change with writes, but counting is cheap next to a scrape interval.
-    auto results = std::make_shared<std::map<std::string, DbStats>>();
-    auto pending = std::make_shared<std::atomic<size_t>>(snap->by_id.size());
-    auto done_mu = std::make_shared<std::mutex>();
-    auto done_cv = std::make_shared<std::condition_variable>();
+    auto round = std::make_shared<StatsRound>(snap->by_id.size());
     for (const auto& [id, db] : snap->by_id) {
-      db.engine->QueryStats(
-          [id = id, results, pending, done_mu, done_cv](Result<storage::StorageStats> r) {
-            std::lock_guard<std::mutex> l(*done_mu);
-            if (r.ok()) (*results)[id] = DbStats{r->key_count, r->total_bytes};
-            if (--*pending == 0) done_cv->notify_all();
-          });
+      db.engine->QueryStats([id = id, round](Result<storage::StorageStats> r) {
+        MutexLock l(round->mu);
+        if (r.ok()) round->results[id] = DbStats{r->key_count, r->total_bytes};
+        if (--round->pending == 0) round->cv.NotifyAll();
+      });
     }
     {
       // Waits for the counts, but not past the interval nor through a Stop().
-      std::unique_lock<std::mutex> l(*done_mu);
+      MutexLock l(round->mu);
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stats_interval_ms);
-      while (*pending != 0 && !stopping_ && std::chrono::steady_clock::now() < deadline) {
-        done_cv->wait_for(l, std::chrono::milliseconds(100));
+      while (round->pending != 0 && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+        round->cv.WaitFor(round->mu, std::chrono::milliseconds(100));
       }
-      fresh = *results;
+      fresh = round->results;
     }
-    lock.lock();
+    lock.Lock();
     db_stats_ = std::move(fresh);
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(options_.stats_interval_ms, 10)),
-                 [this] { return stop_; });
+    const auto next = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(std::max<int64_t>(options_.stats_interval_ms, 10));
+    while (!stop_) {
+      if (!cv_.WaitUntil(mu_, next)) break;
+    }
   }
 }
 
@@ -251,7 +260,7 @@ std::string Metrics::Render() {
   ConnectionStats conn;
   std::map<std::string, DbStats> db_stats;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& src : connection_sources_) {
       const ConnectionStats s = src();
       conn.connections_open += s.connections_open;

@@ -16,16 +16,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
+#include "common/mutex.h"
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
@@ -80,7 +79,8 @@ class Metrics : public RequestObserver, public AuthObserver {
     int64_t keys = -1;
     int64_t bytes = -1;
   };
-  void StatsLoop();
+  struct StatsRound;
+  void StatsLoop() KVC_EXCLUDES(mu_);
 
   const MetricsOptions options_;
   uint64_t instance_ = 0;  // tells instances apart in per-thread caches
@@ -91,13 +91,13 @@ class Metrics : public RequestObserver, public AuthObserver {
   prometheus::Family<prometheus::Counter>* rate_limited_;
   std::shared_ptr<CommitMetrics> commit_listener_;
 
-  std::mutex mu_;
-  std::vector<std::function<ConnectionStats()>> connection_sources_;  // guarded by mu_
-  std::map<std::string, DbStats> db_stats_;                           // guarded by mu_; by id
-  Directory* directory_ = nullptr;                                    // set once by Start
-  bool stop_ = false;                                                 // guarded by mu_
+  Mutex mu_;
+  std::vector<std::function<ConnectionStats()>> connection_sources_ KVC_GUARDED_BY(mu_);
+  std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
+  Directory* directory_ = nullptr;                               // set once by Start
+  bool stop_ KVC_GUARDED_BY(mu_) = false;
   std::atomic<bool> stopping_{false};
-  std::condition_variable cv_;
+  CondVar cv_;
   std::thread thread_;
 };
 

@@ -7,9 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "common/mutex.h"
 
 namespace kvc::service {
 
@@ -24,7 +25,7 @@ class RateLimiter {
     if (rate <= 0) return true;
     if (burst < 1) burst = 1;
     Shard& shard = shards_[std::hash<std::string>{}(key) % shards_.size()];
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(shard.mu);
     auto [it, inserted] = shard.buckets.try_emplace(key, Bucket{burst, now});
     Bucket& b = it->second;
     if (!inserted) {
@@ -51,8 +52,8 @@ class RateLimiter {
     Clock::time_point last;
   };
   struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, Bucket> buckets;
+    Mutex mu;
+    std::unordered_map<std::string, Bucket> buckets KVC_GUARDED_BY(mu);
   };
   std::array<Shard, 16> shards_;
 };

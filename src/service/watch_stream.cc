@@ -12,7 +12,7 @@ WatchStream::~WatchStream() = default;
 void WatchStream::Start(std::shared_ptr<StreamSink> sink) {
   std::weak_ptr<WatchStream> weak = weak_from_this();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sink_ = std::move(sink);
     if (cancelled_) return;
   }
@@ -27,7 +27,7 @@ void WatchStream::Start(std::shared_ptr<StreamSink> sink) {
   };
   auto sub = engine_->Subscribe(keys_, std::move(cb));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (cancelled_) return;  // `sub` is destroyed after the lock is released
     subscription_ = std::move(sub);
   }
@@ -45,7 +45,7 @@ void WatchStream::Start(std::shared_ptr<StreamSink> sink) {
 void WatchStream::Cancel() {
   std::unique_ptr<engine::WatchHub::Subscription> sub;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cancelled_ = true;
     sink_.reset();
     sub = std::move(subscription_);
@@ -55,7 +55,7 @@ void WatchStream::Cancel() {
 }
 
 void WatchStream::OnChanges(const std::vector<engine::WatchHub::Change>& changes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (cancelled_) return;
   for (const engine::WatchHub::Change& c : changes) {
     KeyState& st = state_[c.key_index];
@@ -68,13 +68,13 @@ void WatchStream::OnChanges(const std::vector<engine::WatchHub::Change>& changes
 }
 
 void WatchStream::OnClosed() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (sink_) sink_->Close();
   sink_.reset();
 }
 
 void WatchStream::OnFirstRead(Result<engine::ReadResult> result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (cancelled_) return;
   if (!result.ok()) {
     // The client reconnects and asks for a snapshot again.

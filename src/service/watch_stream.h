@@ -17,11 +17,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "engine/engine.h"
 #include "service/http_types.h"
 
@@ -41,22 +41,22 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
     int64_t known_at = -1;  // the commit version this state is known at
   };
 
-  void OnChanges(const std::vector<engine::WatchHub::Change>& changes);
-  void OnClosed();
-  void OnFirstRead(Result<engine::ReadResult> result);
-  // Sends a frame if any key's versionstamp differs from the last frame's. REQUIRES: mu_ held.
-  void MaybeSendLocked();
+  void OnChanges(const std::vector<engine::WatchHub::Change>& changes) KVC_EXCLUDES(mu_);
+  void OnClosed() KVC_EXCLUDES(mu_);
+  void OnFirstRead(Result<engine::ReadResult> result) KVC_EXCLUDES(mu_);
+  // Sends a frame if any key's versionstamp differs from the last frame's.
+  void MaybeSendLocked() KVC_REQUIRES(mu_);
 
   const std::shared_ptr<engine::Engine> engine_;  // destroyed after subscription_
   const std::vector<std::string> keys_;
 
-  std::mutex mu_;
-  std::shared_ptr<StreamSink> sink_;                              // guarded by mu_
-  std::unique_ptr<engine::WatchHub::Subscription> subscription_;  // guarded by mu_
-  bool cancelled_ = false;                                        // guarded by mu_
-  bool sent_first_ = false;                                       // guarded by mu_
-  std::vector<KeyState> state_;                                   // guarded by mu_
-  std::vector<std::optional<int64_t>> sent_versions_;             // guarded by mu_
+  Mutex mu_;
+  std::shared_ptr<StreamSink> sink_ KVC_GUARDED_BY(mu_);
+  std::unique_ptr<engine::WatchHub::Subscription> subscription_ KVC_GUARDED_BY(mu_);
+  bool cancelled_ KVC_GUARDED_BY(mu_) = false;
+  bool sent_first_ KVC_GUARDED_BY(mu_) = false;
+  std::vector<KeyState> state_ KVC_GUARDED_BY(mu_);
+  std::vector<std::optional<int64_t>> sent_versions_ KVC_GUARDED_BY(mu_);
 };
 
 }  // namespace kvc::service

@@ -18,7 +18,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -26,12 +25,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "testutil/http_client.h"
 
 namespace kvc::testutil {
@@ -69,19 +68,23 @@ uint16_t UnusedPort() {
 class Notification {
  public:
   void Notify() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++count_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool WaitFor(milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return count_ > 0; });
+    const auto deadline = Clock::now() + timeout;
+    MutexLock lock(mu_);
+    while (count_ == 0) {
+      if (!cv_.WaitUntil(mu_, deadline)) return count_ > 0;
+    }
+    return true;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int count_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  int count_ KVC_GUARDED_BY(mu_) = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +107,7 @@ class Http1TestServer {
     stop_ = true;
     accept_thread_.join();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // unblocks reads in Serve()
     }
     for (std::thread& t : conn_threads_) t.join();
@@ -125,7 +128,7 @@ class Http1TestServer {
       if (ec) continue;
       ++connections_;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         open_fds_.insert(socket.native_handle());
       }
       conn_threads_.emplace_back([this, s = std::move(socket)]() mutable { Serve(std::move(s)); });
@@ -161,7 +164,7 @@ class Http1TestServer {
       if (!Handle(socket, parser.get())) break;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       open_fds_.erase(socket.native_handle());
     }
     beast::error_code ignored;
@@ -223,8 +226,8 @@ class Http1TestServer {
   std::atomic<int> connections_{0};
   std::thread accept_thread_;
   std::vector<std::thread> conn_threads_;  // touched only by the accept thread until joined
-  std::mutex mu_;
-  std::set<int> open_fds_;  // guarded by mu_
+  Mutex mu_;
+  std::set<int> open_fds_ KVC_GUARDED_BY(mu_);
   Notification stream_closed_;
 };
 

@@ -70,7 +70,11 @@ Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& pa
   KVC_RETURN_IF_ERROR(
       conn->Open(path, flags, kBusyTimeoutMs, "pragma journal_mode=wal; pragma synchronous=full;"));
   std::unique_ptr<SqliteCatalog> c(new SqliteCatalog(std::move(conn)));
-  KVC_RETURN_IF_ERROR(c->WriteTxn([&]() { return c->conn_->Exec(kSchema); }));
+  {
+    MutexLock lock(c->mu_);  // uncontended: nobody else has `c` yet
+    sqlite::Connection* raw = c->conn_.get();
+    KVC_RETURN_IF_ERROR(c->WriteTxn([raw] { return raw->Exec(kSchema); }));
+  }
   return c;
 }
 
@@ -91,7 +95,7 @@ Status SqliteCatalog::WriteTxn(F&& body) {
 }
 
 Result<std::vector<DatabaseRecord>> SqliteCatalog::ListDatabases() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   KVC_ASSIGN_OR_RETURN(
       Stmt s, conn_->PrepareOnce("select id, name, path, created_ms from databases order by name"));
   std::vector<DatabaseRecord> out;
@@ -102,7 +106,7 @@ Result<std::vector<DatabaseRecord>> SqliteCatalog::ListDatabases() {
 }
 
 Result<DatabaseRecord> SqliteCatalog::FindDatabase(const std::string& name_or_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   KVC_ASSIGN_OR_RETURN(
       Stmt s,
       conn_->PrepareOnce(
@@ -115,8 +119,8 @@ Result<DatabaseRecord> SqliteCatalog::FindDatabase(const std::string& name_or_id
 }
 
 Status SqliteCatalog::AddDatabase(const DatabaseRecord& db) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     KVC_ASSIGN_OR_RETURN(Stmt check,
                          conn_->PrepareOnce("select 1 from databases where name = ?1 or id = ?2"));
     check.BindText(1, db.name).BindText(2, db.id);
@@ -133,8 +137,8 @@ Status SqliteCatalog::AddDatabase(const DatabaseRecord& db) {
 }
 
 Status SqliteCatalog::RenameDatabase(const std::string& id, const std::string& new_name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     KVC_ASSIGN_OR_RETURN(Stmt check, conn_->PrepareOnce("select 1 from databases where name = ?1"));
     check.BindText(1, new_name);
     if (check.Step() == SQLITE_ROW) {
@@ -150,8 +154,8 @@ Status SqliteCatalog::RenameDatabase(const std::string& id, const std::string& n
 }
 
 Status SqliteCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     KVC_ASSIGN_OR_RETURN(Stmt del, conn_->PrepareOnce("delete from databases where id = ?1"));
     del.BindText(1, id);
     if (del.Step() != SQLITE_DONE) return conn_->Error("remove database");
@@ -168,8 +172,8 @@ Status SqliteCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
 
 Status SqliteCatalog::RebindDatabase(const std::string& name, const std::string& new_id,
                                      const std::string& location) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     KVC_ASSIGN_OR_RETURN(
         Stmt s, conn_->PrepareOnce("update databases set id = ?2, path = ?3 where name = ?1"));
     s.BindText(1, name).BindText(2, new_id).BindText(3, location);
@@ -180,8 +184,8 @@ Status SqliteCatalog::RebindDatabase(const std::string& name, const std::string&
 }
 
 Status SqliteCatalog::AddToken(const AccessTokenRecord& t) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     std::string sql = std::string("insert into access_tokens (") + kTokenColumns +
                       ") values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
     KVC_ASSIGN_OR_RETURN(Stmt s, conn_->PrepareOnce(sql.c_str()));
@@ -196,7 +200,7 @@ Status SqliteCatalog::AddToken(const AccessTokenRecord& t) {
 }
 
 Result<std::vector<AccessTokenRecord>> SqliteCatalog::ListTokens() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string sql =
       std::string("select ") + kTokenColumns + " from access_tokens order by created_ms, id";
   KVC_ASSIGN_OR_RETURN(Stmt s, conn_->PrepareOnce(sql.c_str()));
@@ -208,7 +212,7 @@ Result<std::vector<AccessTokenRecord>> SqliteCatalog::ListTokens() {
 }
 
 Result<AccessTokenRecord> SqliteCatalog::FindToken(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string sql = std::string("select ") + kTokenColumns + " from access_tokens where id = ?1";
   KVC_ASSIGN_OR_RETURN(Stmt s, conn_->PrepareOnce(sql.c_str()));
   s.BindText(1, id);
@@ -219,8 +223,8 @@ Result<AccessTokenRecord> SqliteCatalog::FindToken(const std::string& id) {
 }
 
 Status SqliteCatalog::RevokeToken(const std::string& id, int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return WriteTxn([&]() -> Status {
+  MutexLock lock(mu_);
+  return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     KVC_ASSIGN_OR_RETURN(Stmt find,
                          conn_->PrepareOnce("select revoked_ms from access_tokens where id = ?1"));
     find.BindText(1, id);
@@ -239,7 +243,7 @@ Status SqliteCatalog::RevokeToken(const std::string& id, int64_t now_ms) {
 }
 
 Result<int64_t> SqliteCatalog::ChangeCounter() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   KVC_ASSIGN_OR_RETURN(Stmt s,
                        conn_->PrepareOnce("select v from catalog_meta where k = 'generation'"));
   if (s.Step() != SQLITE_ROW) return conn_->Error("read generation");

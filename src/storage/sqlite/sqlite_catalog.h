@@ -5,9 +5,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "storage/catalog.h"
 
 namespace kvc::storage {
@@ -39,10 +39,11 @@ class SqliteCatalog : public Catalog {
   explicit SqliteCatalog(std::unique_ptr<sqlite::Connection> conn);
   // Runs `body` in a write transaction and bumps the change counter when it succeeds.
   template <typename F>
-  Status WriteTxn(F&& body);
+  Status WriteTxn(F&& body) KVC_REQUIRES(mu_);
 
-  std::mutex mu_;
-  const std::unique_ptr<sqlite::Connection> conn_;  // FULLMUTEX, used under mu_
+  Mutex mu_;
+  // FULLMUTEX, yet used under mu_ only: a transaction spans several calls.
+  const std::unique_ptr<sqlite::Connection> conn_ KVC_PT_GUARDED_BY(mu_);
 };
 
 }  // namespace kvc::storage
