@@ -25,22 +25,31 @@ namespace {
 // --------------------------------------------------------------------------------------------
 // A small JSON document model and reader.
 
+struct JsonMember;
+
 struct Json {
   enum class Type { kNull, kFalse, kTrue, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
   double number = 0;
   std::u16string string;  // kString: UTF-16 code units (lone surrogates kept)
   std::vector<Json> items;
-  std::vector<std::pair<std::u16string, Json>> members;
+  std::vector<JsonMember> members;
 
-  const Json* Find(std::u16string_view name) const {
-    for (const auto& [key, value] : members) {
-      if (key == name) return &value;
-    }
-    return nullptr;
-  }
+  const Json* Find(std::u16string_view name) const;
   bool IsString() const { return type == Type::kString; }
 };
+
+struct JsonMember {
+  std::u16string first;  // the name
+  Json second;           // the value
+};
+
+const Json* Json::Find(std::u16string_view name) const {
+  for (const auto& [key, value] : members) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
 
 class JsonReader {
  public:
@@ -254,7 +263,7 @@ class JsonReader {
       SkipSpace();
       Json value;
       if (Status s = ReadValue(&value, depth + 1); !s.ok()) return s;
-      out->members.emplace_back(std::move(name), std::move(value));
+      out->members.push_back(JsonMember{std::move(name), std::move(value)});
       SkipSpace();
       if (pos_ >= text_.size()) return Error("unterminated object");
       if (text_[pos_] == '}') {

@@ -718,13 +718,12 @@ class Encoder {
     return Status::Ok();
   }
 
-  Status WriteView(const V8Value& v, size_t depth) {
+  Status WriteView(const V8Value& v) {
     if (v.items.size() != 1) return Fail("a view without exactly one buffer");
     const V8Value& buffer = v.items[0];
     uint64_t buffer_length;
     bool resizable;
     if (buffer.kind == V8Kind::kArrayBuffer) {
-      if (depth + 1 > max_depth_) return Fail("nesting too deep");
       if (Status s = WriteBuffer(buffer); !s.ok()) return s;
       buffer_length = buffer.bytes.size();
       resizable = buffer.max_byte_length.has_value();
@@ -880,7 +879,7 @@ class Encoder {
       case V8Kind::kArrayBuffer:
         return WriteBuffer(v);
       case V8Kind::kArrayBufferView:
-        return WriteView(v, depth);
+        return WriteView(v);
       case V8Kind::kBooleanObject:
       case V8Kind::kNumberObject:
       case V8Kind::kBigIntObject:
