@@ -171,42 +171,9 @@ Result<std::optional<std::string_view>> WatchFrameSplitter::Next() {
 }
 
 std::string EncodeV8String(std::string_view utf8) {
-  std::vector<uint32_t> code_points;
-  code_points.reserve(utf8.size());
-  bool one_byte = true;
-  for (size_t pos = 0; pos < utf8.size();) {
-    const uint32_t cp = NextCodePoint(utf8, &pos).value_or(kReplacementChar);
-    if (cp > 0xFF) one_byte = false;
-    code_points.push_back(cp);
-  }
   std::string out;
   AppendV8Header(&out);
-  if (one_byte) {
-    out.push_back(static_cast<char>(v8tag::kOneByteString));
-    AppendVarint32(static_cast<uint32_t>(code_points.size()), &out);
-    for (uint32_t cp : code_points) out.push_back(static_cast<char>(cp));
-    return out;
-  }
-  std::vector<uint16_t> units;
-  units.reserve(code_points.size());
-  for (uint32_t cp : code_points) {
-    if (cp < 0x10000) {
-      units.push_back(static_cast<uint16_t>(cp));
-    } else {
-      cp -= 0x10000;
-      units.push_back(static_cast<uint16_t>(0xD800 + (cp >> 10)));
-      units.push_back(static_cast<uint16_t>(0xDC00 + (cp & 0x3FF)));
-    }
-  }
-  const auto byte_length = static_cast<uint32_t>(units.size() * 2);
-  // V8 aligns two-byte character data to an even offset with one padding byte before the tag.
-  if ((out.size() + 1 + Varint32Size(byte_length)) % 2 != 0) out.push_back('\0');
-  out.push_back(static_cast<char>(v8tag::kTwoByteString));
-  AppendVarint32(byte_length, &out);
-  for (uint16_t u : units) {
-    out.push_back(static_cast<char>(u & 0xFF));
-    out.push_back(static_cast<char>(u >> 8));
-  }
+  AppendV8String(Utf8ToUtf16(utf8), /*prefer_two_byte=*/false, &out);
   return out;
 }
 
@@ -214,50 +181,14 @@ Result<std::string> ParseV8String(std::string_view data) {
   V8Reader reader(data);
   uint8_t tag;
   if (!reader.ReadHeader() || !reader.ReadTag(&tag)) return InvalidArgument(kInvalidValue);
-  uint32_t length = 0;
-  std::string_view bytes;
-  std::string out;
-  switch (tag) {
-    case v8tag::kOneByteString:
-      if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
-        return InvalidArgument(kInvalidValue);
-      }
-      out.reserve(bytes.size());
-      for (char c : bytes) AppendUtf8(static_cast<uint8_t>(c), &out);
-      break;
-    case v8tag::kTwoByteString: {
-      if (!reader.ReadVarint32(&length) || length % 2 != 0 || !reader.ReadBytes(length, &bytes)) {
-        return InvalidArgument(kInvalidValue);
-      }
-      const auto unit = [&](size_t i) {
-        return static_cast<uint32_t>(static_cast<uint8_t>(bytes[2 * i])) |
-               static_cast<uint32_t>(static_cast<uint8_t>(bytes[2 * i + 1])) << 8;
-      };
-      const size_t units = bytes.size() / 2;
-      for (size_t i = 0; i < units; ++i) {
-        uint32_t cp = unit(i);
-        if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < units && unit(i + 1) >= 0xDC00 &&
-            unit(i + 1) <= 0xDFFF) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (unit(i + 1) - 0xDC00);
-          ++i;
-        } else if (cp >= 0xD800 && cp <= 0xDFFF) {
-          cp = kReplacementChar;  // a lone surrogate has no UTF-8 form
-        }
-        AppendUtf8(cp, &out);
-      }
-      break;
-    }
-    case v8tag::kUtf8String:
-      if (!reader.ReadVarint32(&length) || !reader.ReadBytes(length, &bytes)) {
-        return InvalidArgument(kInvalidValue);
-      }
-      out.assign(bytes);
-      break;
-    default:
-      return InvalidArgument(kUnsupportedType);
+  if (tag != v8tag::kOneByteString && tag != v8tag::kTwoByteString && tag != v8tag::kUtf8String) {
+    return InvalidArgument(kUnsupportedType);
   }
-  if (!reader.done()) return InvalidArgument(kInvalidValue);
-  return out;
+  std::u16string units;
+  if (!ReadV8StringPayload(tag, &reader, &units) || !reader.done()) {
+    return InvalidArgument(kInvalidValue);
+  }
+  return Utf16ToUtf8(units);
 }
 
 }  // namespace kvc::codec

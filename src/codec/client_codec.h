@@ -106,9 +106,10 @@ class WatchFrameSplitter {
 std::string EncodeV8String(std::string_view utf8);
 
 // Parses a whole serialized V8 value that must be a string (one-byte `"`, two-byte `c`, or UTF-8
-// `S`); returns its text as UTF-8. Accepts header versions 13..16 and padding bytes before the
-// tag. Errors: InvalidArgument "unsupported value type" for other values, "invalid v8 value" for
-// malformed or truncated input or trailing bytes.
+// `S`); returns its text as UTF-8 (lone surrogates and malformed UTF-8 become U+FFFD). Accepts
+// header versions 13..16 and padding bytes before the tag. Errors: InvalidArgument "unsupported
+// value type" for other values, "invalid v8 value" for malformed or truncated input or trailing
+// bytes.
 Result<std::string> ParseV8String(std::string_view data);
 
 }  // namespace kvc::codec

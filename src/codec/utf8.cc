@@ -70,4 +70,54 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+std::u16string Utf8ToUtf16(std::string_view utf8) {
+  std::u16string units;
+  units.reserve(utf8.size());
+  for (size_t pos = 0; pos < utf8.size();) {
+    uint32_t cp = NextCodePoint(utf8, &pos).value_or(kReplacementChar);
+    if (cp < 0x10000) {
+      units.push_back(static_cast<char16_t>(cp));
+    } else {
+      cp -= 0x10000;
+      units.push_back(static_cast<char16_t>(0xD800 + (cp >> 10)));
+      units.push_back(static_cast<char16_t>(0xDC00 + (cp & 0x3FF)));
+    }
+  }
+  return units;
+}
+
+namespace {
+
+bool IsHighSurrogate(uint32_t unit) { return unit >= 0xD800 && unit <= 0xDBFF; }
+bool IsLowSurrogate(uint32_t unit) { return unit >= 0xDC00 && unit <= 0xDFFF; }
+
+}  // namespace
+
+std::string Utf16ToUtf8(std::u16string_view units) {
+  std::string out;
+  out.reserve(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    uint32_t cp = units[i];
+    if (IsHighSurrogate(cp) && i + 1 < units.size() && IsLowSurrogate(units[i + 1])) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (units[i + 1] - 0xDC00u);
+      ++i;
+    } else if (IsHighSurrogate(cp) || IsLowSurrogate(cp)) {
+      cp = kReplacementChar;
+    }
+    AppendUtf8(cp, &out);
+  }
+  return out;
+}
+
+bool HasLoneSurrogate(std::u16string_view units) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (IsHighSurrogate(units[i]) && i + 1 < units.size() && IsLowSurrogate(units[i + 1])) {
+      ++i;
+    } else if (IsHighSurrogate(units[i]) || IsLowSurrogate(units[i])) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace kvc::codec

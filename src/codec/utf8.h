@@ -1,5 +1,5 @@
-// UTF-8 decoding and encoding shared by the codecs: key validation (key_codec), V8 strings
-// (client_codec) and JSON text (json_text).
+// UTF-8 and UTF-16 decoding and encoding shared by the codecs: key validation (key_codec), V8
+// strings (v8_wire, client_codec, v8_tree) and JSON text (json_text, v8_json).
 //
 // Well-formed means as in the Unicode standard: no overlong forms, no surrogates (U+D800..
 // U+DFFF), nothing above U+10FFFF.
@@ -29,5 +29,15 @@ void AppendUtf8(uint32_t cp, std::string* out);
 
 // True if `s` is well-formed UTF-8.
 bool IsValidUtf8(std::string_view s);
+
+// Returns the UTF-16 code units of `utf8`; malformed sequences become U+FFFD (see NextCodePoint).
+std::u16string Utf8ToUtf16(std::string_view utf8);
+
+// Returns the UTF-8 form of UTF-16 code units (a JS string). A surrogate pair becomes its code
+// point; a lone surrogate, which has no UTF-8 form, becomes U+FFFD.
+std::string Utf16ToUtf8(std::u16string_view units);
+
+// True if `units` holds a lone surrogate, i.e. Utf16ToUtf8 would lose information.
+bool HasLoneSurrogate(std::u16string_view units);
 
 }  // namespace kvc::codec

@@ -1,11 +1,8 @@
 #include "codec/v8_value.h"
 
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <utility>
-
-#include "codec/v8_wire.h"
 
 namespace kvc::codec {
 namespace {
@@ -140,18 +137,8 @@ Result<V8Numeric> ParseV8Numeric(std::string_view data) {
       break;
     }
     case v8tag::kBigInt: {
-      uint32_t bitfield;
-      if (!reader.ReadVarint32(&bitfield)) return InvalidArgument(kInvalidValue);
-      const size_t length = bitfield >> 1;
-      std::string_view bytes;
-      // Checked against the input before allocating, so absurd lengths cost nothing.
-      if (length > kMaxBigIntBytes || !reader.ReadBytes(length, &bytes)) {
-        return InvalidArgument(kInvalidValue);
-      }
       BigInt value;
-      value.negative = (bitfield & 1) != 0;
-      value.magnitude.assign(bytes.begin(), bytes.end());
-      value.Normalize();
+      if (!ReadV8BigIntPayload(&reader, &value)) return InvalidArgument(kInvalidValue);
       result = V8Numeric::FromBigInt(std::move(value));
       break;
     }
@@ -166,22 +153,38 @@ std::string EncodeV8Number(double value) {
   std::string out;
   AppendV8Header(&out);
   out.push_back(static_cast<char>(v8tag::kDouble));
-  const auto bits = std::bit_cast<uint64_t>(value);
-  for (int shift = 0; shift < 64; shift += 8) out.push_back(static_cast<char>(bits >> shift));
+  AppendDouble(value, &out);
   return out;
 }
 
-std::string EncodeV8BigInt(const BigInt& value) {
+bool ReadV8BigIntPayload(V8Reader* reader, BigInt* out) {
+  uint32_t bitfield;
+  if (!reader->ReadVarint32(&bitfield)) return false;
+  const size_t length = bitfield >> 1;
+  std::string_view bytes;
+  // Checked against the input before allocating, so absurd lengths cost nothing.
+  if (length > kMaxBigIntBytes || !reader->ReadBytes(length, &bytes)) return false;
+  out->negative = (bitfield & 1) != 0;
+  out->magnitude.assign(bytes.begin(), bytes.end());
+  out->Normalize();
+  return true;
+}
+
+void AppendV8BigIntPayload(const BigInt& value, std::string* out) {
   const size_t length =
       (value.magnitude.size() + kBigIntDigitBytes - 1) / kBigIntDigitBytes * kBigIntDigitBytes;
   assert(length <= kMaxBigIntBytes);
   const bool negative = value.negative && length != 0;
+  AppendVarint32(static_cast<uint32_t>(length << 1) | (negative ? 1u : 0u), out);
+  out->append(value.magnitude.begin(), value.magnitude.end());
+  out->append(length - value.magnitude.size(), '\0');
+}
+
+std::string EncodeV8BigInt(const BigInt& value) {
   std::string out;
   AppendV8Header(&out);
   out.push_back(static_cast<char>(v8tag::kBigInt));
-  AppendVarint32(static_cast<uint32_t>(length << 1) | (negative ? 1u : 0u), &out);
-  out.append(value.magnitude.begin(), value.magnitude.end());
-  out.append(length - value.magnitude.size(), '\0');
+  AppendV8BigIntPayload(value, &out);
   return out;
 }
 

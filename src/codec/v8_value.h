@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "codec/v8_wire.h"
 #include "common/status.h"
 
 namespace kvc::codec {
@@ -71,6 +72,14 @@ std::string EncodeV8Number(double value);
 // little-endian magnitude zero-padded to a multiple of 8 bytes, as V8 writes it (0n is FF 0F 5A
 // 00). REQUIRES: value is normalised and its padded magnitude is shorter than 2^30 bytes.
 std::string EncodeV8BigInt(const BigInt& value);
+
+// Reads the payload of tags Z and z: the varint bitfield (bit 0 sign, bits 1..30 byte length) and
+// the little-endian magnitude, of any length. False if truncated or the bitfield has bit 31 set.
+bool ReadV8BigIntPayload(V8Reader* reader, BigInt* out);
+
+// Appends the payload of tags Z and z as V8 writes it (magnitude padded to whole 64-bit digits).
+// REQUIRES: as EncodeV8BigInt.
+void AppendV8BigIntPayload(const BigInt& value, std::string* out);
 
 // Encodes a Number or BigInt with EncodeV8Number or EncodeV8BigInt.
 std::string EncodeV8Numeric(const V8Numeric& value);

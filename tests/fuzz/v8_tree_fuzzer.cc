@@ -1,0 +1,74 @@
+// DecodeV8Value and the JSON views on untrusted bytes. Inputs starting with FF are V8 bytes,
+// others JSON text (a KvValueJSON, or a KvKeyJSON). Whatever is accepted must be stable:
+// bytes decode -> encode -> decode -> encode to the same bytes, and the JSON view of a value
+// reaches a fixed point after one trip through V8 bytes.
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "codec/key_codec.h"
+#include "codec/v8_json.h"
+#include "codec/v8_tree.h"
+
+namespace {
+
+using kvc::codec::V8JsonOptions;
+using kvc::codec::V8Value;
+
+void Check(bool ok) {
+  if (!ok) std::abort();
+}
+
+// JSON -> bytes -> JSON, twice; the second trip must change nothing.
+void JsonFixedPoint(std::string_view json) {
+  const V8JsonOptions refs{.expand_shared = false};
+  auto first = kvc::codec::V8ValueFromJson(json, refs);
+  if (!first.ok()) return;
+  auto bytes = kvc::codec::EncodeV8Value(*first);
+  if (!bytes.ok()) return;  // e.g. a ref to an object V8 cannot refer to yet
+  auto decoded = kvc::codec::DecodeV8Value(*bytes);
+  Check(decoded.ok());  // what the encoder writes, the decoder reads
+  auto again = kvc::codec::EncodeV8Value(*decoded);
+  Check(again.ok() && *again == *bytes);
+  auto json2 = kvc::codec::V8ValueToJson(*decoded, refs);
+  Check(json2.ok());
+  auto tree2 = kvc::codec::V8ValueFromJson(*json2, refs);
+  Check(tree2.ok());
+  auto bytes2 = kvc::codec::EncodeV8Value(*tree2);
+  Check(bytes2.ok());
+  auto json3 = kvc::codec::V8ValueToJson(*kvc::codec::DecodeV8Value(*bytes2), refs);
+  Check(json3.ok() && *json3 == *json2);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  if (!input.empty() && static_cast<uint8_t>(input[0]) == 0xFF) {
+    auto value = kvc::codec::DecodeV8Value(input);
+    if (!value.ok()) return 0;
+    auto bytes = kvc::codec::EncodeV8Value(*value);
+    Check(bytes.ok());  // everything decoded can be written
+    auto decoded = kvc::codec::DecodeV8Value(*bytes);
+    Check(decoded.ok());
+    auto again = kvc::codec::EncodeV8Value(*decoded);
+    Check(again.ok() && *again == *bytes);
+    // Both JSON views of it work (or hit the size limit) and settle after one trip.
+    auto expanded = kvc::codec::V8ValueToJson(*value);
+    Check(expanded.ok() || expanded.status().message() == "JSON view too large");
+    // (Holes count: a sparse array with a high index can be too large even without expansion.)
+    auto refs = kvc::codec::V8ValueToJson(*value, V8JsonOptions{.expand_shared = false});
+    Check(refs.ok() || refs.status().message() == "JSON view too large");
+    if (refs.ok()) JsonFixedPoint(*refs);
+    return 0;
+  }
+  JsonFixedPoint(input);
+  auto key = kvc::codec::KeyFromJson(input);
+  if (key.ok()) {
+    auto json = kvc::codec::KeyToJson(kvc::codec::EncodeKey(*key));
+    Check(json.ok());
+    auto back = kvc::codec::KeyFromJson(*json);
+    Check(back.ok() && *back == *key);
+  }
+  return 0;
+}
