@@ -6,10 +6,10 @@
 
 #include "engine/engine.h"
 #include "net/server.h"
+#include "service/admin_api.h"
 #include "service/directory.h"
 #include "service/kv_service.h"
 #include "service/metrics.h"
-#include "storage/sqlite/sqlite_backend.h"
 
 namespace kvc::cli {
 
@@ -33,6 +33,7 @@ struct ServeConfig {
   engine::EngineOptions engine;
   service::ServiceOptions service;
   service::DirectoryOptions directory;
+  service::AdminApiOptions admin;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeConfig* config);

@@ -1,5 +1,5 @@
 // Conversion between KV Connect data-path protobuf bytes and the KV data model.
-// The only place (with storage/) that includes generated protobuf code.
+// With client_codec.cc, the only code that includes the generated protobuf.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -43,10 +43,7 @@ std::string EncodeMetadataResponse(const MetadataResponse& r);
 Result<MetadataResponse> ParseMetadataResponse(std::string_view json);
 
 // Validates `json` against one of the embedded schemas by file name (e.g.
-// "metadata-exchange-response-v3.schema.json"). Used by tests and by config loading.
+// "metadata-exchange-response-v3.schema.json"). Used by tests.
 Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view json);
-
-// The embedded schema text by file name, or empty if unknown.
-std::string_view EmbeddedSchema(std::string_view name);
 
 }  // namespace kvc::codec

@@ -23,24 +23,6 @@ std::string RandomBytes(size_t n) {
   return out;
 }
 
-uint64_t RandomInRange(uint64_t lo, uint64_t hi) {
-  const uint64_t span = hi - lo + 1;
-  if (span == 0) {  // full 64-bit range
-    std::string b = RandomBytes(8);
-    uint64_t v = 0;
-    for (unsigned char c : b) v = (v << 8) | c;
-    return v;
-  }
-  // Rejection sampling avoids modulo bias.
-  const uint64_t limit = UINT64_MAX - (UINT64_MAX % span);
-  while (true) {
-    std::string b = RandomBytes(8);
-    uint64_t v = 0;
-    for (unsigned char c : b) v = (v << 8) | c;
-    if (v < limit) return lo + v % span;
-  }
-}
-
 std::string HexEncode(const std::string& bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

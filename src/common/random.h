@@ -1,4 +1,5 @@
-// Cryptographically secure random bytes from the kernel (getrandom), and helpers built on it.
+// Cryptographically secure random bytes from the kernel (getrandom), plus hex and URL-safe
+// base64 encodings.
 // Thread-safety: all functions are thread-safe.
 #pragma once
 
@@ -9,8 +10,6 @@ namespace kvc {
 
 // Returns n random bytes. Aborts the process if the kernel cannot supply them (never expected).
 std::string RandomBytes(size_t n);
-// Uniform integer in [lo, hi]. REQUIRES: lo <= hi.
-uint64_t RandomInRange(uint64_t lo, uint64_t hi);
 // A random RFC 4122 version-4 UUID, lowercase and hyphenated.
 std::string NewUuidV4();
 // Lowercase hex of bytes.

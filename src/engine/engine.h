@@ -91,13 +91,15 @@ class Engine {
 
   // Validates and reads `ranges` from one snapshot. Errors: InvalidArgument (limits),
   // Unavailable (shutting down, or the read queue is full), IoError/Corruption (storage).
-  // kWatchSnapshot: the callback never runs on the calling thread (even for a cache hit), and a
-  // full read queue does not refuse it (a watch's first snapshot must not fail for load).
+  // kWatchSnapshot: never answered from the cache on the calling thread and never refused for
+  // a full read queue (a watch's first snapshot must not fail for load); refusals up front
+  // (limits, shutdown) still run inline.
   enum class ReadMode { kDefault, kWatchSnapshot };
   void SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done,
                     ReadMode mode = ReadMode::kDefault);
   // Validates and commits `write`. CommitResult.ok=false when a check failed (nothing applied).
-  // Errors: InvalidArgument (limits, type mismatches; nothing applied), Unavailable.
+  // Errors: InvalidArgument (limits, type mismatches), Unavailable, IoError/Corruption
+  // (storage); in every case nothing of this write is applied.
   void Write(AtomicWrite write, WriteCallback done);
   // Subscribes to changes of `keys`; see WatchHub for callback rules.
   std::unique_ptr<WatchHub::Subscription> Subscribe(std::vector<std::string> keys,

@@ -1,5 +1,6 @@
 // Request limits and their validation, with the exact client-visible error texts of the
-// KV Connect reference. Every limit is configuration (config/) with these defaults.
+// KV Connect reference. Defaults follow the reference; `--max-checks` and `--max-mutations`
+// (or the config file) override two of them.
 //
 // Thread-safety: pure functions.
 #pragma once

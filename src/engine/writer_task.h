@@ -1,7 +1,7 @@
 // WriterTask: periodic or on-demand work that runs on an engine's writer thread between group
 // commits, with the write lock to itself: the expiry sweep today; checkpoints, backup
 // shipping and queue delivery are meant to be more of them. Register with
-// EngineOptions::tasks (factories) so every engine gets its own instances.
+// EngineOptions::task_factories so every engine gets its own instances.
 //
 // A task says when it wants to run next; the writer loop sleeps until the earliest of those
 // times (or new writes) and then calls Run. A task that wants to run earlier than it said asks

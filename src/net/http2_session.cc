@@ -1,4 +1,4 @@
-// HTTP/2 server session (h2c with prior knowledge) on nghttp2. nghttp2 does the framing, flow
+// HTTP/2 server session (h2c with prior knowledge, or h2 by ALPN over TLS) on nghttp2. nghttp2 does the framing, flow
 // control and HPACK; this class moves bytes between it and the socket, turns each request stream
 // into a service::HttpRequest, and feeds responses back through data providers, deferring
 // streaming bodies (watch) until bytes arrive.
@@ -108,7 +108,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     });
   }
 
-  // --- called on the strand by sinks ---
+  // --- called on the session's I/O thread by sinks ---
   void StreamSend(int32_t id, H2Stream* expected, const std::string& bytes) {
     H2Stream* st = Find(id, expected);
     if (!st || st->eof) return;
@@ -419,7 +419,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
         });
   }
 
-  // --- nghttp2 callbacks (run inside mem_recv / mem_send, on the strand) ---
+  // --- nghttp2 callbacks (run inside mem_recv / mem_send, on the I/O thread) ---
   static ssize_t ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
                           nghttp2_data_source* source, void*) {
     auto* st = static_cast<H2Stream*>(source->ptr);

@@ -8,7 +8,8 @@
 // Ownership: the Server owns its io_context, threads and sessions; the handler must outlive
 // it.
 // Thread-safety: Start/Stop from one controlling thread; everything else runs on I/O threads,
-// each session on its own strand.
+// each session on its I/O thread's io_context (one thread per context), so its handlers never
+// run concurrently.
 #pragma once
 
 #include <atomic>

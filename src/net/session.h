@@ -1,6 +1,7 @@
 // Internals shared by the listener and the HTTP/1.1 and HTTP/2 sessions.
 //
-// Thread-safety: SessionRegistry is thread-safe. Each session runs on its own strand.
+// Thread-safety: SessionRegistry is thread-safe. Each session runs on its I/O thread's
+// io_context (one thread per context), so its handlers never run concurrently.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -44,7 +45,7 @@ class Session {
  public:
   virtual ~Session() = default;
   // Graceful shutdown: finish in-flight requests, end streams, then close. Thread-safe (posts
-  // to the session's strand).
+  // to the session's io_context).
   virtual void Shutdown() = 0;
 };
 

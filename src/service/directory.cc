@@ -133,7 +133,7 @@ Status Directory::Reload(bool force) {
       if ((*backend)->database_id() != rec.id) {
         spdlog::error("database at {} has id {}, but the catalog says {}; not serving '{}'",
                       rec.location, (*backend)->database_id(), rec.id, rec.name);
-        if (first_error.ok()) first_error = Internal("database id mismatch for " + rec.name);
+        if (first_error.ok()) first_error = Corruption("database id mismatch for " + rec.name);
         next->unavailable.push_back(rec.name);
         continue;
       }

@@ -22,7 +22,6 @@ class Health {
 
   // From now on /readyz answers 503 (shutdown has begun). Irreversible.
   void SetDraining() { draining_ = true; }
-  bool draining() const { return draining_; }
   // Why the server is not ready; empty when it is.
   std::vector<std::string> NotReadyReasons() const;
 

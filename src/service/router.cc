@@ -69,7 +69,7 @@ void Router::Handle(HttpRequest request, Responder respond) {
   try {
     route->handler->Handle(std::move(request), std::move(respond));
   } catch (const std::exception& e) {
-    // The one catch-all at the service boundary; `respond` may have been moved from.
+    // The catch-all at the router; `respond` may have been moved from.
     spdlog::error("handler for {} failed: {}", route->name, e.what());
   }
 }

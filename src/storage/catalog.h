@@ -1,6 +1,6 @@
-// Catalog: which databases a server holds and which access tokens may reach them. It lives in
-// the data directory beside the databases and is shared by `kvconnect serve` and the `db` /
-// `token` subcommands, which may run while the server does.
+// Catalog: which databases a server holds and which access tokens may reach them. It is part of
+// a Storage (storage.h) and is shared by `kvconnect serve` and the `db` / `token` subcommands,
+// which may run while the server does.
 //
 // Only a hash of each access token is stored; the token itself is shown once when created.
 //
@@ -64,7 +64,7 @@ class Catalog {
   virtual Status AddToken(const AccessTokenRecord& token) = 0;
   virtual Result<std::vector<AccessTokenRecord>> ListTokens() = 0;
   virtual Result<AccessTokenRecord> FindToken(const std::string& id) = 0;
-  // NotFound if absent; FailedPrecondition if already revoked.
+  // NotFound if absent; AlreadyExists if already revoked.
   virtual Status RevokeToken(const std::string& id, int64_t now_ms) = 0;
 
   // A number that changes whenever anyone (any process) commits a change to the catalog; cheap

@@ -64,7 +64,7 @@ class Storage : public DatabaseProvisioner {
 
   // The secret called `name` (e.g. "server-secret"), created with `make()` on first use and
   // kept where only the server's user can read it. `*created` tells whether it was made now.
-  // Errors: IoError, or Internal if what is stored is empty.
+  // Errors: IoError, or Corruption if what is stored is empty.
   virtual Result<std::string> LoadOrCreateSecret(const std::string& name,
                                                  const std::function<std::string()>& make,
                                                  bool* created) = 0;
@@ -81,7 +81,7 @@ class Storage : public DatabaseProvisioner {
   std::unique_ptr<Catalog> catalog_;
 };
 
-// The kinds OpenStorage knows, comma-separated (for messages and --help).
+// The kinds OpenStorage knows, comma-separated (for error messages).
 std::string StorageKinds();
 
 // Opens (creating on first use) the storage `options` describe, with the database named

@@ -219,7 +219,7 @@ TEST(SqliteStorage, SecretsAndDefaultFile) {
   // An empty secret file is an error, not a fresh secret.
   std::ofstream(dir.path() / "data" / "empty").put('\n');
   EXPECT_EQ((*st)->LoadOrCreateSecret("empty", make, &created).status().code(),
-            StatusCode::kInternal);
+            StatusCode::kCorruption);
 }
 
 TEST(StorageFactory, UnknownKindNamesTheKnownOnes) {

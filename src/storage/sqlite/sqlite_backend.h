@@ -30,7 +30,8 @@ struct SqliteOptions {
 
 class SqliteBackend : public Backend {
  public:
-  // Opens (creating and migrating if needed) the database file at `path`.
+  // Opens the database file at `path` (creating it if options.create_if_missing), migrating
+  // it to the current schema.
   static Result<std::unique_ptr<SqliteBackend>> Open(const std::string& path,
                                                      const SqliteOptions& options);
   ~SqliteBackend() override;

@@ -128,7 +128,7 @@ Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
     if (!in.good() && !in.eof()) return IoError("cannot read " + path.string());
     std::string v = ss.str();
     while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
-    if (v.empty()) return Internal("secret file " + path.string() + " is empty");
+    if (v.empty()) return Corruption("secret file " + path.string() + " is empty");
     return v;
   }
   std::string v = make();

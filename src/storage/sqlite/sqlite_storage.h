@@ -42,8 +42,6 @@ class SqliteStorage : public Storage {
   std::string SecretLocation(const std::string& name) const override;
   std::string Describe() const override { return root_.string(); }
 
-  const std::filesystem::path& root() const { return root_; }
-
  private:
   SqliteStorage(std::unique_ptr<Catalog> catalog, std::filesystem::path root, SqliteOptions sqlite)
       : Storage(std::move(catalog)), root_(std::move(root)), sqlite_(sqlite) {}
