@@ -60,8 +60,8 @@ Status Application::Init() {
   // Storage: catalog, a backend per database, and secrets (storage/storage.h).
   KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(StorageOptionsOf(c)));
 
-  // Bootstrap access token: flag, then environment, then the data directory (generated on
-  // first start).
+  // Bootstrap access token: flag, then environment, then the storage's secret
+  // kAccessTokenSecret (generated on first start).
   if (c.access_token.empty()) {
     if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
   }
@@ -102,6 +102,9 @@ Status Application::Init() {
   c.service.access_token = c.access_token;
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
   kv_->SetAuthObserver(metrics_.get());
+  admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
+  admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
+                                                   admin_ops_.get(), metrics_.get());
   metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
@@ -117,6 +120,8 @@ Status Application::Init() {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
+  router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
+              admin_api_.get());
   for (service::Router* r : {&router_, &metrics_router_}) {
     r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());
     r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, ready_handler_.get());

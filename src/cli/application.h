@@ -2,9 +2,9 @@
 // storage (catalog, databases, token-signing secret; storage/storage.h), the directory of engines,
 // the KV Connect service, metrics and health, the router that dispatches to them, and the listeners
 // (the client listener(s) and an optional separate metrics listener). RunServe is only flags,
-// signals and the banner around it; tests can build the same wiring in-process.
+// signals and the banner around it.
 //
-// Adding an endpoint is a handler file plus one Router::Add in Application::Open; adding a
+// Adding an endpoint is a handler file plus one Router::Add in Application::Init; adding a
 // per-database listener (backups, queues) is one Directory::AddEngineHook.
 //
 // Ownership: owns everything above; destruction stops what is still running.
@@ -16,6 +16,8 @@
 
 #include "cli/serve.h"
 #include "net/server.h"
+#include "service/admin_api.h"
+#include "service/admin_ops.h"
 #include "service/directory.h"
 #include "service/health.h"
 #include "service/kv_service.h"
@@ -31,8 +33,8 @@ inline constexpr const char* kAccessTokenSecret = "access-token";
 
 class Application {
  public:
-  // Opens the data directory and every database, and builds the services. Listens nowhere
-  // yet. REQUIRES: config.net holds the parsed listen addresses.
+  // Opens the storage (storage::OpenStorage) and every database, and builds the services. Listens
+  // nowhere yet. REQUIRES: config.net holds the parsed listen addresses.
   static Result<std::unique_ptr<Application>> Open(ServeConfig config);
   ~Application();
 
@@ -68,6 +70,8 @@ class Application {
   std::unique_ptr<service::Metrics> metrics_;
   std::unique_ptr<service::Health> health_;
   std::unique_ptr<service::KvService> kv_;
+  std::unique_ptr<service::AdminOps> admin_ops_;
+  std::unique_ptr<service::AdminApi> admin_api_;
   std::unique_ptr<service::MetricsHandler> metrics_handler_;
   std::unique_ptr<service::HealthHandler> live_handler_;
   std::unique_ptr<service::HealthHandler> ready_handler_;

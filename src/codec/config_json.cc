@@ -13,7 +13,7 @@
 #include <map>
 #include <memory>
 
-#include "codec/metadata_json.h"
+#include "codec/json_schema.h"
 
 namespace kvc::codec {
 namespace {

@@ -2,62 +2,12 @@
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
-#include <rapidjson/schema.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <map>
-#include <memory>
-
-#include "codec/embedded_schemas.h"
-#include "common/mutex.h"
+#include "codec/json_schema.h"
 
 namespace kvc::codec {
-namespace {
-
-// Compiled schema documents, built once on first use.
-struct SchemaCache {
-  Mutex mu;
-  std::map<std::string, std::unique_ptr<rapidjson::SchemaDocument>, std::less<>> by_name
-      KVC_GUARDED_BY(mu);
-};
-
-const rapidjson::SchemaDocument* CompiledSchema(std::string_view name) {
-  static SchemaCache cache;
-  MutexLock lock(cache.mu);
-  auto it = cache.by_name.find(name);
-  if (it != cache.by_name.end()) return it->second.get();
-  std::string_view text = EmbeddedSchema(name);
-  if (text.empty()) return nullptr;
-  rapidjson::Document d;
-  d.Parse(text.data(), text.size());
-  if (d.HasParseError()) return nullptr;
-  auto doc = std::make_unique<rapidjson::SchemaDocument>(d);
-  auto* raw = doc.get();
-  cache.by_name.emplace(std::string(name), std::move(doc));
-  return raw;
-}
-
-Status Validate(const rapidjson::SchemaDocument& schema, const rapidjson::Document& d,
-                const char* what) {
-  rapidjson::SchemaValidator v(schema);
-  if (d.Accept(v)) return Status::Ok();
-  rapidjson::StringBuffer path;
-  v.GetInvalidDocumentPointer().StringifyUriFragment(path);
-  std::string where = path.GetString();
-  if (where == "#") where = "the top level";
-  return InvalidArgument(std::string(what) + " does not match the expected schema at " + where +
-                         " (rule '" + v.GetInvalidSchemaKeyword() + "').");
-}
-
-}  // namespace
-
-std::string_view EmbeddedSchema(std::string_view name) {
-  for (size_t i = 0; i < kEmbeddedSchemaCount; ++i) {
-    if (name == kEmbeddedSchemas[i].name) return kEmbeddedSchemas[i].content;
-  }
-  return {};
-}
 
 Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
   MetadataRequest req;
@@ -78,7 +28,7 @@ Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
   }
   const auto* schema = CompiledSchema("metadata-exchange-request.schema.json");
   if (!schema) return Internal("metadata request schema is missing");
-  KVC_RETURN_IF_ERROR(Validate(*schema, d, "The metadata exchange request"));
+  KVC_RETURN_IF_ERROR(ValidateJson(*schema, d, "The metadata exchange request"));
   for (const auto& v : d["supportedVersions"].GetArray()) {
     req.supported_versions.push_back(v.IsInt64() ? v.GetInt64() : INT64_MAX);
   }
@@ -133,7 +83,7 @@ Result<MetadataResponse> ParseMetadataResponse(std::string_view json) {
       "metadata-exchange-response-v" + std::to_string(version) + ".schema.json";
   const auto* schema = CompiledSchema(schema_name);
   if (!schema) return Internal("metadata response schema " + schema_name + " is missing");
-  KVC_RETURN_IF_ERROR(Validate(*schema, d, "The metadata exchange response"));
+  KVC_RETURN_IF_ERROR(ValidateJson(*schema, d, "The metadata exchange response"));
   MetadataResponse r;
   r.version = version;
   r.database_id = d["databaseId"].GetString();
@@ -154,7 +104,7 @@ Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view 
     return InvalidArgument(std::string("not valid JSON: ") +
                            rapidjson::GetParseError_En(d.GetParseError()));
   }
-  return Validate(*schema, d, "The document");
+  return ValidateJson(*schema, d, "The document");
 }
 
 }  // namespace kvc::codec

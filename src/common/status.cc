@@ -34,6 +34,8 @@ const char* StatusCodeName(StatusCode code) {
       return "CORRUPTION";
     case StatusCode::kIoError:
       return "IO_ERROR";
+    case StatusCode::kConflict:
+      return "CONFLICT";
     case StatusCode::kHeadersTooLarge:
       return "HEADERS_TOO_LARGE";
   }

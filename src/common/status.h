@@ -16,7 +16,7 @@
 
 namespace kvc {
 
-// Do not renumber: codes appear in logs and metrics.
+// Do not renumber: keep the values stable.
 enum class StatusCode {
   kOk = 0,
   kInvalidArgument = 1,    // malformed or out-of-limit client input (400)
@@ -24,9 +24,9 @@ enum class StatusCode {
   kPermissionDenied = 3,   // valid credentials, not allowed (403)
   kNotFound = 4,           // unknown resource (404)
   kPayloadTooLarge = 5,    // request body over the configured cap (413)
-  kResourceExhausted = 6,  // a quota or capacity a retry cannot fix (429)
+  kResourceExhausted = 6,  // a quota a retry cannot fix (429); reserved for quotas
   kUnavailable = 7,        // transient server-side condition; clients retry (503)
-  kInternal = 8,           // bug or storage failure (500)
+  kInternal = 8,           // a bug (500)
   kMethodNotAllowed = 9,   // wrong HTTP method (405)
   kUnsupportedMedia = 10,  // wrong content type (415)
   kAlreadyExists = 11,     // a resource with that name exists (409)
@@ -34,6 +34,7 @@ enum class StatusCode {
   kCorruption = 13,        // stored data is not what it must be (500; logged, never shown as is)
   kIoError = 14,           // the storage could not read or write (500; logged, never shown as is)
   kHeadersTooLarge = 15,   // request header block over the configured cap (431)
+  kConflict = 16,          // a condition the client set (e.g. a versionstamp) no longer holds (409)
 };
 
 class [[nodiscard]] Status {

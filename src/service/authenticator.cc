@@ -57,13 +57,37 @@ Result<std::optional<Principal>> Authenticator::AuthenticateAccessToken(
   return std::optional<Principal>(std::move(who));
 }
 
-Status Authenticator::AdmitToDatabase(const Principal& who, const Directory::Database& db,
-                                      const std::string& requested) {
+Status Authenticator::CheckDatabase(const Principal& who, const Directory::Database& db,
+                                    const std::string& requested) {
   if (!who.database_id.empty() && who.database_id != db.record.id) {
     return Fail("wrong_database", PermissionDenied("This access token is not valid for database '" +
                                                    requested + "'."));
   }
+  return Status::Ok();
+}
+
+Status Authenticator::AdmitToDatabase(const Principal& who, const Directory::Database& db,
+                                      const std::string& requested) {
+  KVC_RETURN_IF_ERROR(CheckDatabase(who, db, requested));
   return CheckRate(who.token_id, who.rate);
+}
+
+Status Authenticator::AdmitAdmin(const Principal& who) {
+  if (who.scope != auth::Scope::kAdmin) {
+    return Fail("not_admin",
+                PermissionDenied("This access token is not an admin token; the admin API needs "
+                                 "one (kvconnect token create --scope admin)."));
+  }
+  return CheckRate(who.token_id, who.rate);
+}
+
+Status Authenticator::AdmitServerWide(const Principal& who) {
+  if (!who.database_id.empty()) {
+    return Fail("not_server_admin",
+                PermissionDenied("This admin token is bound to one database; managing databases "
+                                 "and tokens needs the server's bootstrap token."));
+  }
+  return Status::Ok();
 }
 
 std::string Authenticator::IssueDataPathToken(const Principal& who, const std::string& database_id,

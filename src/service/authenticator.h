@@ -65,6 +65,15 @@ class Authenticator {
   // (another database), Throttled (rate limit).
   Status AdmitToDatabase(const Principal& who, const Directory::Database& db,
                          const std::string& requested);
+  // AdmitToDatabase without the rate limit (for a request already counted).
+  Status CheckDatabase(const Principal& who, const Directory::Database& db,
+                       const std::string& requested);
+  // May `who` use the admin API at all? Errors: PermissionDenied (not an admin token),
+  // Throttled (rate limit, counted here once per admin request).
+  Status AdmitAdmin(const Principal& who);
+  // May `who` manage the server (databases, tokens)? Only a token bound to no database (the
+  // bootstrap token) may. Errors: PermissionDenied.
+  Status AdmitServerWide(const Principal& who);
   // A data-path token for `who` on `database_id`, valid until `valid_until_ms` (capped at the
   // access token's own expiry).
   std::string IssueDataPathToken(const Principal& who, const std::string& database_id,

@@ -35,6 +35,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kInternal:
       return 500;
     case StatusCode::kAlreadyExists:
+    case StatusCode::kConflict:
       return 409;
     case StatusCode::kCorruption:
     case StatusCode::kIoError:

@@ -56,12 +56,13 @@ Result<std::string> NormalizePublicUrl(std::string_view url);
 
 class KvService : public Handler {
  public:
-  static constexpr const char* kBootstrapTokenId = "bootstrap";
 
   // REQUIRES: server_secret.size() >= 32; directory outlives the service.
   KvService(ServiceOptions options, std::string server_secret, Directory* directory);
   // Refusals by reason go to `observer` (metrics). REQUIRES: before the first request.
   void SetAuthObserver(AuthObserver* observer) { auth_.SetObserver(observer); }
+  // The authenticator (shared with the admin API, so one rate limit covers both).
+  Authenticator* authenticator() { return &auth_; }
 
   void Handle(HttpRequest request, Responder respond) override;
 

@@ -219,6 +219,13 @@ struct Metrics::StatsRound {
   size_t pending KVC_GUARDED_BY(mu);  // callbacks still to come
 };
 
+std::optional<Metrics::DatabaseSize> Metrics::DatabaseSizeOf(const std::string& database_id) const {
+  MutexLock lock(mu_);
+  auto it = db_stats_.find(database_id);
+  if (it == db_stats_.end()) return std::nullopt;
+  return it->second;
+}
+
 void Metrics::StatsLoop() {
   MutexLock lock(mu_);
   while (!stop_) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,15 +71,20 @@ class Metrics : public RequestObserver, public AuthObserver {
   // The listener to add to every engine.
   std::shared_ptr<engine::CommitListener> commit_listener();
 
+  // A database's size as last measured by the stats loop (either field -1 when unknown);
+  // nullopt before the first measurement.
+  struct DatabaseSize {
+    int64_t keys = -1;
+    int64_t bytes = -1;
+  };
+  std::optional<DatabaseSize> DatabaseSizeOf(const std::string& database_id) const;
+
   // The Prometheus text exposition (format 0.0.4) of everything.
   std::string Render();
 
  private:
   class CommitMetrics;
-  struct DbStats {
-    int64_t keys = -1;
-    int64_t bytes = -1;
-  };
+  using DbStats = DatabaseSize;
   struct StatsRound;
   void StatsLoop() KVC_EXCLUDES(mu_);
 
@@ -91,7 +97,7 @@ class Metrics : public RequestObserver, public AuthObserver {
   prometheus::Family<prometheus::Counter>* rate_limited_;
   std::shared_ptr<CommitMetrics> commit_listener_;
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::function<ConnectionStats()>> connection_sources_ KVC_GUARDED_BY(mu_);
   std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
   Directory* directory_ = nullptr;                               // set once by Start

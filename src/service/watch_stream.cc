@@ -4,8 +4,12 @@
 
 namespace kvc::service {
 
-WatchStream::WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys)
-    : engine_(std::move(engine)), keys_(std::move(keys)), state_(keys_.size()) {}
+WatchStream::WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys,
+                         FrameEncoder encoder)
+    : engine_(std::move(engine)),
+      keys_(std::move(keys)),
+      encoder_(encoder ? std::move(encoder) : FrameEncoder(&codec::EncodeWatchFrame)),
+      state_(keys_.size()) {}
 
 WatchStream::~WatchStream() = default;
 
@@ -112,7 +116,7 @@ void WatchStream::MaybeSendLocked() {
     entries[i] = Entry{keys_[i], row.value, row.encoding, row.version};
   }
   sent_versions_ = std::move(versions);
-  if (sink_) sink_->Send(codec::EncodeWatchFrame(entries));
+  if (sink_) sink_->Send(encoder_(entries));
 }
 
 }  // namespace kvc::service

@@ -16,6 +16,7 @@
 // Thread-safety: all methods are thread-safe. Lock order: the hub's lock, then mu_.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +30,13 @@ namespace kvc::service {
 
 class WatchStream : public StreamSource, public std::enable_shared_from_this<WatchStream> {
  public:
-  WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys);
+  // Turns the state of every watched key (in request order; nullopt: absent) into the bytes of
+  // one frame. Called with the stream's lock held; must be quick.
+  using FrameEncoder = std::function<std::string(const std::vector<std::optional<Entry>>&)>;
+
+  // `encoder`: nullptr for KV Connect watch frames (codec::EncodeWatchFrame).
+  WatchStream(std::shared_ptr<engine::Engine> engine, std::vector<std::string> keys,
+              FrameEncoder encoder = nullptr);
   ~WatchStream() override;
 
   void Start(std::shared_ptr<StreamSink> sink) override;
@@ -49,6 +56,7 @@ class WatchStream : public StreamSource, public std::enable_shared_from_this<Wat
 
   const std::shared_ptr<engine::Engine> engine_;  // destroyed after subscription_
   const std::vector<std::string> keys_;
+  const FrameEncoder encoder_;
 
   Mutex mu_;
   std::shared_ptr<StreamSink> sink_ KVC_GUARDED_BY(mu_);

@@ -1,0 +1,285 @@
+#include "codec/admin_json.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "codec/json_schema.h"
+#include "codec/json_text.h"
+#include "codec/key_codec.h"
+#include "codec/v8_json.h"
+#include "codec/versionstamp.h"
+#include "common/random.h"
+
+namespace kvc::codec {
+namespace {
+
+constexpr const char* kSchemaFile = "admin-api.schema.json";
+
+// Parses `body` and validates it against `definition`. An empty body is `{}` when
+// `empty_is_object`.
+Status ParseBody(std::string_view body, std::string_view definition, rapidjson::Document* d,
+                 bool empty_is_object = false) {
+  bool blank = true;
+  for (char c : body) blank = blank && (c == ' ' || c == '\n' || c == '\r' || c == '\t');
+  if (blank && empty_is_object) {
+    d->SetObject();
+  } else {
+    KVC_RETURN_IF_ERROR(ParseJsonText(body, "The request body", d));
+  }
+  const rapidjson::SchemaDocument* schema = CompiledSchema(kSchemaFile, definition);
+  if (schema == nullptr)
+    return Internal("admin schema definition missing: " + std::string(definition));
+  return ValidateJson(*schema, *d, "The request body");
+}
+
+std::string TextOf(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  v.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+std::string StringOf(const rapidjson::Value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
+
+// Prefixes errors with the member they are about.
+Status About(const char* member, const Status& s) {
+  if (s.ok()) return s;
+  return Status(s.code(), "'" + std::string(member) + "': " + s.message());
+}
+
+Result<std::string> KeyMember(const rapidjson::Value& obj, const char* member) {
+  auto parts = KeyFromJson(TextOf(obj[member]));
+  if (!parts.ok()) return About(member, parts.status());
+  std::string key = EncodeKey(*parts);
+  return key;
+}
+
+// The versionstamp check of a set or delete: absent, null (must not exist) or 20 hex digits.
+Result<AdminCheck> CheckMember(const rapidjson::Value& obj) {
+  auto it = obj.FindMember("versionstamp");
+  if (it == obj.MemberEnd()) return AdminCheck();
+  if (it->value.IsNull()) return AdminCheck(std::string());
+  const std::string hex = StringOf(it->value);
+  std::string bytes;
+  bool ok = hex.size() == 20;
+  for (size_t i = 0; ok && i < hex.size(); i += 2) {
+    auto nibble = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    const int hi = nibble(hex[i]);
+    const int lo = nibble(hex[i + 1]);
+    ok = hi >= 0 && lo >= 0;
+    bytes.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  if (!ok) {
+    return InvalidArgument("'versionstamp': expected 20 lowercase hex digits or null, got '" + hex +
+                           "'.");
+  }
+  return AdminCheck(std::move(bytes));
+}
+
+// The range a Selector names, as Deno.Kv.list computes it.
+Result<AdminRange> RangeOf(const rapidjson::Value& obj) {
+  const bool has_prefix = obj.HasMember("prefix");
+  const bool has_start = obj.HasMember("start");
+  const bool has_end = obj.HasMember("end");
+  AdminRange r;
+  if (has_prefix) {
+    KVC_ASSIGN_OR_RETURN(const std::string prefix, KeyMember(obj, "prefix"));
+    r.start = prefix;
+    r.start.push_back('\x00');
+    r.end = prefix;
+    r.end.push_back('\xff');
+    if (has_start) {
+      KVC_ASSIGN_OR_RETURN(r.start, KeyMember(obj, "start"));
+      if (r.start.compare(0, prefix.size(), prefix) != 0) {
+        return InvalidArgument("'start' must be inside 'prefix'.");
+      }
+    }
+    if (has_end) {
+      KVC_ASSIGN_OR_RETURN(r.end, KeyMember(obj, "end"));
+      if (r.end.compare(0, prefix.size(), prefix) != 0) {
+        return InvalidArgument("'end' must be inside 'prefix'.");
+      }
+    }
+    if (has_start && has_end) {
+      return InvalidArgument("Give a prefix with at most one of 'start' and 'end'.");
+    }
+  } else if (has_start && has_end) {
+    KVC_ASSIGN_OR_RETURN(r.start, KeyMember(obj, "start"));
+    KVC_ASSIGN_OR_RETURN(r.end, KeyMember(obj, "end"));
+  } else if (has_start || has_end) {
+    return InvalidArgument("Without 'prefix', give both 'start' and 'end'.");
+  } else {
+    // Every key: the empty prefix.
+    r.start.assign(1, '\x00');
+    r.end.assign(1, '\xff');
+  }
+  if (r.start > r.end) return InvalidArgument("'start' is after 'end'.");
+  return r;
+}
+
+}  // namespace
+
+Status ValidateAdminJson(std::string_view definition, std::string_view json) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The document", &d));
+  const rapidjson::SchemaDocument* schema = CompiledSchema(kSchemaFile, definition);
+  if (schema == nullptr)
+    return Internal("admin schema definition missing: " + std::string(definition));
+  return ValidateJson(*schema, d, "The document");
+}
+
+Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "DatabaseCreateRequest", &d));
+  return AdminDatabaseRequest{StringOf(d["name"])};
+}
+
+Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "TokenCreateRequest", &d));
+  AdminTokenRequest r;
+  r.database = StringOf(d["database"]);
+  r.scope = StringOf(d["scope"]);
+  if (d.HasMember("expires")) r.expires = StringOf(d["expires"]);
+  if (d.HasMember("name")) r.name = StringOf(d["name"]);
+  if (d.HasMember("rate_limit") && d["rate_limit"].IsNumber()) {
+    r.rate_limit = d["rate_limit"].GetDouble();
+  }
+  return r;
+}
+
+Result<AdminListRequest> ParseAdminListRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "ListRequest", &d, /*empty_is_object=*/true));
+  AdminListRequest r;
+  KVC_ASSIGN_OR_RETURN(r.range, RangeOf(d));
+  if (d.HasMember("limit")) r.limit = d["limit"].GetInt();
+  if (d.HasMember("reverse")) r.reverse = d["reverse"].GetBool();
+  if (d.HasMember("raw")) r.raw = d["raw"].GetBool();
+  if (d.HasMember("cursor")) {
+    std::string last;
+    if (!Base64UrlDecode(StringOf(d["cursor"]), &last) || last.empty()) {
+      return InvalidArgument("'cursor': not a cursor this server gave.");
+    }
+    // Continue after `last`, in the listing's direction, without leaving the range.
+    AdminRange& range = r.range;
+    if (r.reverse) {
+      if (last < range.end) range.end = last;
+    } else {
+      last.push_back('\x00');
+      if (last > range.start) range.start = std::move(last);
+    }
+    if (range.start > range.end) range.start = range.end;
+  }
+  return r;
+}
+
+Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "GetRequest", &d));
+  AdminGetRequest r;
+  KVC_ASSIGN_OR_RETURN(r.key, KeyMember(d, "key"));
+  if (d.HasMember("raw")) r.raw = d["raw"].GetBool();
+  return r;
+}
+
+Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_format) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "SetRequest", &d));
+  AdminSetRequest r;
+  KVC_ASSIGN_OR_RETURN(r.key, KeyMember(d, "key"));
+  auto value = KvValueFromJson(TextOf(d["value"]), v8_format);
+  if (!value.ok()) return About("value", value.status());
+  r.value = std::move(*value);
+  KVC_ASSIGN_OR_RETURN(r.check, CheckMember(d));
+  if (d.HasMember("expire_in")) r.expire_in_ms = d["expire_in"].GetInt64();
+  return r;
+}
+
+Result<AdminDeleteRequest> ParseAdminDeleteRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "DeleteRequest", &d));
+  AdminDeleteRequest r;
+  KVC_ASSIGN_OR_RETURN(r.key, KeyMember(d, "key"));
+  KVC_ASSIGN_OR_RETURN(r.check, CheckMember(d));
+  return r;
+}
+
+Result<AdminRangeRequest> ParseAdminRangeRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "RangeRequest", &d, /*empty_is_object=*/true));
+  AdminRangeRequest r;
+  KVC_ASSIGN_OR_RETURN(r.range, RangeOf(d));
+  if (d.HasMember("batch")) r.batch = d["batch"].GetInt();
+  return r;
+}
+
+Result<AdminWatchRequest> ParseAdminWatchRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "WatchRequest", &d));
+  AdminWatchRequest r;
+  if (d.HasMember("prefix")) {
+    KVC_ASSIGN_OR_RETURN(r.prefix, KeyMember(d, "prefix"));
+    return r;
+  }
+  for (const auto& k : d["keys"].GetArray()) {
+    auto parts = KeyFromJson(TextOf(k));
+    if (!parts.ok()) return About("keys", parts.status());
+    r.keys.push_back(EncodeKey(*parts));
+  }
+  return r;
+}
+
+std::string AdminCursor(std::string_view last_key) {
+  return Base64UrlEncode(std::string(last_key));
+}
+
+Result<std::string> AdminEntryJson(const Entry& entry, bool raw) {
+  auto json = EntryToJson(entry);
+  if (!json.ok()) return Corruption("stored entry has no JSON view: " + json.status().message());
+  if (!raw) return json;
+  // Splice the raw member in before the closing brace of the entry object.
+  std::string out = std::move(*json);
+  out.pop_back();
+  const char* encoding = entry.encoding == ValueEncoding::kV8     ? "v8"
+                         : entry.encoding == ValueEncoding::kLe64 ? "le64"
+                                                                  : "bytes";
+  out += ",\"raw\":{\"encoding\":\"";
+  out += encoding;
+  out += "\",\"bytes\":";
+  AppendJsonQuoted(Base64UrlEncode(entry.value), &out);
+  out += "}}";
+  return out;
+}
+
+Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool more, bool raw) {
+  std::string out = "{\"entries\":[";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    KVC_ASSIGN_OR_RETURN(const std::string e, AdminEntryJson(entries[i], raw));
+    out += e;
+  }
+  out += "],\"cursor\":";
+  if (more && !entries.empty()) {
+    AppendJsonQuoted(AdminCursor(entries.back().key), &out);
+  } else {
+    out += "null";
+  }
+  out.push_back('}');
+  return out;
+}
+
+Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry) {
+  if (entry != nullptr) return AdminEntryJson(*entry, false);
+  auto k = KeyToJson(key);
+  if (!k.ok()) return Corruption("watched key has no JSON view: " + k.status().message());
+  return "{\"key\":" + *k + ",\"value\":null,\"versionstamp\":null}";
+}
+
+}  // namespace kvc::codec

@@ -1,0 +1,112 @@
+// JSON of the admin API (/admin/v1): request bodies parsed into typed values after validation
+// against their definition in schemas/admin-api.schema.json (embedded at build time), and the
+// entry-shaped answers. Keys, values and entries use the JSON views of v8_json.h. The JSON of
+// databases and tokens is written in service/ (admin_api.cc), next to their types.
+//
+// Every error is InvalidArgument with a text for the client that names the member at fault.
+// Thread-safety: pure functions; schema documents are compiled once, thread-safely.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/kv_types.h"
+
+namespace kvc::codec {
+
+// Checks `json` against the definition called `definition` (e.g. "DatabaseList"). Used for the
+// requests below and, in tests, for every answer. Errors: InvalidArgument (not JSON, not valid
+// against the definition), Internal (no such definition).
+Status ValidateAdminJson(std::string_view definition, std::string_view json);
+
+// DatabaseCreateRequest and DatabaseRenameRequest.
+struct AdminDatabaseRequest {
+  std::string name;
+};
+Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body);
+
+// TokenCreateRequest.
+struct AdminTokenRequest {
+  std::string database;
+  std::string scope;
+  std::string expires = "never";
+  std::string name;
+  double rate_limit = -1;  // < 0: the server's default
+};
+Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body);
+
+// Keys [start, end) in the key encoding, chosen as Deno.Kv.list chooses them: a prefix alone
+// is every key strictly under it; a prefix with start (or end) is bounded by that key inside
+// the prefix; start and end without a prefix is that range.
+struct AdminRange {
+  std::string start;
+  std::string end;
+};
+
+// ListRequest. A cursor (from an EntryList answer) narrows the range to what follows the last
+// entry already seen, in the direction of the listing.
+struct AdminListRequest {
+  AdminRange range;
+  int32_t limit = 100;
+  bool reverse = false;
+  bool raw = false;
+};
+Result<AdminListRequest> ParseAdminListRequest(std::string_view body);
+
+// GetRequest.
+struct AdminGetRequest {
+  std::string key;  // encoded
+  bool raw = false;
+};
+Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body);
+
+// A versionstamp check: the entry must have this versionstamp (10 bytes), or not exist (empty).
+using AdminCheck = std::optional<std::string>;
+
+// SetRequest. The value is encoded as Deno stores it (v8_json.h KvValueFromJson) with the V8
+// format version `v8_format`.
+struct AdminSetRequest {
+  std::string key;
+  KvValue value;
+  AdminCheck check;
+  int64_t expire_in_ms = 0;  // 0: never
+};
+Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_format);
+
+// DeleteRequest.
+struct AdminDeleteRequest {
+  std::string key;
+  AdminCheck check;
+};
+Result<AdminDeleteRequest> ParseAdminDeleteRequest(std::string_view body);
+
+// RangeRequest (count, delete by prefix or range). An empty body or {} is every key.
+struct AdminRangeRequest {
+  AdminRange range;
+  int32_t batch = 100;
+};
+Result<AdminRangeRequest> ParseAdminRangeRequest(std::string_view body);
+
+// WatchRequest: keys (encoded, in request order), or a prefix (encoded).
+struct AdminWatchRequest {
+  std::vector<std::string> keys;
+  std::optional<std::string> prefix;
+};
+Result<AdminWatchRequest> ParseAdminWatchRequest(std::string_view body);
+
+// The cursor that continues a listing after `last_key` (opaque to clients).
+std::string AdminCursor(std::string_view last_key);
+
+// A ListedEntry: KvEntryJSON, plus {"raw": {"encoding", "bytes"}} when `raw`.
+// Errors: a key that does not decode (Corruption: it came from storage).
+Result<std::string> AdminEntryJson(const Entry& entry, bool raw);
+// An EntryList: the entries, and the cursor after the last one when `more`, else null.
+Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool more, bool raw);
+// One item of a WatchEvent: the entry, or the key with null value and versionstamp.
+Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry);
+
+}  // namespace kvc::codec

@@ -1,0 +1,88 @@
+#include "codec/json_schema.h"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "codec/embedded_schemas.h"
+#include "common/mutex.h"
+
+namespace kvc::codec {
+namespace {
+
+// Compiled schema documents, built once on first use.
+struct SchemaCache {
+  Mutex mu;
+  std::map<std::string, std::unique_ptr<rapidjson::SchemaDocument>, std::less<>> by_name
+      KVC_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+std::string_view EmbeddedSchema(std::string_view file) {
+  for (size_t i = 0; i < kEmbeddedSchemaCount; ++i) {
+    if (file == kEmbeddedSchemas[i].name) return kEmbeddedSchemas[i].content;
+  }
+  return {};
+}
+
+const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
+                                                std::string_view definition) {
+  static SchemaCache cache;
+  std::string name(file);
+  if (!definition.empty()) {
+    name.push_back('#');
+    name.append(definition);
+  }
+  MutexLock lock(cache.mu);
+  auto it = cache.by_name.find(name);
+  if (it != cache.by_name.end()) return it->second.get();
+  const std::string_view text = EmbeddedSchema(file);
+  if (text.empty()) return nullptr;
+  rapidjson::Document d;
+  d.Parse(text.data(), text.size());
+  if (d.HasParseError() || !d.IsObject()) return nullptr;
+  if (!definition.empty()) {
+    auto defs = d.FindMember("definitions");
+    if (defs == d.MemberEnd() || !defs->value.IsObject() ||
+        !defs->value.HasMember(std::string(definition).c_str())) {
+      return nullptr;
+    }
+    // A root that is a reference to the definition, with the file's definitions beside it.
+    rapidjson::Document root(rapidjson::kObjectType);
+    const std::string ref = "#/definitions/" + std::string(definition);
+    root.AddMember("$ref", rapidjson::Value(ref.c_str(), root.GetAllocator()), root.GetAllocator());
+    root.AddMember("definitions", rapidjson::Value(defs->value, root.GetAllocator()),
+                   root.GetAllocator());
+    d.Swap(root);
+  }
+  auto doc = std::make_unique<rapidjson::SchemaDocument>(d);
+  const rapidjson::SchemaDocument* raw = doc.get();
+  cache.by_name.emplace(std::move(name), std::move(doc));
+  return raw;
+}
+
+Status ParseJsonText(std::string_view text, std::string_view what, rapidjson::Document* doc) {
+  doc->Parse<rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  if (!doc->HasParseError()) return Status::Ok();
+  return InvalidArgument(std::string(what) + " is not valid JSON: " +
+                         rapidjson::GetParseError_En(doc->GetParseError()) + " (at byte " +
+                         std::to_string(doc->GetErrorOffset()) + ").");
+}
+
+Status ValidateJson(const rapidjson::SchemaDocument& schema, const rapidjson::Value& value,
+                    std::string_view what) {
+  rapidjson::SchemaValidator v(schema);
+  if (value.Accept(v)) return Status::Ok();
+  rapidjson::StringBuffer path;
+  v.GetInvalidDocumentPointer().StringifyUriFragment(path);
+  std::string where = path.GetString();
+  if (where == "#") where = "the top level";
+  return InvalidArgument(std::string(what) + " does not match the expected schema at " + where +
+                         " (rule '" + v.GetInvalidSchemaKeyword() + "').");
+}
+
+}  // namespace kvc::codec

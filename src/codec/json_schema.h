@@ -1,0 +1,34 @@
+// The JSON Schemas of schemas/ (embedded into the binary at build time), compiled once, and
+// validation with a readable error. Internal to codec/: the JSON codecs (metadata, config,
+// admin API) validate with it.
+//
+// Thread-safety: thread-safe; compiled schemas live until the process ends.
+#pragma once
+
+#include <rapidjson/document.h>
+#include <rapidjson/schema.h>
+
+#include <string_view>
+
+#include "common/status.h"
+
+namespace kvc::codec {
+
+// The text of an embedded schema file (e.g. "config.schema.json"), or empty if there is none.
+std::string_view EmbeddedSchema(std::string_view file);
+
+// The compiled schema of a whole file, or of one of its definitions (`definition` non-empty:
+// the schema {"$ref": "#/definitions/<definition>"} beside the file's definitions). nullptr if
+// the file or the definition does not exist.
+const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
+                                                std::string_view definition = {});
+
+// Parses `text` into *doc. Errors: InvalidArgument "<what> is not valid JSON: <reason> (at byte
+// N)."
+Status ParseJsonText(std::string_view text, std::string_view what, rapidjson::Document* doc);
+
+// Errors: InvalidArgument "<what> does not match the expected schema at <pointer> (rule '<rule>')."
+Status ValidateJson(const rapidjson::SchemaDocument& schema, const rapidjson::Value& value,
+                    std::string_view what);
+
+}  // namespace kvc::codec

@@ -1,0 +1,766 @@
+#include "service/admin_api.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "codec/admin_json.h"
+#include "codec/json_text.h"
+#include "codec/versionstamp.h"
+#include "common/clock.h"
+#include "engine/commit_listener.h"
+#include "service/http_status.h"
+#include "service/metrics.h"
+#include "service/watch_stream.h"
+
+namespace kvc::service {
+namespace {
+
+using codec::AppendJsonQuoted;
+using codec::JsonQuote;
+
+std::string Time(int64_t ms) { return ms == 0 ? "null" : JsonQuote(FormatRfc3339Utc(ms)); }
+
+std::string NumberJson(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.headers.emplace_back("cache-control", "no-store");
+  r.body = std::move(body);
+  return r;
+}
+
+const char* CodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kPermissionDenied:
+      return "permission_denied";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kPayloadTooLarge:
+      return "payload_too_large";
+    case StatusCode::kResourceExhausted:
+      return "resource_exhausted";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kMethodNotAllowed:
+      return "method_not_allowed";
+    case StatusCode::kUnsupportedMedia:
+      return "unsupported_media_type";
+    case StatusCode::kAlreadyExists:
+      return "already_exists";
+    case StatusCode::kConflict:
+      return "conflict";
+    case StatusCode::kThrottled:
+      return "throttled";
+    case StatusCode::kHeadersTooLarge:
+      return "headers_too_large";
+    default:
+      return "internal";
+  }
+}
+
+// Splits "/a/b/c" into {"a", "b", "c"}.
+std::vector<std::string> Segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
+    const size_t j = path.find('/', i);
+    out.push_back(path.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    i = j == std::string::npos ? path.size() : j;
+  }
+  return out;
+}
+
+std::string VersionstampJson(int64_t version) {
+  return JsonQuote(codec::VersionstampToHex(codec::VersionToVersionstamp(version)));
+}
+
+// One Server-Sent Event named `entries` with `items` (JSON objects) as its data.
+std::string SseEvent(const std::vector<std::string>& items) {
+  std::string out = "event: entries\ndata: {\"entries\":[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += items[i];
+  }
+  out += "]}\n\n";
+  return out;
+}
+
+// The SSE frames of a watch on keys (WatchStream's encoder). A key whose entry has no JSON view
+// (never for data written through Deno) is sent as absent, and logged.
+std::string KeysEvent(const std::vector<std::string>& keys,
+                      const std::vector<std::optional<Entry>>& entries) {
+  std::vector<std::string> items;
+  items.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto item = codec::AdminWatchItemJson(keys[i], entries[i] ? &*entries[i] : nullptr);
+    if (!item.ok()) {
+      spdlog::warn("admin watch: {}", item.status().message());
+      continue;
+    }
+    items.push_back(std::move(*item));
+  }
+  return SseEvent(items);
+}
+
+// A watch on every key under a prefix: a commit listener that sends one event per commit group
+// with the keys under the prefix it changed (their last state in that group).
+class PrefixWatch : public StreamSource,
+                    public engine::CommitListener,
+                    public std::enable_shared_from_this<PrefixWatch> {
+ public:
+  PrefixWatch(std::shared_ptr<engine::Engine> engine, std::string prefix)
+      : engine_(std::move(engine)), prefix_(std::move(prefix)) {}
+
+  void Start(std::shared_ptr<StreamSink> sink) override {
+    {
+      MutexLock lock(mu_);
+      if (cancelled_) return;
+      sink_ = std::move(sink);
+      // A comment first, so the client sees the stream is open before any change.
+      sink_->Send(": watching\n\n");
+    }
+    engine_->AddListener(shared_from_this());
+  }
+
+  void Cancel() override {
+    {
+      MutexLock lock(mu_);
+      if (cancelled_) return;
+      cancelled_ = true;
+      sink_.reset();
+    }
+    engine_->RemoveListener(this);
+  }
+
+  void OnCommit(const storage::CommitGroup& group) override {
+    // The last change of each key under the prefix, in first-change order.
+    std::vector<std::string> keys;
+    std::vector<Entry> entries;
+    std::vector<bool> present;
+    for (const storage::CommitRecord& rec : group.records) {
+      for (const storage::KeyChange& ch : rec.changes) {
+        if (ch.key.size() <= prefix_.size() || ch.key.compare(0, prefix_.size(), prefix_) != 0) {
+          continue;
+        }
+        size_t i = 0;
+        while (i < keys.size() && keys[i] != ch.key) ++i;
+        if (i == keys.size()) {
+          keys.push_back(ch.key);
+          entries.emplace_back();
+          present.push_back(false);
+        }
+        present[i] = ch.row.has_value();
+        if (ch.row) entries[i] = Entry{ch.key, ch.row->value, ch.row->encoding, ch.row->version};
+      }
+    }
+    if (keys.empty()) return;
+    std::vector<std::string> items;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto item = codec::AdminWatchItemJson(keys[i], present[i] ? &entries[i] : nullptr);
+      if (item.ok()) items.push_back(std::move(*item));
+    }
+    MutexLock lock(mu_);
+    if (sink_) sink_->Send(SseEvent(items));
+  }
+
+  void OnRetire() override {
+    MutexLock lock(mu_);
+    if (sink_) sink_->Close();
+    sink_.reset();
+  }
+
+ private:
+  const std::shared_ptr<engine::Engine> engine_;
+  const std::string prefix_;
+  Mutex mu_;
+  std::shared_ptr<StreamSink> sink_ KVC_GUARDED_BY(mu_);
+  bool cancelled_ KVC_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+HttpResponse AdminErrorResponse(const Status& status) {
+  HttpResponse r = ErrorResponse(status);  // the status table, and storage details kept out
+  std::string body = "{\"error\":";
+  AppendJsonQuoted(r.body, &body);
+  body += ",\"code\":\"";
+  body += CodeName(status.code());
+  body += "\"}";
+  r.body = std::move(body);
+  r.content_type = "application/json";
+  return r;
+}
+
+std::string TokenJson(const TokenInfo& info) {
+  const storage::AccessTokenRecord& t = info.record;
+  std::string out = "{\"id\":" + JsonQuote(t.id) + ",\"name\":" + JsonQuote(t.name) +
+                    ",\"database\":" + JsonQuote(info.database_name) +
+                    ",\"database_id\":" + JsonQuote(t.database_id) +
+                    ",\"scope\":" + JsonQuote(auth::ScopeName(info.scope)) +
+                    ",\"created_at\":" + Time(t.created_ms) +
+                    ",\"expires_at\":" + Time(t.expires_ms) +
+                    ",\"revoked_at\":" + Time(t.revoked_ms) +
+                    ",\"rate_limit\":" + (t.rate_limit < 0 ? "null" : NumberJson(t.rate_limit)) +
+                    ",\"status\":" + JsonQuote(TokenStatusName(info.status)) + "}";
+  return out;
+}
+
+struct AdminApi::Call {
+  HttpRequest req;
+  Responder respond;
+  std::string token;
+  Principal who;
+
+  void Fail(const Status& s) const { respond(AdminErrorResponse(s)); }
+  void Ok(std::string body, int status = 200) const {
+    respond(JsonResponse(status, std::move(body)));
+  }
+};
+
+AdminApi::AdminApi(AdminApiOptions options, Directory* directory, Authenticator* auth,
+                   AdminOps* ops, const Metrics* metrics)
+    : options_(options), directory_(directory), auth_(auth), ops_(ops), metrics_(metrics) {
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+AdminApi::~AdminApi() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.NotifyAll();
+  worker_.join();
+}
+
+Status AdminApi::Post(Work work) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return Unavailable("The server is shutting down.");
+    if (queue_.size() >= options_.max_queued_operations) {
+      return Unavailable("Too many admin operations are waiting; try again shortly.");
+    }
+    queue_.push_back(std::move(work));
+  }
+  cv_.NotifyOne();
+  return Status::Ok();
+}
+
+void AdminApi::WorkerLoop() {
+  MutexLock lock(mu_);
+  for (;;) {
+    while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
+    if (queue_.empty()) return;  // stopping, and everything queued is done
+    Work work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.Unlock();
+    try {
+      work();
+    } catch (const std::exception& e) {
+      spdlog::error("admin operation failed: {}", e.what());
+    }
+    lock.Lock();
+  }
+}
+
+void AdminApi::Handle(HttpRequest request, Responder respond) {
+  auto call = std::make_shared<Call>();
+  call->respond = std::move(respond);
+  auto token = auth_->BearerToken(request);
+  if (!token.ok()) {
+    call->Fail(token.status());
+    return;
+  }
+  call->token = std::move(*token);
+  call->req = std::move(request);
+  Authenticate(std::move(call), directory_->snapshot(), /*may_refresh=*/true);
+}
+
+void AdminApi::Authenticate(std::shared_ptr<Call> call,
+                            std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh) {
+  auto who = auth_->AuthenticateAccessToken(call->token, *snap, NowUnixMs(), may_refresh);
+  if (!who.ok()) {
+    call->Fail(who.status());
+    return;
+  }
+  if (!who->has_value()) {  // perhaps created since the last catalog poll
+    directory_->RefreshThen([this, call](std::shared_ptr<const Directory::Snapshot> fresh) {
+      Authenticate(call, std::move(fresh), false);
+    });
+    return;
+  }
+  call->who = **who;
+  if (Status s = auth_->AdmitAdmin(call->who); !s.ok()) {
+    call->Fail(s);
+    return;
+  }
+  try {
+    Route(call, *snap);
+  } catch (const std::exception& e) {
+    spdlog::error("admin handler failed: {}", e.what());
+    call->Fail(Internal("An internal server error occurred."));
+  }
+}
+
+void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap) {
+  const std::string& path = call->req.path;
+  const std::vector<std::string> seg =
+      Segments(path.size() > std::string(kPrefix).size() ? path.substr(std::string(kPrefix).size())
+                                                         : std::string());
+  const std::string& method = call->req.method;
+  auto not_allowed = [&](const char* allowed) {
+    call->Fail(Status(StatusCode::kMethodNotAllowed,
+                      "Method " + method + " is not allowed here; use " + allowed + "."));
+  };
+  // Server-wide operations need a token that is not bound to one database.
+  auto server_wide = [&]() -> bool {
+    Status s = auth_->AdmitServerWide(call->who);
+    if (!s.ok()) call->Fail(s);
+    return s.ok();
+  };
+  if (seg.size() == 1 && seg[0] == "databases") {
+    if (method == "GET" || method == "HEAD") {
+      ListDatabases(call);
+    } else if (method == "POST") {
+      if (server_wide()) CreateDatabase(call);
+    } else {
+      not_allowed("GET or POST");
+    }
+    return;
+  }
+  if (seg.size() >= 2 && seg[0] == "databases") {
+    std::string rest;
+    for (size_t i = 2; i < seg.size(); ++i) rest += (i > 2 ? "/" : "") + seg[i];
+    if (rest.empty() && method == "PATCH") {
+      if (server_wide()) RenameDatabase(call, seg[1]);
+      return;
+    }
+    if (rest.empty() && method == "DELETE") {
+      if (server_wide()) DeleteDatabase(call, seg[1]);
+      return;
+    }
+    RouteDatabase(call, snap, seg[1], rest);
+    return;
+  }
+  if (seg.size() == 1 && seg[0] == "tokens") {
+    if (method != "GET" && method != "HEAD" && method != "POST") {
+      not_allowed("GET or POST");
+    } else if (server_wide()) {
+      if (method == "POST") {
+        CreateToken(call);
+      } else {
+        ListTokens(call);
+      }
+    }
+    return;
+  }
+  if (seg.size() == 2 && seg[0] == "tokens") {
+    if (method != "DELETE") {
+      not_allowed("DELETE");
+    } else if (server_wide()) {
+      RevokeToken(call, seg[1]);
+    }
+    return;
+  }
+  call->Fail(NotFound("No admin API resource at " + path + "."));
+}
+
+void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
+                             const std::string& name, const std::string& rest) {
+  const Directory::Database* db = snap.Find(name);
+  if (db == nullptr) {
+    // Perhaps created since the last catalog poll: look again once.
+    if (!call->req.HasHeader("x-kvc-refreshed")) {
+      call->req.headers.emplace_back("x-kvc-refreshed", "1");
+      directory_->RefreshThen(
+          [this, call, name, rest](std::shared_ptr<const Directory::Snapshot> fresh) {
+            RouteDatabase(call, *fresh, name, rest);
+          });
+      return;
+    }
+    call->Fail(NotFound("Database '" + name + "' not found."));
+    return;
+  }
+  if (Status s = auth_->CheckDatabase(call->who, *db, name); !s.ok()) {
+    call->Fail(s);
+    return;
+  }
+  const std::string& method = call->req.method;
+  if (rest.empty()) {
+    if (method != "GET" && method != "HEAD") {
+      call->Fail(Status(StatusCode::kMethodNotAllowed,
+                        "Method " + method + " is not allowed here; use GET, PATCH or DELETE."));
+      return;
+    }
+    const DatabaseInfo info{db->record, ""};
+    call->Ok(DatabaseJson(info, snap));
+    return;
+  }
+  if (method != "POST") {
+    call->Fail(Status(StatusCode::kMethodNotAllowed,
+                      "Method " + method + " is not allowed here; use POST with a JSON body."));
+    return;
+  }
+  if (rest == "entries/list") {
+    ListEntries(call, *db);
+  } else if (rest == "entries/get") {
+    GetEntry(call, *db);
+  } else if (rest == "entries/set") {
+    SetEntry(call, *db, /*remove=*/false);
+  } else if (rest == "entries/delete") {
+    SetEntry(call, *db, /*remove=*/true);
+  } else if (rest == "entries/delete-range") {
+    DeleteRange(call, *db);
+  } else if (rest == "entries/count") {
+    Count(call, *db);
+  } else if (rest == "watch") {
+    Watch(call, *db);
+  } else {
+    call->Fail(NotFound("No admin API resource at " + call->req.path + "."));
+  }
+}
+
+std::string AdminApi::DatabaseJson(const DatabaseInfo& info,
+                                   const Directory::Snapshot& snap) const {
+  const storage::DatabaseRecord& rec = info.record;
+  const Directory::Database* db = snap.Find(rec.id);
+  const bool serving = db != nullptr && db->engine != nullptr;
+  std::string out = "{\"name\":" + JsonQuote(rec.name) + ",\"id\":" + JsonQuote(rec.id) +
+                    ",\"location\":" + JsonQuote(info.location) +
+                    ",\"created_at\":" + Time(rec.created_ms) +
+                    ",\"serving\":" + (serving ? "true" : "false");
+  std::optional<Metrics::DatabaseSize> size;
+  if (metrics_ != nullptr) size = metrics_->DatabaseSizeOf(rec.id);
+  out += ",\"keys\":" + (size && size->keys >= 0 ? std::to_string(size->keys) : "null");
+  out += ",\"bytes\":" + (size && size->bytes >= 0 ? std::to_string(size->bytes) : "null");
+  if (serving) {
+    const int64_t v = db->engine->committed_version();
+    out += ",\"versionstamp\":" + (v > 0 ? VersionstampJson(v) : "null");
+    out += ",\"watchers\":" + std::to_string(db->engine->watch_count());
+  } else {
+    out += ",\"versionstamp\":null,\"watchers\":null";
+  }
+  out.push_back('}');
+  return out;
+}
+
+// --- Server-wide operations -------------------------------------------------------------------
+
+void AdminApi::ListDatabases(const std::shared_ptr<Call>& call) {
+  Status s = Post([this, call, snapshot = directory_->snapshot()] {
+    auto dbs = ops_->ListDatabases();
+    if (!dbs.ok()) return call->Fail(dbs.status());
+    std::string out = "{\"databases\":[";
+    bool first = true;
+    for (const DatabaseInfo& info : *dbs) {
+      // A token bound to one database sees only that one.
+      if (!call->who.database_id.empty() && info.record.id != call->who.database_id) continue;
+      if (!first) out.push_back(',');
+      first = false;
+      out += DatabaseJson(info, *snapshot);
+    }
+    out += "]}";
+    call->Ok(std::move(out));
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::CreateDatabase(const std::shared_ptr<Call>& call) {
+  auto body = codec::ParseAdminDatabaseRequest(call->req.body);
+  if (!body.ok()) return call->Fail(body.status());
+  Status s = Post([this, call, name = body->name] {
+    auto info = ops_->CreateDatabase(name);
+    if (!info.ok()) return call->Fail(info.status());
+    // Serve it at once rather than at the next catalog poll.
+    directory_->RefreshThen(
+        [this, call, info = *info](auto snap) { call->Ok(DatabaseJson(info, *snap), 201); });
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::RenameDatabase(const std::shared_ptr<Call>& call, const std::string& name) {
+  auto body = codec::ParseAdminDatabaseRequest(call->req.body);
+  if (!body.ok()) return call->Fail(body.status());
+  Status s = Post([this, call, name, new_name = body->name] {
+    auto renamed = ops_->RenameDatabase(name, new_name);
+    if (!renamed.ok()) return call->Fail(renamed.status());
+    directory_->RefreshThen([this, call, rec = renamed->record](auto snap) {
+      call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
+    });
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::DeleteDatabase(const std::shared_ptr<Call>& call, const std::string& name) {
+  Status s = Post([this, call, name] {
+    auto rec = ops_->DeleteDatabase(name);
+    if (!rec.ok()) return call->Fail(rec.status());
+    directory_->RefreshThen([this, call, rec = *rec](auto snap) {
+      call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
+    });
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::ListTokens(const std::shared_ptr<Call>& call) {
+  Status s = Post([this, call] {
+    auto tokens = ops_->ListTokens("");
+    if (!tokens.ok()) return call->Fail(tokens.status());
+    std::string out = "{\"tokens\":[";
+    for (size_t i = 0; i < tokens->size(); ++i) {
+      if (i > 0) out.push_back(',');
+      out += TokenJson((*tokens)[i]);
+    }
+    out += "]}";
+    call->Ok(std::move(out));
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::CreateToken(const std::shared_ptr<Call>& call) {
+  auto body = codec::ParseAdminTokenRequest(call->req.body);
+  if (!body.ok()) return call->Fail(body.status());
+  TokenRequest req;
+  req.database = body->database;
+  req.scope = body->scope;
+  req.expires = body->expires;
+  req.name = body->name;
+  req.rate_limit = body->rate_limit;
+  Status s = Post([this, call, req] {
+    auto t = ops_->CreateToken(req);
+    if (!t.ok()) return call->Fail(t.status());
+    TokenInfo info{t->record, t->scope, t->database_name, TokenStatus::kActive};
+    call->Ok("{\"token\":" + JsonQuote(t->token) + ",\"info\":" + TokenJson(info) + "}", 201);
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::RevokeToken(const std::shared_ptr<Call>& call, const std::string& id) {
+  Status s = Post([this, call, id] {
+    auto revoked = ops_->RevokeToken(id);
+    if (!revoked.ok()) return call->Fail(revoked.status());
+    call->Ok("{\"id\":" + JsonQuote(*revoked) + "}");
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+// --- Entries ----------------------------------------------------------------------------------
+
+void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminListRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  const int32_t limit = req->limit;
+  const bool raw = req->raw;
+  if (req->range.start >= req->range.end) {
+    auto empty = codec::AdminEntryListJson({}, false, raw);
+    return empty.ok() ? call->Ok(std::move(*empty)) : call->Fail(empty.status());
+  }
+  // One more than asked: tells whether there is a next page.
+  ReadRange range{req->range.start, req->range.end, limit + 1, req->reverse};
+  db.engine->SnapshotRead({std::move(range)}, [call, limit, raw](Result<engine::ReadResult> r) {
+    if (!r.ok()) return call->Fail(r.status());
+    std::vector<Entry>& entries = r->ranges[0];
+    const bool more = entries.size() > static_cast<size_t>(limit);
+    if (more) entries.resize(limit);
+    auto json = codec::AdminEntryListJson(entries, more, raw);
+    if (!json.ok()) return call->Fail(json.status());
+    call->Ok(std::move(*json));
+  });
+}
+
+void AdminApi::GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminGetRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  std::string end = req->key;
+  end.push_back('\0');
+  const bool raw = req->raw;
+  db.engine->SnapshotRead({ReadRange{req->key, std::move(end), 1, false}},
+                          [call, raw](Result<engine::ReadResult> r) {
+                            if (!r.ok()) return call->Fail(r.status());
+                            if (r->ranges[0].empty()) return call->Ok("{\"entry\":null}");
+                            auto json = codec::AdminEntryJson(r->ranges[0][0], raw);
+                            if (!json.ok()) return call->Fail(json.status());
+                            call->Ok("{\"entry\":" + *json + "}");
+                          });
+}
+
+void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db,
+                        bool remove) {
+  AtomicWrite write;
+  Mutation m;
+  codec::AdminCheck check;
+  if (remove) {
+    auto req = codec::ParseAdminDeleteRequest(call->req.body);
+    if (!req.ok()) return call->Fail(req.status());
+    m.key = std::move(req->key);
+    m.type = MutationType::kDelete;
+    check = std::move(req->check);
+  } else {
+    auto req = codec::ParseAdminSetRequest(call->req.body, options_.v8_write_format);
+    if (!req.ok()) return call->Fail(req.status());
+    m.key = std::move(req->key);
+    m.type = MutationType::kSet;
+    m.value = std::move(req->value);
+    if (req->expire_in_ms > 0) m.expire_at_ms = db.engine->now_ms() + req->expire_in_ms;
+    check = std::move(req->check);
+  }
+  const bool checked = check.has_value();
+  if (checked) write.checks.push_back(Check{m.key, std::move(*check)});
+  write.mutations.push_back(std::move(m));
+  db.engine->Write(std::move(write), [call, checked](Result<CommitResult> r) {
+    if (!r.ok()) return call->Fail(r.status());
+    if (!r->ok) {
+      return call->Fail(Status(StatusCode::kConflict,
+                               checked ? "The entry has changed since the versionstamp you gave "
+                                         "(someone else wrote it); nothing was written. Read it "
+                                         "again and retry."
+                                       : "The write was refused; nothing was written."));
+    }
+    call->Ok("{\"ok\":true,\"versionstamp\":" + VersionstampJson(r->version) + "}");
+  });
+}
+
+namespace {
+
+// Deletes a range in batches: read up to `batch` keys from `start`, delete them in one atomic
+// write, continue after the last one, until the range is empty.
+struct RangeDeleter : std::enable_shared_from_this<RangeDeleter> {
+  std::shared_ptr<engine::Engine> engine;
+  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // deleted, batches
+  std::string start;
+  std::string end;
+  int32_t batch = 100;
+  int64_t deleted = 0;
+  int64_t batches = 0;
+
+  void Next() {
+    if (start >= end) return done(std::make_pair(deleted, batches));
+    auto self = shared_from_this();
+    engine->SnapshotRead({ReadRange{start, end, batch, false}},
+                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
+  }
+  void OnRead(Result<engine::ReadResult> r) {
+    if (!r.ok()) return done(r.status());
+    std::vector<Entry>& entries = r->ranges[0];
+    if (entries.empty()) return done(std::make_pair(deleted, batches));
+    AtomicWrite write;
+    for (Entry& e : entries) write.mutations.push_back(Mutation{e.key, MutationType::kDelete});
+    start = entries.back().key;
+    start.push_back('\0');
+    const auto n = static_cast<int64_t>(entries.size());
+    auto self = shared_from_this();
+    engine->Write(std::move(write), [self, n](Result<CommitResult> w) {
+      if (!w.ok()) return self->done(w.status());
+      self->deleted += n;
+      ++self->batches;
+      self->Next();
+    });
+  }
+};
+
+// Counts a range in pages of the engine's largest read (not one snapshot: writes between pages
+// may be counted or not).
+struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
+  std::shared_ptr<engine::Engine> engine;
+  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // count, bytes
+  std::string start;
+  std::string end;
+  int32_t page = 1000;
+  int64_t count = 0;
+  int64_t bytes = 0;
+
+  void Next() {
+    if (start >= end) return done(std::make_pair(count, bytes));
+    auto self = shared_from_this();
+    engine->SnapshotRead({ReadRange{start, end, page, false}},
+                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
+  }
+  void OnRead(Result<engine::ReadResult> r) {
+    if (!r.ok()) return done(r.status());
+    const std::vector<Entry>& entries = r->ranges[0];
+    for (const Entry& e : entries) {
+      ++count;
+      bytes += static_cast<int64_t>(e.key.size() + e.value.size());
+    }
+    if (entries.size() < static_cast<size_t>(page)) return done(std::make_pair(count, bytes));
+    start = entries.back().key;
+    start.push_back('\0');
+    Next();
+  }
+};
+
+}  // namespace
+
+void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminRangeRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  auto d = std::make_shared<RangeDeleter>();
+  d->engine = db.engine;
+  d->start = req->range.start;
+  d->end = req->range.end;
+  d->batch = std::min<int32_t>(req->batch, static_cast<int32_t>(db.engine->limits().max_mutations));
+  d->done = [call](Result<std::pair<int64_t, int64_t>> r) {
+    if (!r.ok()) return call->Fail(r.status());
+    call->Ok("{\"deleted\":" + std::to_string(r->first) +
+             ",\"batches\":" + std::to_string(r->second) + "}");
+  };
+  d->Next();
+}
+
+void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminRangeRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  auto c = std::make_shared<RangeCounter>();
+  c->engine = db.engine;
+  c->start = req->range.start;
+  c->end = req->range.end;
+  c->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
+  c->done = [call](Result<std::pair<int64_t, int64_t>> r) {
+    if (!r.ok()) return call->Fail(r.status());
+    call->Ok("{\"count\":" + std::to_string(r->first) + ",\"bytes\":" + std::to_string(r->second) +
+             "}");
+  };
+  c->Next();
+}
+
+void AdminApi::Watch(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminWatchRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("cache-control", "no-store");
+  r.heartbeat = ": keepalive\n\n";
+  r.heartbeat_interval = std::chrono::milliseconds(options_.watch_keepalive_ms);
+  if (req->prefix) {
+    r.stream = std::make_shared<PrefixWatch>(db.engine, std::move(*req->prefix));
+  } else {
+    if (Status s = engine::ValidateWatch(req->keys, db.engine->limits()); !s.ok()) {
+      return call->Fail(s);
+    }
+    std::vector<std::string> keys = req->keys;
+    r.stream = std::make_shared<WatchStream>(
+        db.engine, std::move(req->keys), [keys](const std::vector<std::optional<Entry>>& entries) {
+          return KeysEvent(keys, entries);
+        });
+  }
+  call->respond(std::move(r));
+}
+
+}  // namespace kvc::service

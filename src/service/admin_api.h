@@ -1,0 +1,108 @@
+// AdminApi: the admin JSON API under /admin/v1 (schemas/admin-api.schema.json; README "Admin
+// API"). Every request carries an admin-scope access token (`Authorization: Bearer`):
+// - the server's bootstrap token may do everything;
+// - a catalog token with scope admin is bound to its database: it may list, read, write and
+//   watch that database's entries and see that database, nothing else.
+// Database and token management are the operations of service::AdminOps (the same as the CLI),
+// run on the API's own worker thread because they touch the catalog. Entry reads and writes go
+// through the database's engine, so versionstamps, checks, limits and watchers behave exactly
+// as for KV Connect writes. Errors are {"error": text, "code": name} with the status of the one
+// status table; nothing is applied when a request is refused.
+//
+// Ownership: borrows the directory, authenticator, admin operations and metrics; they must
+// outlive it. Streams it starts (watch) hold their engine.
+// Thread-safety: Handle() from any thread. Callbacks complete on engine threads or the worker.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/mutex.h"
+#include "service/admin_ops.h"
+#include "service/authenticator.h"
+#include "service/directory.h"
+#include "service/http_types.h"
+
+namespace kvc::service {
+
+class Metrics;
+
+struct AdminApiOptions {
+  // Catalog operations waiting for the worker beyond this are refused with 503.
+  size_t max_queued_operations = 64;
+  // V8 format version of values written from JSON (15: every Deno and Node reads it).
+  uint32_t v8_write_format = 15;
+  // SSE comment sent on idle watch streams so proxies keep them open.
+  int64_t watch_keepalive_ms = 15000;
+};
+
+// The JSON of a token as the admin API and `token list --json` show it (never the secret).
+std::string TokenJson(const TokenInfo& info);
+
+// The JSON error body of the admin API for `status`, with its HTTP status.
+HttpResponse AdminErrorResponse(const Status& status);
+
+class AdminApi : public Handler {
+ public:
+  // The path prefix the router sends here.
+  static constexpr const char* kPrefix = "/admin/v1";
+
+  AdminApi(AdminApiOptions options, Directory* directory, Authenticator* auth, AdminOps* ops,
+           const Metrics* metrics);
+  ~AdminApi() override;  // finishes queued operations, stops the worker
+
+  void Handle(HttpRequest request, Responder respond) override;
+
+ private:
+  struct Call;
+  using Work = std::function<void()>;
+
+  // Authenticates, then routes. `may_refresh`: as Authenticator::AuthenticateAccessToken.
+  void Authenticate(std::shared_ptr<Call> call, std::shared_ptr<const Directory::Snapshot> snap,
+                    bool may_refresh);
+  void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap);
+  void RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
+                     const std::string& name, const std::string& rest);
+
+  // Runs `work` on the worker thread. Errors: Unavailable when the queue is full.
+  Status Post(Work work);
+  void WorkerLoop() KVC_EXCLUDES(mu_);
+
+  // Server-wide operations (AdminOps), on the worker.
+  void ListDatabases(const std::shared_ptr<Call>& call);
+  void CreateDatabase(const std::shared_ptr<Call>& call);
+  void RenameDatabase(const std::shared_ptr<Call>& call, const std::string& name);
+  void DeleteDatabase(const std::shared_ptr<Call>& call, const std::string& name);
+  void ListTokens(const std::shared_ptr<Call>& call);
+  void CreateToken(const std::shared_ptr<Call>& call);
+  void RevokeToken(const std::shared_ptr<Call>& call, const std::string& id);
+
+  // Entry operations, through the engine.
+  void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void SetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db, bool remove);
+  void DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void Count(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void Watch(const std::shared_ptr<Call>& call, const Directory::Database& db);
+
+  // The JSON of a database, with what the directory and metrics know of it.
+  std::string DatabaseJson(const DatabaseInfo& info, const Directory::Snapshot& snap) const;
+
+  const AdminApiOptions options_;
+  Directory* const directory_;
+  Authenticator* const auth_;
+  AdminOps* const ops_;
+  const Metrics* const metrics_;
+
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Work> queue_ KVC_GUARDED_BY(mu_);
+  bool stopping_ KVC_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+}  // namespace kvc::service
