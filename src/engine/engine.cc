@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "codec/versionstamp.h"
 #include "common/clock.h"
@@ -101,6 +102,7 @@ void Engine::Retire() {
     if (retired_) return;
     retired_ = true;
   }
+  scans_stop_.store(true, std::memory_order_release);
   auto listeners = [&] {
     MutexLock lock(listeners_mu_);
     return listeners_;
@@ -206,6 +208,84 @@ void Engine::QueryStats(std::function<void(Result<storage::StorageStats>)> done)
   job.custom = [shared](storage::Reader& r) { (*shared)(r.Stats()); };
   Status refused = EnqueueRead(std::move(job), /*bounded=*/true);
   if (!refused.ok()) (*shared)(refused);
+}
+
+void Engine::SnapshotScan(std::string start, std::string end, size_t page_entries,
+                          ScanCallback on_page) {
+  auto shared = std::make_shared<ScanCallback>(std::move(on_page));
+  if (scans_stop_.load(std::memory_order_acquire)) {
+    (*shared)(Unavailable("The database is being closed; try again later."));
+    return;
+  }
+  size_t running = scans_running_.load();
+  do {
+    if (running >= options_.max_snapshot_scans) {
+      (*shared)(Unavailable("Another export of this database is running (at most " +
+                            std::to_string(options_.max_snapshot_scans) +
+                            " at once); try again when it has finished."));
+      return;
+    }
+  } while (!scans_running_.compare_exchange_weak(running, running + 1));
+  const auto page = static_cast<int32_t>(
+      std::clamp<size_t>(page_entries, 1, std::numeric_limits<int32_t>::max()));
+  ReadJob job;
+  job.custom = [this, shared, start = std::move(start), end = std::move(end),
+                page](storage::Reader& r) { RunScan(r, start, end, page, *shared); };
+  Status refused = EnqueueRead(std::move(job), /*bounded=*/true);
+  if (!refused.ok()) {
+    scans_running_.fetch_sub(1);
+    (*shared)(refused);
+  }
+}
+
+void Engine::RunScan(storage::Reader& reader, const std::string& start, const std::string& end,
+                     int32_t page, const ScanCallback& on_page) {
+  // The snapshot and the scan's slot are given up before the final call (the last page or an
+  // error), so a consumer that saw the end may start the next scan at once.
+  bool open = false;
+  auto release = [&] {
+    if (open) reader.End();
+    open = false;
+    scans_running_.fetch_sub(1);
+  };
+  auto fail = [&](const Status& s) {
+    release();
+    on_page(s);
+  };
+  counters_.storage_reads.fetch_add(1, std::memory_order_relaxed);
+  if (Status s = reader.Begin(); !s.ok()) {
+    spdlog::error("snapshot scan failed: {}", s.ToString());
+    return fail(s);
+  }
+  open = true;
+  Result<int64_t> version = reader.DataVersion();
+  if (!version.ok()) return fail(version.status());
+  const int64_t now = Now();  // one expiry horizon for the whole snapshot
+  std::string from = start;
+  for (;;) {
+    if (scans_stop_.load(std::memory_order_acquire)) {
+      return fail(Unavailable("The database was closed while it was being read."));
+    }
+    ScanPage p;
+    p.version = *version;
+    if (from < end) {
+      Status s = reader.Scan(ReadRange{from, end, page, false}, now, &p.entries);
+      if (!s.ok()) {
+        spdlog::error("snapshot scan failed: {}", s.ToString());
+        return fail(s);
+      }
+    }
+    p.last = p.entries.size() < static_cast<size_t>(page);
+    if (p.last) {
+      release();
+      on_page(std::move(p));
+      return;
+    }
+    from = p.entries.back().key;
+    from.push_back('\0');  // the smallest key after it
+    if (!on_page(std::move(p))) break;
+  }
+  release();
 }
 
 Status Engine::EnqueueRead(ReadJob job, bool bounded) {

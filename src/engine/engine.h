@@ -16,6 +16,8 @@
 // - Writer tasks (WriterTask) run on the writer thread between groups: the expiry sweep is one.
 // - Point reads are served from a ReadCache kept coherent by the writer; a read whose every
 //   range is one key and whose keys all hit completes inline, on the caller's thread.
+// - Long snapshot scans (SnapshotScan, for exports) page through a range at one snapshot on one
+//   reader thread, as fast as their consumer takes the pages.
 //
 // Callbacks are invoked on engine threads, or inline (requests refused up front, cache hits),
 // never while an engine lock is held; they must not block.
@@ -55,6 +57,8 @@ struct EngineOptions {
   size_t max_queued_reads = 10000;
   size_t max_queued_writes = 10000;
   size_t read_cache_bytes = 64u << 20;  // 0: no read cache (also off for shared backends)
+  // SnapshotScans running at once; each holds a reader thread (and its snapshot) throughout.
+  size_t max_snapshot_scans = 1;
   Limits limits;
   const Clock* clock = nullptr;  // nullptr: the system clock
   // More writer tasks for every engine (the expiry sweep is built in).
@@ -76,8 +80,16 @@ struct ReadResult {
   int64_t version = 0;                     // data version of the snapshot
 };
 
+// One page of a SnapshotScan.
+struct ScanPage {
+  std::vector<Entry> entries;  // ascending key order, live rows only
+  int64_t version = 0;         // data version of the snapshot (the same for every page)
+  bool last = false;           // no entries follow
+};
+
 class Engine {
  public:
+  using ScanCallback = std::function<bool(Result<ScanPage>)>;
   using ReadCallback = std::function<void(Result<ReadResult>)>;
   using WriteCallback = std::function<void(Result<CommitResult>)>;
 
@@ -110,6 +122,18 @@ class Engine {
   void AddListener(std::shared_ptr<CommitListener> listener);
   // After it returns, `listener` is not being called and will not be. REQUIRES: as AddListener.
   void RemoveListener(const CommitListener* listener);
+
+  // Reads every live entry of [start, end) from ONE snapshot, in pages of at most
+  // `page_entries` (>= 1), calling `on_page` with each page in key order on one reader thread;
+  // `on_page` returns false to stop early. An error is always the final call: Unavailable
+  // (shutting down or retired, the read queue is full, or max_snapshot_scans scans are
+  // running; refusals come inline), IoError/Corruption (storage). The scan's slot is free again
+  // when the final call (last page or error) begins, or when `on_page` has returned false.
+  // The scan occupies one reader thread, and holds its snapshot open, until it ends: `on_page`
+  // may block to pace the scan to its consumer, but every moment it blocks keeps that reader
+  // away from other reads (and SQLite cannot checkpoint the WAL past the snapshot), so it must
+  // wait with a deadline. Expiry is judged at the scan's start.
+  void SnapshotScan(std::string start, std::string end, size_t page_entries, ScanCallback on_page);
 
   // Counts keys and bytes on a reader thread. Errors: Unavailable, storage errors.
   void QueryStats(std::function<void(Result<storage::StorageStats>)> done);
@@ -160,6 +184,9 @@ class Engine {
   // Queues a read job unless stopping (or full, when `bounded`). Returns the refusal.
   Status EnqueueRead(ReadJob job, bool bounded) KVC_EXCLUDES(read_mu_);
   void ReaderLoop(storage::Reader* reader);
+  // The body of a SnapshotScan on a reader thread.
+  void RunScan(storage::Reader& reader, const std::string& start, const std::string& end,
+               int32_t page, const ScanCallback& on_page);
   void WriterLoop();
   void RunDueTasks();
   void CommitBatch(std::vector<WriteJob>& batch);
@@ -217,6 +244,9 @@ class Engine {
   std::mt19937_64 rng_;
   std::atomic<bool> failed_{false};  // a commit failed: refuse writes until restart
   std::atomic<int64_t> committed_version_{0};
+
+  std::atomic<size_t> scans_running_{0};
+  std::atomic<bool> scans_stop_{false};  // set by Retire: running scans end after their page
 
   Mutex shutdown_mu_;
   bool retired_ KVC_GUARDED_BY(shutdown_mu_) = false;
