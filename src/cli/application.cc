@@ -59,6 +59,14 @@ Status Application::Init() {
   ServeConfig& c = config_;
   // Storage: catalog, a backend per database, and secrets (storage/storage.h).
   KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(StorageOptionsOf(c)));
+  auto lock = storage_->LockWriters();
+  if (!lock.ok()) {
+    return Status(lock.status().code(),
+                  lock.status().message() +
+                      "; stop that process first (an offline `kvconnect import` holds it until it "
+                      "ends), or give this server a --data-dir of its own");
+  }
+  writer_lock_ = std::move(*lock);
 
   // Bootstrap access token: flag, then environment, then the storage's secret
   // kAccessTokenSecret (generated on first start).

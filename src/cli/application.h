@@ -63,6 +63,9 @@ class Application {
 
   ServeConfig config_;
   std::unique_ptr<storage::Storage> storage_;  // outlives everything that uses its catalog
+  // The storage's writer claim, held from Init until everything else is gone, so an offline
+  // import (or a second server) never writes beside this one.
+  std::unique_ptr<storage::WriterLock> writer_lock_;
   std::string secret_;
   bool token_from_file_ = false;
   bool token_created_ = false;

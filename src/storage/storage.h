@@ -41,6 +41,13 @@ class DatabaseProvisioner {
   virtual std::string Location(const DatabaseRecord& database) const = 0;
 };
 
+// A claim on a storage's databases for the writers of one process (Storage::LockWriters);
+// released when destroyed.
+class WriterLock {
+ public:
+  virtual ~WriterLock() = default;
+};
+
 // What configuration says about storage. Fields a kind does not use are ignored.
 struct StorageOptions {
   std::string kind = "sqlite";  // see StorageKinds()
@@ -70,6 +77,14 @@ class Storage : public DatabaseProvisioner {
                                                  bool* created) = 0;
   // Where the secret `name` is kept, as shown to operators.
   virtual std::string SecretLocation(const std::string& name) const = 0;
+  // Claims the storage for this process's writers, so that two processes never write one
+  // database at once (the engine assumes it is the only writer of a sole-writer backend):
+  // `serve` holds the claim while it runs, and offline writers (`kvconnect import` without
+  // --url) take it so they never write beside a server. Readers need no claim. Released when
+  // the returned object is destroyed or the process ends. Errors: Unavailable if another
+  // process (or another claim in this one) holds it, with a text saying where the claim is
+  // kept and by which process; IoError.
+  virtual Result<std::unique_ptr<WriterLock>> LockWriters() = 0;
   // Where the storage is, as shown to operators (for SQLite: the data directory). Never holds
   // a password.
   virtual std::string Describe() const = 0;

@@ -1,6 +1,7 @@
 #include "storage/sqlite/sqlite_storage.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,22 @@ namespace {
 
 constexpr const char* kCatalogFile = "catalog.sqlite3";
 constexpr const char* kDefaultFile = "default.sqlite3";
+constexpr const char* kLockFile = "kvconnect.lock";
+
+// An flock on the lock file, held as long as the descriptor is open.
+class FileWriterLock : public WriterLock {
+ public:
+  explicit FileWriterLock(int fd) : fd_(fd) {}
+  ~FileWriterLock() override {
+    [[maybe_unused]] const int cleared = ::ftruncate(fd_, 0);  // the pid no longer holds it
+    ::close(fd_);                                              // releases the flock
+  }
+  FileWriterLock(const FileWriterLock&) = delete;
+  FileWriterLock& operator=(const FileWriterLock&) = delete;
+
+ private:
+  const int fd_;
+};
 
 // Opens (creating if needed) the database file at `path` and returns the UUID it carries.
 Result<std::string> DatabaseIdOf(const std::string& path, const SqliteOptions& sqlite) {
@@ -141,6 +158,33 @@ Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
   if (!ok) return IoError("cannot write " + path.string());
   *created = true;
   return v;
+}
+
+Result<std::unique_ptr<WriterLock>> SqliteStorage::LockWriters() {
+  const std::string path = (root_ / kLockFile).string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return IoError("cannot lock " + path + ": " + std::strerror(err));
+    if (n > 0) {
+      holder.assign(buf, static_cast<size_t>(n));
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    }
+    return Unavailable("another kvconnect process writes to the data directory " + root_.string() +
+                       " (it holds " + path + (holder.empty() ? std::string() : ", pid " + holder) +
+                       ")");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  // If this fails, only the message of a refused claim is poorer; the lock itself is held.
+  [[maybe_unused]] const bool recorded =
+      ::ftruncate(fd, 0) == 0 &&
+      ::pwrite(fd, pid.data(), pid.size(), 0) == static_cast<ssize_t>(pid.size());
+  return std::unique_ptr<WriterLock>(std::make_unique<FileWriterLock>(fd));
 }
 
 }  // namespace kvc::storage

@@ -3,11 +3,15 @@
 //   default.sqlite3       the database named "default" (created on first use)
 //   db-<hex>.sqlite3      databases made later (Create)
 //   <secret name>         secrets, one file each, mode 0600 (e.g. access-token, server-secret)
+//   kvconnect.lock        the writer claim (LockWriters): an flock held by the process that
+//                         writes (serve, or an offline import), which writes its pid into it
 // A database's location is its file name relative to the directory, or an absolute path (serve
 // --sqlite-path).
 //
-// Several processes may open one data directory at once (`serve` and the `db` / `token`
-// subcommands): the catalog is a WAL SQLite file, and secrets are created exclusively.
+// Several processes may open one data directory at once (`serve` and the `db` / `token` /
+// `export` subcommands): the catalog is a WAL SQLite file, and secrets are created
+// exclusively. Only the holder of the writer claim writes databases. A database file outside the
+// directory (--sqlite-path) is covered by the claim of the directory it is served from.
 // Thread-safety: thread-safe (each call opens its own files; the catalog locks itself).
 #pragma once
 
@@ -40,6 +44,8 @@ class SqliteStorage : public Storage {
                                          const std::function<std::string()>& make,
                                          bool* created) override;
   std::string SecretLocation(const std::string& name) const override;
+  // flock(LOCK_EX | LOCK_NB) on kvconnect.lock.
+  Result<std::unique_ptr<WriterLock>> LockWriters() override;
   std::string Describe() const override { return root_.string(); }
 
  private:
