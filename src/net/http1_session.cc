@@ -56,8 +56,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     });
   }
 
-  // Called (via post) by the stream sink.
-  void QueueChunk(std::string bytes) {
+  // Called (via post) by the stream sink; `written` runs once the chunk is on the socket.
+  void QueueChunk(std::string bytes, std::function<void()> written = nullptr) {
     if (state_ != State::kStreaming) return;
     pending_bytes_ += bytes.size();
     if (pending_bytes_ > ctx_->options.max_stream_buffer_bytes) {
@@ -65,12 +65,17 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       Close();
       return;
     }
-    chunks_.push_back(std::move(bytes));
+    chunks_.push_back(Chunk{std::move(bytes), std::move(written)});
     WriteChunks();
   }
 
   void EndStreamFromSource() {
     if (state_ == State::kStreaming) EndStream();
+  }
+
+  // The source failed: close without the final chunk, so the client sees a broken body.
+  void AbortStreamFromSource() {
+    if (state_ == State::kStreaming) Close();
   }
 
  private:
@@ -173,6 +178,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     std::string target(req.target());
     auto q = target.find('?');
     r.path = q == std::string::npos ? target : target.substr(0, q);
+    if (q != std::string::npos) r.query = target.substr(q + 1);
     r.scheme = kIsTls<Stream> ? "https" : "http";
     r.tls = kIsTls<Stream>;
     r.peer = peer_;
@@ -241,15 +247,23 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   class Sink : public service::StreamSink {
    public:
     explicit Sink(std::weak_ptr<Http1Session> s) : s_(std::move(s)) {}
-    void Send(std::string bytes) override {
+    void Send(std::string bytes) override { SendThen(std::move(bytes), nullptr); }
+    void SendThen(std::string bytes, const std::function<void()>& written) override {
       if (auto s = s_.lock()) {
         asio::post(s->stream_.get_executor(),
-                   [s, b = std::move(bytes)]() mutable { s->QueueChunk(std::move(b)); });
+                   [s, b = std::move(bytes), w = written]() mutable {
+                     s->QueueChunk(std::move(b), std::move(w));
+                   });
       }
     }
     void Close() override {
       if (auto s = s_.lock()) {
         asio::post(s->stream_.get_executor(), [s] { s->EndStreamFromSource(); });
+      }
+    }
+    void Abort() override {
+      if (auto s = s_.lock()) {
+        asio::post(s->stream_.get_executor(), [s] { s->AbortStreamFromSource(); });
       }
     }
 
@@ -265,6 +279,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     header_res_.emplace(static_cast<http::status>(resp.status), version_);
     header_res_->set(http::field::server, "kvconnect");
     if (!resp.content_type.empty()) header_res_->set(http::field::content_type, resp.content_type);
+    for (const auto& [k, v] : resp.headers) header_res_->set(k, v);
     header_res_->chunked(true);
     header_res_->keep_alive(false);
     serializer_.emplace(*header_res_);
@@ -315,14 +330,15 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     writing_ = true;
     current_ = std::move(chunks_.front());
     chunks_.pop_front();
-    asio::async_write(stream_, http::make_chunk(asio::buffer(current_)),
+    asio::async_write(stream_, http::make_chunk(asio::buffer(current_.bytes)),
                       [self = this->shared_from_this()](beast::error_code ec, size_t) {
                         self->writing_ = false;
-                        self->pending_bytes_ -= self->current_.size();
+                        self->pending_bytes_ -= self->current_.bytes.size();
                         if (ec) {
                           self->Close();
                           return;
                         }
+                        if (auto written = std::move(self->current_.written)) written();
                         self->WriteChunks();
                       });
   }
@@ -366,8 +382,12 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   std::shared_ptr<service::StreamSource> source_;
   std::optional<http::response<http::empty_body>> header_res_;
   std::optional<http::response_serializer<http::empty_body>> serializer_;
-  std::deque<std::string> chunks_;
-  std::string current_;
+  struct Chunk {
+    std::string bytes;
+    std::function<void()> written;  // may be empty
+  };
+  std::deque<Chunk> chunks_;
+  Chunk current_;
   size_t pending_bytes_ = 0;
   bool writing_ = false;
   bool ending_ = false;

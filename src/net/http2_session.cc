@@ -1,10 +1,11 @@
-// HTTP/2 server session (h2c with prior knowledge, or h2 by ALPN over TLS) on nghttp2. nghttp2 does the framing, flow
-// control and HPACK; this class moves bytes between it and the socket, turns each request stream
-// into a service::HttpRequest, and feeds responses back through data providers, deferring
-// streaming bodies (watch) until bytes arrive.
+// HTTP/2 server session (h2c with prior knowledge, or h2 by ALPN over TLS) on nghttp2. nghttp2 does
+// the framing, flow control and HPACK; this class moves bytes between it and the socket, turns each
+// request stream into a service::HttpRequest, and feeds responses back through data providers,
+// deferring streaming bodies (watch) until bytes arrive.
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
 
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -28,6 +29,11 @@ struct H2Stream {
   size_t out_off = 0;
   bool eof = false;
   bool deferred = false;
+  // Streaming: bytes ever queued and ever taken into DATA frames, and the sinks' `written`
+  // callbacks, each due once `taken` reaches its mark.
+  uint64_t queued = 0;
+  uint64_t taken = 0;
+  std::deque<std::pair<uint64_t, std::function<void()>>> written;
   std::shared_ptr<service::StreamSource> source;
   std::unique_ptr<asio::steady_timer> heartbeat;
   std::string heartbeat_bytes;
@@ -109,7 +115,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   // --- called on the session's I/O thread by sinks ---
-  void StreamSend(int32_t id, H2Stream* expected, const std::string& bytes) {
+  void StreamSend(int32_t id, H2Stream* expected, const std::string& bytes,
+                  std::function<void()> written = nullptr) {
     H2Stream* st = Find(id, expected);
     if (!st || st->eof) return;
     if (st->out.size() - st->out_off + bytes.size() > ctx_->options.max_stream_buffer_bytes) {
@@ -123,12 +130,27 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       st->out_off = 0;
     }
     st->out += bytes;
+    st->queued += bytes.size();
+    if (written) st->written.emplace_back(st->queued, std::move(written));
     Resume(st);
   }
 
   void StreamClose(int32_t id, H2Stream* expected) {
     H2Stream* st = Find(id, expected);
     if (st) EndStreamBody(st);
+  }
+
+  // The source failed: reset the stream so the client sees a broken body.
+  void StreamAbort(int32_t id, H2Stream* expected) {
+    H2Stream* st = Find(id, expected);
+    if (!st || st->eof) return;
+    if (st->source) {
+      st->source->Cancel();
+      st->source.reset();
+    }
+    if (st->heartbeat) st->heartbeat->cancel();
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+    DoWrite();
   }
 
  private:
@@ -327,17 +349,23 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
    public:
     Sink(std::weak_ptr<Http2Session> s, int32_t id, H2Stream* st)
         : s_(std::move(s)), id_(id), st_(st) {}
-    void Send(std::string bytes) override {
+    void Send(std::string bytes) override { SendThen(std::move(bytes), nullptr); }
+    void SendThen(std::string bytes, const std::function<void()>& written) override {
       if (auto s = s_.lock()) {
         asio::post(s->socket_.get_executor(),
-                   [s, id = id_, st = st_, b = std::move(bytes)]() mutable {
-                     s->StreamSend(id, st, std::move(b));
+                   [s, id = id_, st = st_, b = std::move(bytes), w = written]() mutable {
+                     s->StreamSend(id, st, b, std::move(w));
                    });
       }
     }
     void Close() override {
       if (auto s = s_.lock()) {
         asio::post(s->socket_.get_executor(), [s, id = id_, st = st_] { s->StreamClose(id, st); });
+      }
+    }
+    void Abort() override {
+      if (auto s = s_.lock()) {
+        asio::post(s->socket_.get_executor(), [s, id = id_, st = st_] { s->StreamAbort(id, st); });
       }
     }
 
@@ -428,6 +456,12 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (n > 0) {
       std::memcpy(buf, st->out.data() + st->out_off, n);
       st->out_off += n;
+      st->taken += n;
+      while (!st->written.empty() && st->written.front().first <= st->taken) {
+        auto done = std::move(st->written.front().second);
+        st->written.pop_front();
+        done();  // only signals its source; never calls back into the session
+      }
     }
     if (st->out_off == st->out.size()) {
       st->out.clear();
@@ -480,6 +514,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     } else if (n == ":path") {
       auto q = v.find('?');
       st->req.path = q == std::string::npos ? v : v.substr(0, q);
+      if (q != std::string::npos) st->req.query = v.substr(q + 1);
     } else if (n == ":scheme") {
       st->req.scheme = std::move(v);
     } else if (n == ":authority") {

@@ -21,6 +21,7 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;  // names l
 struct HttpRequest {
   std::string method;
   std::string path;       // without the query string
+  std::string query;      // after the '?', still percent-encoded (see query.h); empty if none
   std::string scheme;     // "http" or "https"
   std::string authority;  // host[:port] from :authority or Host
   HeaderList headers;
@@ -49,8 +50,19 @@ class StreamSink {
  public:
   virtual ~StreamSink() = default;
   virtual void Send(std::string bytes) = 0;
+  // As Send, then calls `written` once the bytes have left the session's own buffer for the
+  // transport (HTTP/2: once they were framed within the client's flow-control window), so a
+  // source can bound what it has in flight. Never called if the stream ends first. `written`
+  // runs on the session's thread (or inline, for sinks without a buffer) and must not block.
+  virtual void SendThen(std::string bytes, const std::function<void()>& written) {
+    Send(std::move(bytes));
+    if (written) written();
+  }
   // Ends the response body.
   virtual void Close() = 0;
+  // Ends the response body as failed, so the client cannot take a cut-short body for a whole
+  // one: HTTP/1.1 closes the connection without the final chunk, HTTP/2 resets the stream.
+  virtual void Abort() { Close(); }
 };
 
 // Produces a streaming response body (e.g. watch frames).
