@@ -6,6 +6,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
+#include <limits>
 #include <optional>
 
 #include "loadgen/transport.h"
@@ -153,7 +154,9 @@ class Http1Connection final : public Connection {
 
   void ReadStreamHead() {
     stream_parser_.emplace();
-    stream_parser_->body_limit(boost::none);
+    // Not boost::none: Beast 1.81 compares a Content-Length against an empty limit as if the
+    // limit were smaller than anything, so a non-chunked answer would fail with body_limit.
+    stream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     auto self = shared_from_this();
     http::async_read_header(*socket_, buffer_, *stream_parser_,
                             [this, self](const boost::system::error_code& ec, size_t) {
