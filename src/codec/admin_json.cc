@@ -220,6 +220,47 @@ Result<AdminRangeRequest> ParseAdminRangeRequest(std::string_view body) {
   return r;
 }
 
+Result<AdminRange> ParseAdminExportRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "ExportRequest", &d, /*empty_is_object=*/true));
+  return RangeOf(d);
+}
+
+Result<AdminRange> AdminPrefixRange(std::string_view prefix_json, std::string* encoded_prefix) {
+  auto parts = KeyFromJson(prefix_json);
+  if (!parts.ok()) return About("prefix", parts.status());
+  std::string prefix = EncodeKey(*parts);
+  AdminRange r;
+  r.start = prefix + '\x00';
+  r.end = prefix + '\xff';
+  if (encoded_prefix != nullptr) *encoded_prefix = std::move(prefix);
+  return r;
+}
+
+Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
+  if (!d.IsObject()) return InvalidArgument("The answer is not a JSON object.");
+  AdminImportAnswer a;
+  auto integer = [&](const char* name, int64_t* out) {
+    auto it = d.FindMember(name);
+    if (it != d.MemberEnd() && it->value.IsInt64()) *out = it->value.GetInt64();
+  };
+  integer("entries", &a.entries);
+  integer("bytes", &a.bytes);
+  integer("batches", &a.batches);
+  integer("deleted", &a.deleted);
+  integer("last_line", &a.last_line);
+  integer("line", &a.line);
+  if (auto it = d.FindMember("seconds"); it != d.MemberEnd() && it->value.IsNumber()) {
+    a.seconds = it->value.GetDouble();
+  }
+  if (auto it = d.FindMember("error"); it != d.MemberEnd() && it->value.IsString()) {
+    a.error = StringOf(it->value);
+  }
+  return a;
+}
+
 Result<AdminWatchRequest> ParseAdminWatchRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "WatchRequest", &d));

@@ -91,6 +91,29 @@ struct AdminRangeRequest {
 };
 Result<AdminRangeRequest> ParseAdminRangeRequest(std::string_view body);
 
+// ExportRequest: a Selector (an empty body or {} is every key).
+Result<AdminRange> ParseAdminExportRequest(std::string_view body);
+
+// The keys strictly under the key `prefix_json` (a KvKeyJSON; [] is every key), as a Selector
+// with only that prefix names them; `*encoded_prefix` (if given) gets the encoded prefix.
+// Errors: as KeyFromJson, prefixed with "'prefix': ".
+Result<AdminRange> AdminPrefixRange(std::string_view prefix_json,
+                                    std::string* encoded_prefix = nullptr);
+
+// An ImportResult or ImportError answer (or any error answer), as a client reads it; members it
+// lacks stay 0 or empty. Errors: InvalidArgument if `json` is not a JSON object.
+struct AdminImportAnswer {
+  int64_t entries = 0;
+  int64_t bytes = 0;
+  int64_t batches = 0;
+  int64_t deleted = 0;
+  int64_t last_line = 0;
+  int64_t line = 0;  // ImportError: the line at fault; 0 if none
+  double seconds = 0;
+  std::string error;
+};
+Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json);
+
 // WatchRequest: keys (encoded, in request order), or a prefix (encoded).
 struct AdminWatchRequest {
   std::vector<std::string> keys;

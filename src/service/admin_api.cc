@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -11,8 +12,10 @@
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "engine/commit_listener.h"
+#include "service/dump.h"
 #include "service/http_status.h"
 #include "service/metrics.h"
+#include "service/query.h"
 #include "service/watch_stream.h"
 
 namespace kvc::service {
@@ -249,11 +252,11 @@ AdminApi::~AdminApi() {
   worker_.join();
 }
 
-Status AdminApi::Post(Work work) {
+Status AdminApi::Post(Work work, bool bounded) {
   {
     MutexLock lock(mu_);
     if (stopping_) return Unavailable("The server is shutting down.");
-    if (queue_.size() >= options_.max_queued_operations) {
+    if (bounded && queue_.size() >= options_.max_queued_operations) {
       return Unavailable("Too many admin operations are waiting; try again shortly.");
     }
     queue_.push_back(std::move(work));
@@ -431,6 +434,10 @@ void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory:
     Count(call, *db);
   } else if (rest == "watch") {
     Watch(call, *db);
+  } else if (rest == "export") {
+    Export(call, *db);
+  } else if (rest == "import") {
+    Import(call, *db);
   } else {
     call->Fail(NotFound("No admin API resource at " + call->req.path + "."));
   }
@@ -638,42 +645,6 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
 
 namespace {
 
-// Deletes a range in batches: read up to `batch` keys from `start`, delete them in one atomic
-// write, continue after the last one, until the range is empty.
-struct RangeDeleter : std::enable_shared_from_this<RangeDeleter> {
-  std::shared_ptr<engine::Engine> engine;
-  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // deleted, batches
-  std::string start;
-  std::string end;
-  int32_t batch = 100;
-  int64_t deleted = 0;
-  int64_t batches = 0;
-
-  void Next() {
-    if (start >= end) return done(std::make_pair(deleted, batches));
-    auto self = shared_from_this();
-    engine->SnapshotRead({ReadRange{start, end, batch, false}},
-                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
-  }
-  void OnRead(Result<engine::ReadResult> r) {
-    if (!r.ok()) return done(r.status());
-    std::vector<Entry>& entries = r->ranges[0];
-    if (entries.empty()) return done(std::make_pair(deleted, batches));
-    AtomicWrite write;
-    for (Entry& e : entries) write.mutations.push_back(Mutation{e.key, MutationType::kDelete});
-    start = entries.back().key;
-    start.push_back('\0');
-    const auto n = static_cast<int64_t>(entries.size());
-    auto self = shared_from_this();
-    engine->Write(std::move(write), [self, n](Result<CommitResult> w) {
-      if (!w.ok()) return self->done(w.status());
-      self->deleted += n;
-      ++self->batches;
-      self->Next();
-    });
-  }
-};
-
 // Counts a range in pages of the engine's largest read (not one snapshot: writes between pages
 // may be counted or not).
 struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
@@ -710,17 +681,12 @@ struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
 void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db) {
   auto req = codec::ParseAdminRangeRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
-  auto d = std::make_shared<RangeDeleter>();
-  d->engine = db.engine;
-  d->start = req->range.start;
-  d->end = req->range.end;
-  d->batch = std::min<int32_t>(req->batch, static_cast<int32_t>(db.engine->limits().max_mutations));
-  d->done = [call](Result<std::pair<int64_t, int64_t>> r) {
-    if (!r.ok()) return call->Fail(r.status());
-    call->Ok("{\"deleted\":" + std::to_string(r->first) +
-             ",\"batches\":" + std::to_string(r->second) + "}");
-  };
-  d->Next();
+  DeleteRangeInBatches(db.engine, std::move(req->range.start), std::move(req->range.end),
+                       req->batch, [call](Result<DeleteRangeResult> r) {
+                         if (!r.ok()) return call->Fail(r.status());
+                         call->Ok("{\"deleted\":" + std::to_string(r->deleted) +
+                                  ",\"batches\":" + std::to_string(r->batches) + "}");
+                       });
 }
 
 void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Database& db) {
@@ -761,6 +727,90 @@ void AdminApi::Watch(const std::shared_ptr<Call>& call, const Directory::Databas
         });
   }
   call->respond(std::move(r));
+}
+
+namespace {
+
+std::string ImportStatsMembers(const ImportStats& st) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", st.seconds);
+  return "\"entries\":" + std::to_string(st.entries) + ",\"bytes\":" + std::to_string(st.bytes) +
+         ",\"batches\":" + std::to_string(st.batches) +
+         ",\"deleted\":" + std::to_string(st.deleted) +
+         ",\"last_line\":" + std::to_string(st.last_line) + ",\"seconds\":" + seconds;
+}
+
+// The ImportError answer: the error body plus the line at fault and what was written.
+HttpResponse ImportErrorResponse(const ImportOutcome& out) {
+  HttpResponse r = AdminErrorResponse(out.status);
+  r.body.pop_back();  // the closing brace
+  r.body += ",\"line\":" + (out.bad_line > 0 ? std::to_string(out.bad_line) : "null") + "," +
+            ImportStatsMembers(out.stats) + "}";
+  return r;
+}
+
+}  // namespace
+
+void AdminApi::Export(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto range = codec::ParseAdminExportRequest(call->req.body);
+  if (!range.ok()) return call->Fail(range.status());
+  StartExport(db.engine, std::move(range->start), std::move(range->end), options_.export_options,
+              [call](Result<HttpResponse> r) {
+                if (!r.ok()) return call->Fail(r.status());
+                call->respond(std::move(*r));
+              });
+}
+
+void AdminApi::Import(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto params = ParseQuery(call->req.query);
+  if (!params.ok()) return call->Fail(params.status());
+  ImportOptions o;
+  o.batch.max_entries = options_.import_batch_entries;
+  o.batch.max_bytes = options_.import_batch_bytes;
+  o.batch.v8_format = options_.v8_write_format;
+  o.delete_batch = options_.import_delete_batch;
+  for (const auto& [name, value] : *params) {
+    if (name == "mode") {
+      if (value == "replace") {
+        o.mode = ImportMode::kReplace;
+      } else if (value != "merge") {
+        return call->Fail(InvalidArgument("'mode' must be merge or replace, not '" + value + "'."));
+      }
+    } else if (name == "prefix") {
+      auto range = codec::AdminPrefixRange(value, &o.batch.prefix);
+      if (!range.ok()) return call->Fail(range.status());
+      o.replace_start = std::move(range->start);
+      o.replace_end = std::move(range->end);
+    } else if (name == "batch") {
+      char* end = nullptr;
+      const long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1 || n > 1000) {
+        return call->Fail(InvalidArgument("'batch' must be a number of entries from 1 to 1000."));
+      }
+      o.batch.max_entries = static_cast<size_t>(n);
+    } else if (name == "first_line") {
+      char* end = nullptr;
+      const long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1) {
+        return call->Fail(InvalidArgument("'first_line' must be a line number (1 or more)."));
+      }
+      o.first_line = n;
+    } else {
+      return call->Fail(InvalidArgument("Unknown query parameter '" + name +
+                                        "'; an import takes mode, prefix, batch and first_line."));
+    }
+  }
+  Status s = Post([this, call, engine = db.engine, o, body = std::move(call->req.body)]() mutable {
+    BulkImport::Start(
+        std::move(engine), std::move(o), StringDumpReader(std::move(body)),
+        [this](std::function<void()> step) { return Post(std::move(step), /*bounded=*/false); },
+        nullptr,
+        [call](const ImportOutcome& out) {
+          if (!out.status.ok()) return call->respond(ImportErrorResponse(out));
+          call->Ok("{" + ImportStatsMembers(out.stats) + "}");
+        });
+  });
+  if (!s.ok()) call->Fail(s);
 }
 
 }  // namespace kvc::service

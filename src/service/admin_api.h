@@ -8,6 +8,8 @@
 // through the database's engine, so versionstamps, checks, limits and watchers behave exactly
 // as for KV Connect writes. Errors are {"error": text, "code": name} with the status of the one
 // status table; nothing is applied when a request is refused.
+// Export streams NDJSON from one snapshot (export_stream.h); import applies an NDJSON body in
+// atomic batches through the engine (dump.h), parsing on the worker between batches.
 //
 // Ownership: borrows the directory, authenticator, admin operations and metrics; they must
 // outlive it. Streams it starts (watch) hold their engine.
@@ -25,6 +27,7 @@
 #include "service/admin_ops.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
+#include "service/export_stream.h"
 #include "service/http_types.h"
 
 namespace kvc::service {
@@ -38,6 +41,13 @@ struct AdminApiOptions {
   uint32_t v8_write_format = 15;
   // SSE comment sent on idle watch streams so proxies keep them open.
   int64_t watch_keepalive_ms = 15000;
+  // POST .../export: paging and pacing of the stream.
+  ExportOptions export_options;
+  // POST .../import: entries and key + value bytes per atomic write (the engine's limits cap
+  // both), and deletions per write when replacing.
+  size_t import_batch_entries = 500;
+  size_t import_batch_bytes = size_t{1} << 19;
+  int32_t import_delete_batch = 500;
 };
 
 // The JSON of a token as the admin API and `token list --json` show it (never the secret).
@@ -68,8 +78,9 @@ class AdminApi : public Handler {
   void RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
                      const std::string& name, const std::string& rest);
 
-  // Runs `work` on the worker thread. Errors: Unavailable when the queue is full.
-  Status Post(Work work);
+  // Runs `work` on the worker thread. Errors: Unavailable when stopping or, if `bounded`, when
+  // the queue is full (an import's later steps are not bounded: it holds its place).
+  Status Post(Work work, bool bounded = true);
   void WorkerLoop() KVC_EXCLUDES(mu_);
 
   // Server-wide operations (AdminOps), on the worker.
@@ -88,6 +99,8 @@ class AdminApi : public Handler {
   void DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db);
   void Count(const std::shared_ptr<Call>& call, const Directory::Database& db);
   void Watch(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void Export(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void Import(const std::shared_ptr<Call>& call, const Directory::Database& db);
 
   // The JSON of a database, with what the directory and metrics know of it.
   std::string DatabaseJson(const DatabaseInfo& info, const Directory::Snapshot& snap) const;
