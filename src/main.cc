@@ -5,6 +5,7 @@
 
 #include "cli/admin.h"
 #include "cli/bench.h"
+#include "cli/dump.h"
 #include "cli/serve.h"
 
 // CLI11 throws outside parse() only for misdeclared options, a bug best ended by terminate().
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   kvc::cli::AddAdminCommands(app, &admin);
   kvc::cli::BenchConfig bench;
   kvc::cli::AddBenchCommand(app, &bench);
+  kvc::cli::DumpConfig dump;
+  kvc::cli::AddDumpCommands(app, &dump);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,5 +36,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     return kvc::cli::RunServe(serve);
   }
   if (app.got_subcommand("bench")) return kvc::cli::RunBench(bench);
+  if (app.got_subcommand("export") || app.got_subcommand("import")) {
+    return kvc::cli::RunDump(app, dump);
+  }
   return kvc::cli::RunAdmin(app, admin);
 }

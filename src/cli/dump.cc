@@ -1,0 +1,484 @@
+#include "cli/dump.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <memory>
+
+#include "codec/admin_json.h"
+#include "codec/versionstamp.h"
+#include "common/clock.h"
+#include "engine/engine.h"
+#include "loadgen/blocking_client.h"
+#include "loadgen/url.h"
+#include "service/query.h"
+#include "storage/storage.h"
+
+namespace kvc::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int32_t kExportPageEntries = 1000;
+constexpr std::chrono::milliseconds kConnectTimeout{10000};
+constexpr std::chrono::milliseconds kRequestTimeout{600000};  // one import request at most
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string Megabytes(int64_t bytes) {
+  if (bytes < 1000000) return std::to_string(bytes) + " bytes";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+// The error an HTTP answer stands for, with the server's text when it sent one.
+Status FromHttp(int status, const std::string& body) {
+  std::string text;
+  if (auto a = codec::ParseAdminImportAnswer(body); a.ok()) text = a->error;
+  if (text.empty()) text = "the server answered HTTP " + std::to_string(status);
+  switch (status) {
+    case 400:
+      return InvalidArgument(text);
+    case 401:
+      return Status(StatusCode::kUnauthenticated, text);
+    case 403:
+      return Status(StatusCode::kPermissionDenied, text);
+    case 404:
+      return NotFound(text);
+    case 413:
+      return Status(StatusCode::kPayloadTooLarge, text);
+    case 503:
+      return Unavailable(text);
+    default:
+      return Internal(text);
+  }
+}
+
+// The storage of a data directory that must exist already (opening would make a new one).
+Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return NotFound("no data directory at " + dir + " (--data-dir)");
+  storage::StorageOptions so;
+  so.location = dir;
+  return storage::OpenStorage(so);
+}
+
+Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const std::string& db) {
+  auto rec = s.catalog().FindDatabase(db);
+  if (!rec.ok() && rec.status().code() == StatusCode::kNotFound) {
+    return NotFound("database '" + db + "' not found in " + s.Describe());
+  }
+  return rec;
+}
+
+// A connection to a server's admin API (HTTP/1.1, plain or TLS) and blocking calls on it.
+class AdminClient {
+ public:
+  static Result<std::unique_ptr<AdminClient>> Connect(const DumpConfig& c) {
+    std::string token = c.token;
+    if (token.empty()) {
+      if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e != nullptr) token = e;
+    }
+    if (token.empty()) {
+      return InvalidArgument(
+          "--url needs an admin token: --token TOKEN or the environment variable "
+          "KVCONNECT_ACCESS_TOKEN");
+    }
+    auto url = loadgen::ParseUrl(c.url);
+    if (!url.ok()) return InvalidArgument("--url: " + url.status().message());
+    std::unique_ptr<AdminClient> client(new AdminClient());
+    client->base_ = url->path;
+    while (!client->base_.empty() && client->base_.back() == '/') client->base_.pop_back();
+    client->base_ += "/admin/v1/databases/" + service::EncodeQueryValue(c.db);
+    loadgen::BlockingClientOptions o;
+    o.origin = *url;
+    o.ca_file = c.ca_file;
+    o.connect_timeout = kConnectTimeout;
+    KVC_ASSIGN_OR_RETURN(client->http_, loadgen::BlockingClient::Connect(o));
+    client->headers_ = std::make_shared<const loadgen::Headers>(
+        loadgen::Headers{{"authorization", "Bearer " + token}});
+    return client;
+  }
+
+  // POSTs to <database>/<what>; the answer, whatever its status.
+  Result<loadgen::Response> Post(const std::string& what, std::string body,
+                                 const std::string& content_type) {
+    return http_->Post(MakeRequest(what, std::move(body), content_type), kRequestTimeout);
+  }
+
+  // POSTs to <database>/<what> and hands each piece of a 200 answer's body to `on_data` (on
+  // the client's thread). OK only if the answer was 200 and its body ended cleanly.
+  Status PostStreaming(const std::string& what, std::string body,
+                       std::function<void(std::string_view)> on_data) {
+    int status = 0;
+    std::string error_body;
+    loadgen::StreamHandlers h;
+    h.on_head = [&status](int s, std::string_view) { status = s; };
+    h.on_data = [&](std::string_view data) {
+      if (status == 200) {
+        on_data(data);
+      } else if (error_body.size() < (1u << 20)) {
+        error_body.append(data);
+      }
+    };
+    Status s =
+        http_->PostStreaming(MakeRequest(what, std::move(body), "application/json"), std::move(h));
+    if (status != 0 && status != 200) return FromHttp(status, error_body);
+    if (!s.ok()) {
+      return Status(s.code(),
+                    "the export was cut short (" + s.message() + "); the output is incomplete");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  AdminClient() = default;
+
+  loadgen::Request MakeRequest(const std::string& what, std::string body,
+                               const std::string& content_type) const {
+    loadgen::Request r;
+    r.path = base_ + "/" + what;
+    r.headers = headers_;
+    r.extra_headers.emplace_back("content-type", content_type);
+    r.body = std::move(body);
+    return r;
+  }
+
+  std::unique_ptr<loadgen::BlockingClient> http_;
+  std::shared_ptr<const loadgen::Headers> headers_;
+  std::string base_;  // the URL's path + /admin/v1/databases/<db>
+};
+
+// --- export -------------------------------------------------------------------------------------
+
+Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange& range,
+                                   std::ostream& out) {
+  const auto started = Clock::now();
+  KVC_ASSIGN_OR_RETURN(auto storage, OpenDataDir(c.data_dir));
+  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c.db));
+  KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
+  KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Reader> reader, backend->OpenReader());
+  // One snapshot for the whole dump: SQLite WAL readers never block the server's writer.
+  KVC_RETURN_IF_ERROR(reader->Begin());
+  ExportSummary summary;
+  auto run = [&]() -> Status {
+    KVC_ASSIGN_OR_RETURN(const int64_t version, reader->DataVersion());
+    summary.versionstamp = codec::VersionstampToHex(codec::VersionToVersionstamp(version));
+    const int64_t now = NowUnixMs();
+    std::string from = range.start;
+    std::vector<Entry> page;
+    std::string text;
+    while (from < range.end) {
+      page.clear();
+      KVC_RETURN_IF_ERROR(
+          reader->Scan(ReadRange{from, range.end, kExportPageEntries, false}, now, &page));
+      text.clear();
+      for (const Entry& e : page) {
+        KVC_ASSIGN_OR_RETURN(std::string line, service::DumpLine(e));
+        text += line;
+      }
+      out.write(text.data(), static_cast<std::streamsize>(text.size()));
+      if (!out) return IoError("writing the dump failed");
+      summary.entries += static_cast<int64_t>(page.size());
+      summary.bytes += static_cast<int64_t>(text.size());
+      if (page.size() < static_cast<size_t>(kExportPageEntries)) break;
+      from = page.back().key;
+      from.push_back('\0');
+    }
+    out.flush();
+    if (!out) return IoError("writing the dump failed");
+    return Status::Ok();
+  };
+  Status s = run();
+  reader->End();
+  KVC_RETURN_IF_ERROR(s);
+  summary.seconds = SecondsSince(started);
+  return summary;
+}
+
+Result<ExportSummary> ExportOverHttp(const DumpConfig& c, std::ostream& out) {
+  const auto started = Clock::now();
+  KVC_ASSIGN_OR_RETURN(auto client, AdminClient::Connect(c));
+  ExportSummary summary;
+  bool write_failed = false;
+  Status s = client->PostStreaming(
+      "export", c.prefix.empty() ? std::string() : "{\"prefix\":" + c.prefix + "}",
+      [&](std::string_view data) {
+        if (write_failed) return;
+        out.write(data.data(), static_cast<std::streamsize>(data.size()));
+        write_failed = !out;
+        summary.bytes += static_cast<int64_t>(data.size());
+        for (char ch : data) summary.entries += ch == '\n' ? 1 : 0;
+      });
+  KVC_RETURN_IF_ERROR(s);
+  out.flush();
+  if (write_failed || !out) return IoError("writing the dump failed");
+  summary.seconds = SecondsSince(started);
+  return summary;
+}
+
+// --- import -------------------------------------------------------------------------------------
+
+// Prints a progress line every c.progress_lines lines or c.progress_ms, whichever first.
+class ProgressLog {
+ public:
+  ProgressLog(const DumpConfig& c, std::ostream* log) : c_(c), log_(log) {}
+  void Update(const service::ImportStats& st) {
+    if (c_.quiet) return;
+    const auto now = Clock::now();
+    if (st.last_line - last_line_ < c_.progress_lines &&
+        now - last_ < std::chrono::milliseconds(c_.progress_ms)) {
+      return;
+    }
+    last_line_ = st.last_line;
+    last_ = now;
+    *log_ << "import: " << st.entries << " entries, " << Megabytes(st.bytes) << ", "
+          << Seconds(st.seconds) << " (through line " << st.last_line << ")" << std::endl;
+  }
+
+ private:
+  const DumpConfig& c_;
+  std::ostream* const log_;
+  int64_t last_line_ = 0;
+  Clock::time_point last_ = Clock::now();
+};
+
+Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOptions o,
+                                          std::istream& in, std::ostream& log) {
+  KVC_ASSIGN_OR_RETURN(auto storage, OpenDataDir(c.data_dir));
+  // Only one process may write a database: refuse if a server (or another import) has it.
+  auto lock = storage->LockWriters();
+  if (!lock.ok()) {
+    return Status(lock.status().code(),
+                  lock.status().message() +
+                      ". Import through that server instead: kvconnect import --url "
+                      "http://HOST:PORT --token ADMIN_TOKEN ...; or stop it first");
+  }
+  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c.db));
+  KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
+  engine::EngineOptions eo;
+  eo.reader_threads = 1;
+  eo.read_cache_bytes = 0;
+  KVC_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> opened,
+                       engine::Engine::Open(std::move(backend), eo));
+  std::shared_ptr<engine::Engine> engine = std::move(opened);
+  ProgressLog progress(c, &log);
+  std::promise<service::ImportOutcome> promise;
+  auto future = promise.get_future();
+  // The engine is ours alone, so reading the next lines on its writer thread (between our own
+  // batches) delays nobody.
+  service::BulkImport::Start(
+      engine, std::move(o), service::StreamDumpReader(&in, c.max_line_bytes),
+      [](std::function<void()> step) {
+        step();
+        return Status::Ok();
+      },
+      [&progress](const service::ImportStats& st) { progress.Update(st); },
+      [&promise](service::ImportOutcome out) { promise.set_value(std::move(out)); });
+  service::ImportOutcome out = future.get();
+  engine->Shutdown();
+  KVC_RETURN_IF_ERROR(out.status);
+  return out.stats;
+}
+
+Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& in,
+                                            std::ostream& log) {
+  const auto started = Clock::now();
+  KVC_ASSIGN_OR_RETURN(auto client, AdminClient::Connect(c));
+  auto reader = service::StreamDumpReader(&in, c.max_line_bytes);
+  ProgressLog progress(c, &log);
+  service::ImportStats total;
+  int64_t line_no = 1;
+  bool first = true;
+  bool eof = false;
+  std::string body;
+  while (!eof) {
+    body.clear();
+    const int64_t first_line = line_no;
+    while (body.size() < c.request_bytes) {
+      auto line = reader->Next();
+      if (!line.ok()) {
+        return Status(line.status().code(),
+                      "line " + std::to_string(line_no) + ": " + line.status().message() +
+                          ". Stopped there: " + std::to_string(total.entries) +
+                          " entries were imported before it.");
+      }
+      if (!line->has_value()) {
+        eof = true;
+        break;
+      }
+      body.append(**line);
+      body.push_back('\n');
+      ++line_no;
+    }
+    // An empty dump still replaces: the first request deletes.
+    if (body.empty() && !first) break;
+    std::string what = "import?mode=" + (first ? c.mode : std::string("merge")) +
+                       "&batch=" + std::to_string(c.batch_entries) +
+                       "&first_line=" + std::to_string(first_line);
+    if (!c.prefix.empty()) what += "&prefix=" + service::EncodeQueryValue(c.prefix);
+    KVC_ASSIGN_OR_RETURN(loadgen::Response r,
+                         client->Post(what, std::move(body), "application/x-ndjson"));
+    auto answer = codec::ParseAdminImportAnswer(r.body);
+    if (r.status != 200) {
+      Status s = FromHttp(r.status, r.body);
+      if (total.entries > 0) {
+        return Status(s.code(), s.message() + " Earlier requests had imported " +
+                                    std::to_string(total.entries) + " entries (through line " +
+                                    std::to_string(total.last_line) + ").");
+      }
+      return s;
+    }
+    if (!answer.ok()) return Internal("the server's answer is not JSON: " + r.body);
+    total.entries += answer->entries;
+    total.bytes += answer->bytes;
+    total.batches += answer->batches;
+    total.deleted += answer->deleted;
+    if (answer->last_line > 0) total.last_line = answer->last_line;
+    total.seconds = SecondsSince(started);
+    progress.Update(total);
+    first = false;
+    body = std::string();
+  }
+  total.seconds = SecondsSince(started);
+  return total;
+}
+
+int Fail(const Status& s) {
+  std::cerr << "error: " << s.message() << "\n";
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return 2;
+    case StatusCode::kNotFound:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+Result<ExportSummary> RunExport(const DumpConfig& c, std::ostream& out) {
+  codec::AdminRange range{std::string(1, '\x00'), std::string(1, '\xff')};
+  if (!c.prefix.empty()) {
+    auto r = codec::AdminPrefixRange(c.prefix);
+    if (!r.ok()) return InvalidArgument("--prefix: " + r.status().message());
+    range = std::move(*r);
+  }
+  return c.url.empty() ? ExportDirect(c, range, out) : ExportOverHttp(c, out);
+}
+
+Result<service::ImportStats> RunImport(const DumpConfig& c, std::istream& in, std::ostream& log) {
+  if (c.mode != "merge" && c.mode != "replace") {
+    return InvalidArgument("--mode must be merge or replace, not '" + c.mode + "'");
+  }
+  service::ImportOptions o;
+  o.mode = c.mode == "replace" ? service::ImportMode::kReplace : service::ImportMode::kMerge;
+  o.batch.max_entries = c.batch_entries;
+  if (!c.prefix.empty()) {
+    auto r = codec::AdminPrefixRange(c.prefix, &o.batch.prefix);
+    if (!r.ok()) return InvalidArgument("--prefix: " + r.status().message());
+    o.replace_start = std::move(r->start);
+    o.replace_end = std::move(r->end);
+  }
+  return c.url.empty() ? ImportDirect(c, std::move(o), in, log) : ImportOverHttp(c, in, log);
+}
+
+void AddDumpCommands(CLI::App& app, DumpConfig* c) {
+  auto common = [c](CLI::App* s) {
+    s->add_option("--db", c->db, "Database name or id")->capture_default_str();
+    s->add_option("--data-dir", c->data_dir, "Data directory (as for serve), when not --url")
+        ->capture_default_str();
+    s->add_option("--url", c->url,
+                  "Go through this running server's admin API, e.g. http://127.0.0.1:4512");
+    s->add_option("--token", c->token,
+                  "With --url: an admin access token (default: env KVCONNECT_ACCESS_TOKEN)");
+    s->add_option("--ca-file", c->ca_file, "With an https --url: a CA certificate to trust");
+  };
+  CLI::App* ex = app.add_subcommand(
+      "export", "Write a database (or the keys under --prefix) as NDJSON, one snapshot");
+  common(ex);
+  ex->add_option("--prefix", c->prefix, "Only keys under this key, as JSON (KvKeyJSON)");
+  ex->add_option("-o,--output", c->file, "Write here instead of stdout");
+  ex->add_flag("-q,--quiet", c->quiet, "No summary on stderr");
+
+  CLI::App* im = app.add_subcommand(
+      "import", "Apply an NDJSON dump (as export writes it) to a database in atomic batches");
+  common(im);
+  im->add_option("--mode", c->mode, "merge: add and overwrite; replace: delete everything first")
+      ->check(CLI::IsMember({"merge", "replace"}))
+      ->capture_default_str();
+  im->add_option("--prefix", c->prefix,
+                 "Keys must be under this key (KvKeyJSON); replace deletes only under it");
+  im->add_option("-i,--input", c->file, "Read here instead of stdin");
+  im->add_option("--batch", c->batch_entries, "Entries per atomic write (at most 1000)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  im->add_option("--request-bytes", c->request_bytes,
+                 "With --url: dump bytes per request (keep below the server's --max-body-bytes)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  im->add_flag("-q,--quiet", c->quiet, "No progress or summary on stderr");
+}
+
+int RunDump(CLI::App& app, const DumpConfig& config) {
+  std::ios::sync_with_stdio(false);
+  const bool to_file = config.file != "-";
+  if (app.got_subcommand("export")) {
+    std::ofstream file;
+    if (to_file) {
+      file.open(config.file, std::ios::binary | std::ios::trunc);
+      if (!file) return Fail(IoError("cannot write " + config.file));
+    }
+    auto summary = RunExport(config, to_file ? static_cast<std::ostream&>(file) : std::cout);
+    if (!summary.ok()) {
+      if (to_file) {
+        file.close();
+        std::error_code ec;
+        fs::remove(config.file, ec);  // never leave a partial dump behind under its name
+      }
+      return Fail(summary.status());
+    }
+    if (!config.quiet) {
+      std::cerr << "Exported " << summary->entries << " entries (" << Megabytes(summary->bytes)
+                << ") of '" << config.db << "'"
+                << (summary->versionstamp.empty() ? ""
+                                                  : " at versionstamp " + summary->versionstamp)
+                << " in " << Seconds(summary->seconds) << ".\n";
+    }
+    return 0;
+  }
+  std::ifstream file;
+  if (to_file) {
+    file.open(config.file, std::ios::binary);
+    if (!file) return Fail(NotFound("cannot read " + config.file));
+  }
+  auto stats = RunImport(config, to_file ? static_cast<std::istream&>(file) : std::cin, std::cerr);
+  if (!stats.ok()) return Fail(stats.status());
+  if (!config.quiet) {
+    std::cerr << "Imported " << stats->entries << " entries (" << Megabytes(stats->bytes)
+              << " of dump) into '" << config.db << "' in " << stats->batches
+              << " atomic writes in " << Seconds(stats->seconds)
+              << (stats->deleted > 0
+                      ? " (replace: deleted " + std::to_string(stats->deleted) + " entries first)"
+                      : std::string())
+              << ". Imported entries carry new versionstamps.\n";
+  }
+  return 0;
+}
+
+}  // namespace kvc::cli
