@@ -292,6 +292,16 @@ TEST(V8TreeTest, FuzzRegressionHugeResizableMaximum) {
             "cannot encode v8 value: buffer over 4 GiB before format 16");
 }
 
+// Fuzz crash ebf4e28a: version-13 data read on the second try (with view flags) holds flags
+// format 13 cannot write; format 14 can.
+TEST(V8TreeTest, FuzzRegressionVersion13WithFlags) {
+  Result<V8Value> v =
+      DecodeV8Value(FromHex("FF 0D 6F 22 01 76 7E 00 00 00 00 56 42 00 00 03 7B 01"));
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_FALSE(EncodeV8Value(*v, 13).ok());
+  EXPECT_EQ(ToHex(*EncodeV8Value(*v, 14)), "FF 0E 6F 22 01 76 7E 00 00 56 42 00 00 03 7B 01");
+}
+
 TEST(V8TreeTest, EncoderChecksTheTree) {
   const auto error = [](const V8Value& v) {
     Result<std::string> bytes = EncodeV8Value(v);
