@@ -289,19 +289,19 @@ void AdminApi::Handle(HttpRequest request, Responder respond) {
   }
   call->token = std::move(*token);
   call->req = std::move(request);
-  Authenticate(std::move(call), directory_->snapshot(), /*may_refresh=*/true);
+  Authenticate(call, *directory_->snapshot(), /*may_refresh=*/true);
 }
 
-void AdminApi::Authenticate(std::shared_ptr<Call> call,
-                            std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh) {
-  auto who = auth_->AuthenticateAccessToken(call->token, *snap, NowUnixMs(), may_refresh);
+void AdminApi::Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
+                            bool may_refresh) {
+  auto who = auth_->AuthenticateAccessToken(call->token, snap, NowUnixMs(), may_refresh);
   if (!who.ok()) {
     call->Fail(who.status());
     return;
   }
   if (!who->has_value()) {  // perhaps created since the last catalog poll
-    directory_->RefreshThen([this, call](std::shared_ptr<const Directory::Snapshot> fresh) {
-      Authenticate(call, std::move(fresh), false);
+    directory_->RefreshThen([this, call](const std::shared_ptr<const Directory::Snapshot>& fresh) {
+      Authenticate(call, *fresh, false);
     });
     return;
   }
@@ -311,7 +311,7 @@ void AdminApi::Authenticate(std::shared_ptr<Call> call,
     return;
   }
   try {
-    Route(call, *snap);
+    Route(call, snap);
   } catch (const std::exception& e) {
     spdlog::error("admin handler failed: {}", e.what());
     call->Fail(Internal("An internal server error occurred."));
@@ -355,7 +355,7 @@ void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
       if (server_wide()) DeleteDatabase(call, seg[1]);
       return;
     }
-    RouteDatabase(call, snap, seg[1], rest);
+    RouteDatabase(call, snap, seg[1], rest, /*may_refresh=*/true);
     return;
   }
   if (seg.size() == 1 && seg[0] == "tokens") {
@@ -382,15 +382,14 @@ void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
 }
 
 void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                             const std::string& name, const std::string& rest) {
+                             const std::string& name, const std::string& rest, bool may_refresh) {
   const Directory::Database* db = snap.Find(name);
   if (db == nullptr) {
     // Perhaps created since the last catalog poll: look again once.
-    if (!call->req.HasHeader("x-kvc-refreshed")) {
-      call->req.headers.emplace_back("x-kvc-refreshed", "1");
+    if (may_refresh) {
       directory_->RefreshThen(
-          [this, call, name, rest](std::shared_ptr<const Directory::Snapshot> fresh) {
-            RouteDatabase(call, *fresh, name, rest);
+          [this, call, name, rest](const std::shared_ptr<const Directory::Snapshot>& fresh) {
+            RouteDatabase(call, *fresh, name, rest, /*may_refresh=*/false);
           });
       return;
     }
@@ -489,7 +488,7 @@ void AdminApi::CreateDatabase(const std::shared_ptr<Call>& call) {
     if (!info.ok()) return call->Fail(info.status());
     // Serve it at once rather than at the next catalog poll.
     directory_->RefreshThen(
-        [this, call, info = *info](auto snap) { call->Ok(DatabaseJson(info, *snap), 201); });
+        [this, call, info = *info](const auto& snap) { call->Ok(DatabaseJson(info, *snap), 201); });
   });
   if (!s.ok()) call->Fail(s);
 }
@@ -500,7 +499,7 @@ void AdminApi::RenameDatabase(const std::shared_ptr<Call>& call, const std::stri
   Status s = Post([this, call, name, new_name = body->name] {
     auto renamed = ops_->RenameDatabase(name, new_name);
     if (!renamed.ok()) return call->Fail(renamed.status());
-    directory_->RefreshThen([this, call, rec = renamed->record](auto snap) {
+    directory_->RefreshThen([this, call, rec = renamed->record](const auto& snap) {
       call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
     });
   });
@@ -511,7 +510,7 @@ void AdminApi::DeleteDatabase(const std::shared_ptr<Call>& call, const std::stri
   Status s = Post([this, call, name] {
     auto rec = ops_->DeleteDatabase(name);
     if (!rec.ok()) return call->Fail(rec.status());
-    directory_->RefreshThen([this, call, rec = *rec](auto snap) {
+    directory_->RefreshThen([this, call, rec = *rec](const auto& snap) {
       call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
     });
   });
@@ -665,7 +664,7 @@ struct RangeDeleter : std::enable_shared_from_this<RangeDeleter> {
     start.push_back('\0');
     const auto n = static_cast<int64_t>(entries.size());
     auto self = shared_from_this();
-    engine->Write(std::move(write), [self, n](Result<CommitResult> w) {
+    engine->Write(std::move(write), [self, n](const Result<CommitResult>& w) {
       if (!w.ok()) return self->done(w.status());
       self->deleted += n;
       ++self->batches;
