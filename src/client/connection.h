@@ -36,8 +36,9 @@ namespace kvc::client {
 
 enum class HttpVersion { kHttp1, kHttp2 };
 
-// Header fields in order. Request names are sent as given over HTTP/1.1 and lowercased over
-// HTTP/2; response names are lowercase over HTTP/2 and as the server sent them over HTTP/1.1.
+// Header fields in order. Request names are sent as given: over HTTP/2 they must be lowercase
+// (RFC 9113 §8.2.1; the client does not rewrite them on the hot path). Response names are
+// lowercase over HTTP/2 and as the server sent them over HTTP/1.1.
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // One request. `headers` may be shared between requests (the load generator sends the same

@@ -81,7 +81,7 @@ class Http1Connection final : public ConnectionBase<Socket> {
     Receiver receiver;
   };
 
-  RequestId Submit(Request request, Receiver receiver) override {
+  RequestId Submit(Request& request, Receiver& receiver) override {
     if (!broken_.ok()) {
       PostFailure(io_, receiver, broken_);
       return 0;
@@ -103,13 +103,15 @@ class Http1Connection final : public ConnectionBase<Socket> {
     request_.method_string(r.method);
     request_.target(r.path);
     request_.version(11);
-    ForEachHeader(r, [this](const std::string& name, const std::string& value) {
+    bool framed = false;
+    ForEachHeader(r, [&](const std::string& name, const std::string& value) {
+      framed = framed || FramesBody(name, /*http1=*/true);
       request_.insert(name, value);
     });
     if (request_.find(http::field::host) == request_.end()) {
       request_.set(http::field::host, this->authority_);
     }
-    if (NeedsContentLength(r, /*http1=*/true)) request_.content_length(r.body.size());
+    if (!framed && BodyNeedsLength(r)) request_.content_length(r.body.size());
     request_.body() = std::move(current_.request.body);
     write_failure_ = Status::Ok();
     auto self = this->shared_from_this();
@@ -123,7 +125,7 @@ class Http1Connection final : public ConnectionBase<Socket> {
                           boost::system::error_code ignored;
                           socket_->lowest_layer().shutdown(tcp::socket::shutdown_send, ignored);
                         }
-                        if (current_.receiver.streaming) {
+                        if (current_.receiver.stream) {
                           ReadStreamHead();
                         } else {
                           ReadResponse();
@@ -144,7 +146,7 @@ class Http1Connection final : public ConnectionBase<Socket> {
                        Response r = HeadOf(res, this->options_.keep_headers);
                        r.body = std::move(res.body());
                        const bool keep_alive = res.keep_alive();
-                       PostSuccess(io_, current_.receiver, std::move(r));
+                       PostSuccess(io_, current_.receiver, r);
                        FinishCurrent(keep_alive);
                      });
   }
@@ -156,8 +158,8 @@ class Http1Connection final : public ConnectionBase<Socket> {
     http::async_read_header(*socket_, buffer_, *stream_parser_,
                             [this, self](const boost::system::error_code& ec, size_t) {
                               if (ReadFailed(ec)) return;
-                              if (current_.receiver.handlers.on_head) {
-                                current_.receiver.handlers.on_head(
+                              if (current_.receiver.stream->on_head) {
+                                current_.receiver.stream->on_head(
                                     HeadOf(stream_parser_->get(), this->options_.keep_headers));
                               }
                               ReadStreamBody();
@@ -168,7 +170,8 @@ class Http1Connection final : public ConnectionBase<Socket> {
     if (stream_parser_->is_done()) {
       const bool keep_alive = stream_parser_->get().keep_alive();
       stream_parser_.reset();
-      PostSuccess(io_, current_.receiver, Response());
+      Response none;
+      PostSuccess(io_, current_.receiver, none);
       FinishCurrent(keep_alive);
       return;
     }
@@ -182,8 +185,8 @@ class Http1Connection final : public ConnectionBase<Socket> {
           if (!broken_.ok()) return;
           if (ec == http::error::need_buffer) ec = {};
           const size_t got = chunk_.size() - stream_parser_->get().body().size;
-          if (got > 0 && current_.receiver.handlers.on_data) {
-            current_.receiver.handlers.on_data(std::string_view(chunk_.data(), got));
+          if (got > 0 && current_.receiver.stream->on_data) {
+            current_.receiver.stream->on_data(std::string_view(chunk_.data(), got));
           }
           if (ec) {
             this->Fail(ReadError(ec));

@@ -22,13 +22,6 @@ constexpr size_t kReadBufferSize = 64 * 1024;
 
 std::string Http2Error(uint32_t code) { return nghttp2_http2_strerror(code); }
 
-bool HasUpper(std::string_view s) {
-  for (const char c : s) {
-    if (c >= 'A' && c <= 'Z') return true;
-  }
-  return false;
-}
-
 // An HTTP/2 client connection over `Socket` (PlainSocket or TlsSocket). Owns its socket and
 // nghttp2 session; streams live in streams_ until nghttp2 closes them. Thread-safety: see
 // Connection (one io_context, one thread; no strand needed).
@@ -97,13 +90,13 @@ class Http2Connection final : public ConnectionBase<Socket> {
     std::string request_body;
     size_t request_offset = 0;
     Receiver receiver;
-    Response response;       // the body only when !receiver.streaming
+    Response response;       // the body only when !receiver.stream
     bool head_done = false;  // the final (non-1xx) response HEADERS arrived
     bool completed = false;  // the callback was delivered (or is posted)
     Status failure;          // e.g. response over max_response_bytes
   };
 
-  RequestId Submit(Request request, Receiver receiver) override {
+  RequestId Submit(Request& request, Receiver& receiver) override {
     auto stream = std::make_unique<StreamState>();
     stream->receiver = std::move(receiver);
     if (!usable() || session_ == nullptr) {
@@ -128,20 +121,13 @@ class Http2Connection final : public ConnectionBase<Socket> {
     add(":scheme", options_.origin.scheme);
     add(":authority", this->authority_);
     add(":path", request.path);
-    // HTTP/2 names are lowercase; copies only for names that are not (the reserve keeps the
-    // copies in place).
-    std::vector<std::string> lowered;
+    bool framed = false;
     ForEachHeader(request, [&](const std::string& name, const std::string& value) {
-      if (!HasUpper(name)) {
-        add(name, value);
-        return;
-      }
-      if (lowered.capacity() == 0) lowered.reserve(header_count);
-      lowered.push_back(AsciiLower(name));
-      add(lowered.back(), value);
+      framed = framed || FramesBody(name, /*http1=*/false);
+      add(name, value);
     });
     std::string length;
-    if (NeedsContentLength(request, /*http1=*/false)) {
+    if (!framed && BodyNeedsLength(request)) {
       length = std::to_string(request.body.size());
       add("content-length", length);
     }
@@ -303,7 +289,7 @@ class Http2Connection final : public ConnectionBase<Socket> {
       return;
     }
     stream.completed = true;
-    PostSuccess(io_, stream.receiver, std::move(stream.response));
+    PostSuccess(io_, stream.receiver, stream.response);
   }
 
   // Posts the failure callback of a stream nghttp2 closed before its response ended.
@@ -369,8 +355,8 @@ class Http2Connection final : public ConnectionBase<Socket> {
         if (s == nullptr) break;
         if (frame->hd.type == NGHTTP2_HEADERS && !s->head_done && s->response.status >= 200) {
           s->head_done = true;
-          if (s->receiver.streaming && !s->completed && s->receiver.handlers.on_head) {
-            s->receiver.handlers.on_head(s->response);
+          if (s->receiver.stream && !s->completed && s->receiver.stream->on_head) {
+            s->receiver.stream->on_head(s->response);
           }
         }
         // The response is complete even if the request body is still being sent.
@@ -395,8 +381,8 @@ class Http2Connection final : public ConnectionBase<Socket> {
     StreamState* s = Find(session, stream_id);
     if (s == nullptr || s->completed || !s->failure.ok()) return 0;
     const std::string_view chunk(reinterpret_cast<const char*>(data), len);
-    if (s->receiver.streaming) {
-      if (s->receiver.handlers.on_data) s->receiver.handlers.on_data(chunk);
+    if (s->receiver.stream) {
+      if (s->receiver.stream->on_data) s->receiver.stream->on_data(chunk);
       return 0;
     }
     if (s->response.body.size() + len > Self(user_data)->options_.max_response_bytes) {

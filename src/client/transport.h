@@ -58,16 +58,16 @@ void ForEachHeader(const Request& request, F&& f) {
   for (const auto& [name, value] : request.extra_headers) f(name, value);
 }
 
-// Whether the client adds `content-length` to `request` (see Request). Over HTTP/1.1 a
-// Transfer-Encoding header also frames the body.
-inline bool NeedsContentLength(const Request& request, bool http1) {
-  bool framed = false;
-  ForEachHeader(request, [&](const std::string& name, const std::string&) {
-    framed =
-        framed || NameIs(name, "content-length") || (http1 && NameIs(name, "transfer-encoding"));
-  });
-  return !framed &&
-         (!request.body.empty() || (request.method != "GET" && request.method != "HEAD"));
+// Whether header `name` frames the request body itself, so the client adds no content-length:
+// content-length, and over HTTP/1.1 transfer-encoding.
+inline bool FramesBody(std::string_view name, bool http1) {
+  return NameIs(name, "content-length") || (http1 && NameIs(name, "transfer-encoding"));
+}
+
+// Whether a request whose headers do not frame its body gets content-length: for a non-empty
+// body or a method other than GET and HEAD.
+inline bool BodyNeedsLength(const Request& request) {
+  return !request.body.empty() || (request.method != "GET" && request.method != "HEAD");
 }
 
 template <class Socket>
@@ -149,17 +149,17 @@ void OpenSocket(Socket& socket, const std::vector<tcp::endpoint>& endpoints, con
       });
 }
 
-// Who gets the outcome of a request: a ResponseHandler, or StreamHandlers for a streamed body.
+// Who gets the outcome of a request: a ResponseHandler, or StreamHandlers for a streamed body
+// (behind a pointer, so the common case moves one handler, not four).
 struct Receiver {
-  bool streaming = false;
-  ResponseHandler done;     // !streaming
-  StreamHandlers handlers;  // streaming
+  ResponseHandler done;                    // !stream
+  std::unique_ptr<StreamHandlers> stream;  // a streamed response
 };
 
 // Posts `status` (not OK) to the receiver, moving its handler out.
 inline void PostFailure(asio::io_context& io, Receiver& r, Status status) {
-  if (r.streaming) {
-    asio::post(io, [h = std::move(r.handlers.on_end), s = std::move(status)] { h(s); });
+  if (r.stream) {
+    asio::post(io, [h = std::move(r.stream->on_end), s = std::move(status)] { h(s); });
   } else {
     asio::post(io, [h = std::move(r.done), s = std::move(status)]() mutable {
       h(Result<Response>(std::move(s)));
@@ -167,11 +167,11 @@ inline void PostFailure(asio::io_context& io, Receiver& r, Status status) {
   }
 }
 
-// Posts a complete response to the receiver (a streamed one gets only its on_end(OK): the head
-// and body went to on_head and on_data), moving its handler out.
-inline void PostSuccess(asio::io_context& io, Receiver& r, Response response) {
-  if (r.streaming) {
-    asio::post(io, [h = std::move(r.handlers.on_end)] { h(Status::Ok()); });
+// Posts a complete response to the receiver, moving its handler and `response` out (a streamed
+// response gets only its on_end(OK): the head and body went to on_head and on_data).
+inline void PostSuccess(asio::io_context& io, Receiver& r, Response& response) {
+  if (r.stream) {
+    asio::post(io, [h = std::move(r.stream->on_end)] { h(Status::Ok()); });
   } else {
     asio::post(io, [h = std::move(r.done), response = std::move(response)]() mutable {
       h(Result<Response>(std::move(response)));
@@ -196,20 +196,22 @@ class ConnectionBase : public Connection {
   RequestId Send(Request request, ResponseHandler done) final {
     Receiver r;
     r.done = std::move(done);
-    return Start(std::move(request), std::move(r));
+    if (request.method.empty()) return Refuse(r);
+    return Submit(request, r);
   }
 
   RequestId SendStreaming(Request request, StreamHandlers handlers) final {
     Receiver r;
-    r.streaming = true;
-    r.handlers = std::move(handlers);
-    return Start(std::move(request), std::move(r));
+    r.stream = std::make_unique<StreamHandlers>(std::move(handlers));
+    if (request.method.empty()) return Refuse(r);
+    return Submit(request, r);
   }
 
  protected:
-  // Send() and SendStreaming() of a request with a method: returns the request's id, or 0 after
+  // Send() and SendStreaming() of a request with a method: moves from `request` and `receiver`
+  // (references spare the hot path two moves of each); returns the request's id, or 0 after
   // posting its failure.
-  virtual RequestId Submit(Request request, Receiver receiver) = 0;
+  virtual RequestId Submit(Request& request, Receiver& receiver) = 0;
 
   // Keeps `done` for ConnectDone(), starts the connect timeout and opens the socket offering
   // `alpn`; then calls opened() unless the connection failed meanwhile.
@@ -256,12 +258,10 @@ class ConnectionBase : public Connection {
     FailRequests(broken_);
   }
 
-  RequestId Start(Request request, Receiver receiver) {
-    if (request.method.empty()) {
-      PostFailure(io_, receiver, InvalidArgument("empty HTTP method"));
-      return 0;
-    }
-    return Submit(std::move(request), std::move(receiver));
+  // A request without a method: posts its failure, returns 0.
+  RequestId Refuse(Receiver& receiver) {
+    PostFailure(io_, receiver, InvalidArgument("empty HTTP method"));
+    return 0;
   }
 
   // Fails every request not yet answered with `status` (handlers posted).

@@ -133,7 +133,8 @@ class BlockingConnection {
                                             const Headers& headers, const std::string& body) {
     auto slot = std::make_shared<std::optional<Result<client::Response>>>();
     const client::RequestId id = conn_->Send(
-        client::Request{.method = method, .path = path, .extra_headers = headers, .body = body},
+        client::Request{
+            .method = method, .path = path, .extra_headers = OnWire(headers), .body = body},
         [slot](Result<client::Response> r) { *slot = std::move(r); });
     return {id, slot};
   }
@@ -164,6 +165,15 @@ class BlockingConnection {
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  private:
+  // `headers` as sent: HTTP/2 wants lowercase names (the client stack sends names as given).
+  Headers OnWire(const Headers& headers) const {
+    if (version_ != client::HttpVersion::kHttp2) return headers;
+    Headers out;
+    out.reserve(headers.size());
+    for (const auto& [name, value] : headers) out.emplace_back(client::AsciiLower(name), value);
+    return out;
+  }
+
   BlockingConnection(client::HttpVersion version, std::string host, uint16_t port,
                      std::chrono::milliseconds timeout)
       : version_(version), host_(std::move(host)), port_(port), timeout_(timeout) {}
@@ -234,7 +244,8 @@ Result<std::unique_ptr<StreamReader>> BlockingConnection::OpenStream(
     state->end = std::move(s);
   };
   const client::RequestId id = conn->conn().SendStreaming(
-      client::Request{.path = path, .extra_headers = headers, .body = body}, std::move(handlers));
+      client::Request{.path = path, .extra_headers = OnWire(headers), .body = body},
+      std::move(handlers));
   if (!conn->RunUntil([&] { return state->head || state->ended; }, deadline)) {
     return Unavailable(std::string(VersionName(version_)) +
                        ": timed out waiting for the response head of " + path);
