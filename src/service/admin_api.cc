@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -38,37 +40,13 @@ HttpResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-const char* CodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kUnauthenticated:
-      return "unauthenticated";
-    case StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kPayloadTooLarge:
-      return "payload_too_large";
-    case StatusCode::kResourceExhausted:
-      return "resource_exhausted";
-    case StatusCode::kUnavailable:
-      return "unavailable";
-    case StatusCode::kMethodNotAllowed:
-      return "method_not_allowed";
-    case StatusCode::kUnsupportedMedia:
-      return "unsupported_media_type";
-    case StatusCode::kAlreadyExists:
-      return "already_exists";
-    case StatusCode::kConflict:
-      return "conflict";
-    case StatusCode::kThrottled:
-      return "throttled";
-    case StatusCode::kHeadersTooLarge:
-      return "headers_too_large";
-    default:
-      return "internal";
-  }
+// The error code name: StatusCodeName in lower case, except that storage failures are
+// "internal" (their detail stays in the log, as for every client).
+std::string CodeName(StatusCode code) {
+  if (code == StatusCode::kCorruption || code == StatusCode::kIoError) code = StatusCode::kInternal;
+  std::string name = StatusCodeName(code);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 // Splits "/a/b/c" into {"a", "b", "c"}.
@@ -637,70 +615,37 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
 
 namespace {
 
-// Deletes a range in batches: read up to `batch` keys from `start`, delete them in one atomic
-// write, continue after the last one, until the range is empty.
-struct RangeDeleter : std::enable_shared_from_this<RangeDeleter> {
+// Walks [start, end) in pages of `page` entries (each page one snapshot). `on_page` gets each
+// non-empty page and a continuation to call (any thread) when it is done with it; `done` gets
+// the first error, or Ok after the last page.
+struct RangeWalker : std::enable_shared_from_this<RangeWalker> {
+  using Next = std::function<void(Status)>;
   std::shared_ptr<engine::Engine> engine;
-  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // deleted, batches
   std::string start;
   std::string end;
-  int32_t batch = 100;
-  int64_t deleted = 0;
-  int64_t batches = 0;
+  int32_t page = 100;
+  std::function<void(std::vector<Entry>, Next)> on_page;
+  std::function<void(Status)> done;
 
-  void Next() {
-    if (start >= end) return done(std::make_pair(deleted, batches));
-    auto self = shared_from_this();
-    engine->SnapshotRead({ReadRange{start, end, batch, false}},
-                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
-  }
-  void OnRead(Result<engine::ReadResult> r) {
-    if (!r.ok()) return done(r.status());
-    std::vector<Entry>& entries = r->ranges[0];
-    if (entries.empty()) return done(std::make_pair(deleted, batches));
-    AtomicWrite write;
-    for (Entry& e : entries) write.mutations.push_back(Mutation{e.key, MutationType::kDelete});
-    start = entries.back().key;
-    start.push_back('\0');
-    const auto n = static_cast<int64_t>(entries.size());
-    auto self = shared_from_this();
-    engine->Write(std::move(write), [self, n](const Result<CommitResult>& w) {
-      if (!w.ok()) return self->done(w.status());
-      self->deleted += n;
-      ++self->batches;
-      self->Next();
-    });
-  }
-};
-
-// Counts a range in pages of the engine's largest read (not one snapshot: writes between pages
-// may be counted or not).
-struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
-  std::shared_ptr<engine::Engine> engine;
-  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // count, bytes
-  std::string start;
-  std::string end;
-  int32_t page = 1000;
-  int64_t count = 0;
-  int64_t bytes = 0;
-
-  void Next() {
-    if (start >= end) return done(std::make_pair(count, bytes));
+  void Run() {
+    if (start >= end) return done(Status::Ok());
     auto self = shared_from_this();
     engine->SnapshotRead({ReadRange{start, end, page, false}},
                          [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
   }
   void OnRead(Result<engine::ReadResult> r) {
     if (!r.ok()) return done(r.status());
-    const std::vector<Entry>& entries = r->ranges[0];
-    for (const Entry& e : entries) {
-      ++count;
-      bytes += static_cast<int64_t>(e.key.size() + e.value.size());
-    }
-    if (entries.size() < static_cast<size_t>(page)) return done(std::make_pair(count, bytes));
+    std::vector<Entry>& entries = r->ranges[0];
+    if (entries.empty()) return done(Status::Ok());
+    const bool last = entries.size() < static_cast<size_t>(page);
     start = entries.back().key;
     start.push_back('\0');
-    Next();
+    auto self = shared_from_this();
+    on_page(std::move(entries), [self, last](const Status& s) {
+      if (!s.ok()) return self->done(s);
+      if (last) return self->done(Status::Ok());
+      self->Run();
+    });
   }
 };
 
@@ -709,33 +654,66 @@ struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
 void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db) {
   auto req = codec::ParseAdminRangeRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
-  auto d = std::make_shared<RangeDeleter>();
-  d->engine = db.engine;
-  d->start = req->range.start;
-  d->end = req->range.end;
-  d->batch = std::min<int32_t>(req->batch, static_cast<int32_t>(db.engine->limits().max_mutations));
-  d->done = [call](Result<std::pair<int64_t, int64_t>> r) {
-    if (!r.ok()) return call->Fail(r.status());
-    call->Ok("{\"deleted\":" + std::to_string(r->first) +
-             ",\"batches\":" + std::to_string(r->second) + "}");
+  // Each page is deleted in one atomic write, then the walk continues after it.
+  struct Totals {
+    std::atomic<int64_t> deleted{0};
+    std::atomic<int64_t> batches{0};
   };
-  d->Next();
+  auto totals = std::make_shared<Totals>();
+  auto w = std::make_shared<RangeWalker>();
+  w->engine = db.engine;
+  w->start = req->range.start;
+  w->end = req->range.end;
+  w->page = std::min<int32_t>(req->batch, static_cast<int32_t>(db.engine->limits().max_mutations));
+  w->on_page = [engine = db.engine, totals](std::vector<Entry> entries,
+                                            const RangeWalker::Next& next) {
+    AtomicWrite write;
+    for (Entry& e : entries) {
+      write.mutations.push_back(Mutation{std::move(e.key), MutationType::kDelete});
+    }
+    const auto n = static_cast<int64_t>(write.mutations.size());
+    engine->Write(std::move(write), [totals, n, next](const Result<CommitResult>& r) {
+      if (r.ok()) {
+        totals->deleted += n;
+        ++totals->batches;
+      }
+      next(r.status());
+    });
+  };
+  w->done = [call, totals](const Status& s) {
+    if (!s.ok()) return call->Fail(s);
+    call->Ok("{\"deleted\":" + std::to_string(totals->deleted.load()) +
+             ",\"batches\":" + std::to_string(totals->batches.load()) + "}");
+  };
+  w->Run();
 }
 
 void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Database& db) {
   auto req = codec::ParseAdminRangeRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
-  auto c = std::make_shared<RangeCounter>();
-  c->engine = db.engine;
-  c->start = req->range.start;
-  c->end = req->range.end;
-  c->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
-  c->done = [call](Result<std::pair<int64_t, int64_t>> r) {
-    if (!r.ok()) return call->Fail(r.status());
-    call->Ok("{\"count\":" + std::to_string(r->first) + ",\"bytes\":" + std::to_string(r->second) +
-             "}");
+  struct Totals {
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> bytes{0};
   };
-  c->Next();
+  auto totals = std::make_shared<Totals>();
+  auto w = std::make_shared<RangeWalker>();
+  w->engine = db.engine;
+  w->start = req->range.start;
+  w->end = req->range.end;
+  w->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
+  w->on_page = [totals](const std::vector<Entry>& entries, const RangeWalker::Next& next) {
+    for (const Entry& e : entries) {
+      ++totals->count;
+      totals->bytes += static_cast<int64_t>(e.key.size() + e.value.size());
+    }
+    next(Status::Ok());
+  };
+  w->done = [call, totals](const Status& s) {
+    if (!s.ok()) return call->Fail(s);
+    call->Ok("{\"count\":" + std::to_string(totals->count.load()) +
+             ",\"bytes\":" + std::to_string(totals->bytes.load()) + "}");
+  };
+  w->Run();
 }
 
 void AdminApi::Watch(const std::shared_ptr<Call>& call, const Directory::Database& db) {
