@@ -6,6 +6,7 @@
 #include "auth/tokens.h"
 #include "codec/json_text.h"
 #include "common/clock.h"
+#include "service/admin_api.h"
 #include "service/admin_ops.h"
 #include "storage/storage.h"
 
@@ -120,19 +121,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
     if (c.json) {
       std::cout << "[";
       for (size_t i = 0; i < shown->size(); ++i) {
-        const service::TokenInfo& info = (*shown)[i];
-        const storage::AccessTokenRecord& t = info.record;
-        std::cout << (i ? "," : "") << "\n  {\"id\":" << JsonQuote(t.id)
-                  << ",\"name\":" << JsonQuote(t.name)
-                  << ",\"database\":" << JsonQuote(info.database_name)
-                  << ",\"database_id\":" << JsonQuote(t.database_id)
-                  << ",\"scope\":" << JsonQuote(auth::ScopeName(info.scope))
-                  << ",\"created_at\":" << JsonQuote(Time(t.created_ms))
-                  << ",\"expires_at\":" << (t.expires_ms ? JsonQuote(Time(t.expires_ms)) : "null")
-                  << ",\"revoked_at\":" << (t.revoked_ms ? JsonQuote(Time(t.revoked_ms)) : "null")
-                  << ",\"rate_limit\":"  // null: the server's default; 0: unlimited
-                  << (t.rate_limit < 0 ? std::string("null") : Number(t.rate_limit))
-                  << ",\"status\":" << JsonQuote(service::TokenStatusName(info.status)) << "}";
+        std::cout << (i ? "," : "") << "\n  " << service::TokenJson((*shown)[i]);
       }
       std::cout << (shown->empty() ? "]\n" : "\n]\n");
       return 0;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "client/connection.h"
+
 namespace kvc::cli {
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchConfig* c) {
@@ -72,7 +74,7 @@ void RaiseOpenFileLimit() {
 
 int RunBench(BenchConfig c) {
   loadgen::BenchOptions& o = c.options;
-  o.http = c.http == "1.1" ? loadgen::HttpVersion::kHttp1 : loadgen::HttpVersion::kHttp2;
+  o.http = c.http == "1.1" ? client::HttpVersion::kHttp1 : client::HttpVersion::kHttp2;
   o.workload = *loadgen::ParseWorkload(c.workload);  // CLI11 checked the name
   o.preload = !c.no_preload;
   if (!(c.timeout_s > 0) || c.timeout_s > 86400) {
@@ -83,7 +85,7 @@ int RunBench(BenchConfig c) {
   if (o.token.empty()) {
     if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e != nullptr) o.token = e;
   }
-  if (o.http == loadgen::HttpVersion::kHttp1 && c.streams_flag != nullptr &&
+  if (o.http == client::HttpVersion::kHttp1 && c.streams_flag != nullptr &&
       c.streams_flag->count() > 0 && o.streams != 1) {
     std::cerr << "note: --streams is ignored over HTTP/1.1 (one request in flight per "
                  "connection)\n";

@@ -1,5 +1,7 @@
 #include "cli/dump.h"
 
+#include <strings.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,12 +11,12 @@
 #include <iostream>
 #include <memory>
 
+#include "client/blocking_client.h"
+#include "client/url.h"
 #include "codec/admin_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "engine/engine.h"
-#include "loadgen/blocking_client.h"
-#include "loadgen/url.h"
 #include "service/query.h"
 #include "storage/storage.h"
 
@@ -98,36 +100,42 @@ class AdminClient {
           "--url needs an admin token: --token TOKEN or the environment variable "
           "KVCONNECT_ACCESS_TOKEN");
     }
-    auto url = loadgen::ParseUrl(c.url);
+    auto url = client::ParseUrl(c.url);
     if (!url.ok()) return InvalidArgument("--url: " + url.status().message());
     std::unique_ptr<AdminClient> client(new AdminClient());
     client->base_ = url->path;
     while (!client->base_.empty() && client->base_.back() == '/') client->base_.pop_back();
     client->base_ += "/admin/v1/databases/" + service::EncodeQueryValue(c.db);
-    loadgen::BlockingClientOptions o;
+    client::BlockingClientOptions o;
     o.origin = *url;
     o.ca_file = c.ca_file;
     o.connect_timeout = kConnectTimeout;
-    KVC_ASSIGN_OR_RETURN(client->http_, loadgen::BlockingClient::Connect(o));
-    client->headers_ = std::make_shared<const loadgen::Headers>(
-        loadgen::Headers{{"authorization", "Bearer " + token}});
+    KVC_ASSIGN_OR_RETURN(client->http_, client::BlockingClient::Connect(o));
+    client->headers_ = std::make_shared<const client::Headers>(
+        client::Headers{{"authorization", "Bearer " + token}});
     return client;
   }
 
   // POSTs to <database>/<what>; the answer, whatever its status.
-  Result<loadgen::Response> Post(const std::string& what, std::string body,
-                                 const std::string& content_type) {
-    return http_->Post(MakeRequest(what, std::move(body), content_type), kRequestTimeout);
+  Result<client::Response> Post(const std::string& what, std::string body,
+                                const std::string& content_type) {
+    return http_->Call(MakeRequest(what, std::move(body), content_type), kRequestTimeout);
   }
 
   // POSTs to <database>/<what> and hands each piece of a 200 answer's body to `on_data` (on
-  // the client's thread). OK only if the answer was 200 and its body ended cleanly.
+  // the client's thread); `*versionstamp` gets the answer's x-kvc-versionstamp. OK only if the
+  // answer was 200 and its body ended cleanly.
   Status PostStreaming(const std::string& what, std::string body,
-                       std::function<void(std::string_view)> on_data) {
+                       std::function<void(std::string_view)> on_data, std::string* versionstamp) {
     int status = 0;
     std::string error_body;
-    loadgen::StreamHandlers h;
-    h.on_head = [&status](int s, std::string_view) { status = s; };
+    client::StreamHandlers h;
+    h.on_head = [&status, versionstamp](const client::Response& head) {
+      status = head.status;
+      for (const auto& [name, value] : head.headers) {
+        if (strcasecmp(name.c_str(), "x-kvc-versionstamp") == 0) *versionstamp = value;
+      }
+    };
     h.on_data = [&](std::string_view data) {
       if (status == 200) {
         on_data(data);
@@ -136,7 +144,7 @@ class AdminClient {
       }
     };
     Status s =
-        http_->PostStreaming(MakeRequest(what, std::move(body), "application/json"), std::move(h));
+        http_->CallStreaming(MakeRequest(what, std::move(body), "application/json"), std::move(h));
     if (status != 0 && status != 200) return FromHttp(status, error_body);
     if (!s.ok()) {
       return Status(s.code(),
@@ -148,9 +156,9 @@ class AdminClient {
  private:
   AdminClient() = default;
 
-  loadgen::Request MakeRequest(const std::string& what, std::string body,
-                               const std::string& content_type) const {
-    loadgen::Request r;
+  client::Request MakeRequest(const std::string& what, std::string body,
+                              const std::string& content_type) const {
+    client::Request r;
     r.path = base_ + "/" + what;
     r.headers = headers_;
     r.extra_headers.emplace_back("content-type", content_type);
@@ -158,8 +166,8 @@ class AdminClient {
     return r;
   }
 
-  std::unique_ptr<loadgen::BlockingClient> http_;
-  std::shared_ptr<const loadgen::Headers> headers_;
+  std::unique_ptr<client::BlockingClient> http_;
+  std::shared_ptr<const client::Headers> headers_;
   std::string base_;  // the URL's path + /admin/v1/databases/<db>
 };
 
@@ -223,7 +231,8 @@ Result<ExportSummary> ExportOverHttp(const DumpConfig& c, std::ostream& out) {
         write_failed = !out;
         summary.bytes += static_cast<int64_t>(data.size());
         for (char ch : data) summary.entries += ch == '\n' ? 1 : 0;
-      });
+      },
+      &summary.versionstamp);
   KVC_RETURN_IF_ERROR(s);
   out.flush();
   if (write_failed || !out) return IoError("writing the dump failed");
@@ -283,7 +292,7 @@ Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOp
   // batches) delays nobody.
   service::BulkImport::Start(
       engine, std::move(o), service::StreamDumpReader(&in, c.max_line_bytes),
-      [](std::function<void()> step) {
+      [](const std::function<void()>& step) {
         step();
         return Status::Ok();
       },
@@ -331,7 +340,7 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
                        "&batch=" + std::to_string(c.batch_entries) +
                        "&first_line=" + std::to_string(first_line);
     if (!c.prefix.empty()) what += "&prefix=" + service::EncodeQueryValue(c.prefix);
-    KVC_ASSIGN_OR_RETURN(loadgen::Response r,
+    KVC_ASSIGN_OR_RETURN(client::Response r,
                          client->Post(what, std::move(body), "application/x-ndjson"));
     auto answer = codec::ParseAdminImportAnswer(r.body);
     if (r.status != 200) {

@@ -243,8 +243,7 @@ Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
   if (!d.IsObject()) return InvalidArgument("The answer is not a JSON object.");
   AdminImportAnswer a;
   auto integer = [&](const char* name, int64_t* out) {
-    auto it = d.FindMember(name);
-    if (it != d.MemberEnd() && it->value.IsInt64()) *out = it->value.GetInt64();
+    if (d.HasMember(name) && d[name].IsInt64()) *out = d[name].GetInt64();
   };
   integer("entries", &a.entries);
   integer("bytes", &a.bytes);
@@ -252,12 +251,8 @@ Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
   integer("deleted", &a.deleted);
   integer("last_line", &a.last_line);
   integer("line", &a.line);
-  if (auto it = d.FindMember("seconds"); it != d.MemberEnd() && it->value.IsNumber()) {
-    a.seconds = it->value.GetDouble();
-  }
-  if (auto it = d.FindMember("error"); it != d.MemberEnd() && it->value.IsString()) {
-    a.error = StringOf(it->value);
-  }
+  if (d.HasMember("seconds") && d["seconds"].IsNumber()) a.seconds = d["seconds"].GetDouble();
+  if (d.HasMember("error") && d["error"].IsString()) a.error = StringOf(d["error"]);
   return a;
 }
 

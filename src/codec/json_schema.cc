@@ -46,17 +46,14 @@ const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
   d.Parse(text.data(), text.size());
   if (d.HasParseError() || !d.IsObject()) return nullptr;
   if (!definition.empty()) {
-    auto defs = d.FindMember("definitions");
-    if (defs == d.MemberEnd() || !defs->value.IsObject() ||
-        !defs->value.HasMember(std::string(definition).c_str())) {
-      return nullptr;
-    }
+    if (!d.HasMember("definitions")) return nullptr;
+    const rapidjson::Value& defs = d["definitions"];
+    if (!defs.IsObject() || !defs.HasMember(std::string(definition).c_str())) return nullptr;
     // A root that is a reference to the definition, with the file's definitions beside it.
     rapidjson::Document root(rapidjson::kObjectType);
     const std::string ref = "#/definitions/" + std::string(definition);
     root.AddMember("$ref", rapidjson::Value(ref.c_str(), root.GetAllocator()), root.GetAllocator());
-    root.AddMember("definitions", rapidjson::Value(defs->value, root.GetAllocator()),
-                   root.GetAllocator());
+    root.AddMember("definitions", rapidjson::Value(defs, root.GetAllocator()), root.GetAllocator());
     d.Swap(root);
   }
   auto doc = std::make_unique<rapidjson::SchemaDocument>(d);

@@ -509,12 +509,8 @@ Result<double> ParseIsoDate(std::string_view s) {
 // --------------------------------------------------------------------------------------------
 // RegExp flags in the order of RegExp.prototype.flags.
 
-struct RegExpFlag {
-  char letter;
-  uint32_t bit;
-};
-constexpr RegExpFlag kRegExpFlags[] = {{'d', 128}, {'g', 1},  {'i', 2},   {'l', 64}, {'m', 4},
-                                       {'s', 32},  {'u', 16}, {'v', 256}, {'y', 8}};
+constexpr std::u16string_view kRegExpFlagLetters = u"dgilmsuvy";
+constexpr uint32_t kRegExpFlagBits[] = {128, 1, 2, 64, 4, 32, 16, 256, 8};
 
 // --------------------------------------------------------------------------------------------
 // V8Value -> JSON
@@ -814,8 +810,8 @@ class JsonWriter {
       case V8Kind::kRegExp: {
         TypeOpen("RegExp");
         std::u16string text = u"/" + v.string.units + u"/";
-        for (const RegExpFlag& flag : kRegExpFlags) {
-          if ((v.regexp_flags & flag.bit) != 0) text.push_back(static_cast<char16_t>(flag.letter));
+        for (size_t i = 0; i < kRegExpFlagLetters.size(); ++i) {
+          if ((v.regexp_flags & kRegExpFlagBits[i]) != 0) text.push_back(kRegExpFlagLetters[i]);
         }
         out_.append(",\"value\":");
         AppendQuoted(text, &out_);
@@ -873,14 +869,9 @@ class JsonWriter {
 
 Status Bad(const std::string& what) { return InvalidArgument("bad KvValueJSON: " + what); }
 
-const char* ViewTypeNames[] = {
-    "Int8Array",     "Uint8Array",     "Uint8ClampedArray", "Int16Array",   "Uint16Array",
-    "Int32Array",    "Uint32Array",    "Float16Array",      "Float32Array", "Float64Array",
-    "BigInt64Array", "BigUint64Array", "DataView"};
-
 std::optional<V8ViewType> ViewTypeFromName(std::string_view name) {
-  for (size_t i = 0; i < std::size(ViewTypeNames); ++i) {
-    if (name == ViewTypeNames[i]) return static_cast<V8ViewType>(i);
+  for (int i = 0; i <= static_cast<int>(V8ViewType::kDataView); ++i) {
+    if (name == V8ViewTypeName(static_cast<V8ViewType>(i))) return static_cast<V8ViewType>(i);
   }
   return std::nullopt;
 }
@@ -1109,12 +1100,11 @@ class ValueBuilder {
     out->id = next_id_++;
     out->string.units = text.substr(1, slash - 1);
     for (char16_t c : text.substr(slash + 1)) {
-      const RegExpFlag* flag = nullptr;
-      for (const RegExpFlag& candidate : kRegExpFlags) {
-        if (candidate.letter == c) flag = &candidate;
+      const size_t i = kRegExpFlagLetters.find(c);
+      if (i == std::u16string_view::npos || (out->regexp_flags & kRegExpFlagBits[i]) != 0) {
+        return Bad("bad RegExp flags");
       }
-      if (flag == nullptr || (out->regexp_flags & flag->bit) != 0) return Bad("bad RegExp flags");
-      out->regexp_flags |= flag->bit;
+      out->regexp_flags |= kRegExpFlagBits[i];
     }
     return Status::Ok();
   }

@@ -37,6 +37,8 @@ constexpr uint32_t kRegExpUnicode = 16;
 constexpr uint32_t kRegExpUnicodeSets = 256;
 
 constexpr uint32_t kMaxArrayIndex = 0xFFFFFFFE;  // 2^32 - 2
+// JS lengths are at most 2^53 - 1 (ToIndex); V8 refuses larger resizable-buffer maximums.
+constexpr uint64_t kMaxSafeInteger = (uint64_t{1} << 53) - 1;
 
 struct ViewTypeInfo {
   V8ViewType type;
@@ -449,6 +451,7 @@ class Decoder {
       uint64_t max_length;
       if (!ReadLength(&max_length)) return Truncated();
       if (length > max_length) return Invalid("resizable buffer longer than its maximum");
+      if (max_length > kMaxSafeInteger) return Invalid("resizable buffer maximum over 2^53-1");
       out->max_byte_length = max_length;
     }
     std::string_view bytes;
@@ -698,6 +701,7 @@ class Encoder {
     const uint64_t length = v.bytes.size();
     const uint64_t max_length = v.max_byte_length.value_or(length);
     if (max_length < length) return Fail("resizable buffer longer than its maximum");
+    if (max_length > kMaxSafeInteger) return Fail("resizable buffer maximum over 2^53-1");
     if (version_ < kV8FirstVersionWithWideLengths && max_length > UINT32_MAX) {
       return Fail("buffer over 4 GiB before format 16");
     }

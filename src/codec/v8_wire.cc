@@ -7,19 +7,12 @@
 namespace kvc::codec {
 
 bool V8Reader::ReadVarint32(uint32_t* out) {
-  uint32_t value = 0;
-  for (int shift = 0; shift < 35; shift += 7) {
-    uint8_t byte;
-    if (!ReadByte(&byte)) return false;
-    const uint32_t bits = byte & 0x7F;
-    if (shift == 28 && bits > 0x0F) return false;  // would overflow 32 bits
-    value |= bits << shift;
-    if ((byte & 0x80) == 0) {
-      *out = value;
-      return true;
-    }
-  }
-  return false;  // continuation bit on the fifth byte
+  // At most 5 bytes and no bits beyond bit 31.
+  const size_t start = pos_;
+  uint64_t value = 0;
+  if (!ReadVarint64(&value) || value > UINT32_MAX || pos_ - start > 5) return false;
+  *out = static_cast<uint32_t>(value);
+  return true;
 }
 
 bool V8Reader::ReadVarint64(uint64_t* out) {

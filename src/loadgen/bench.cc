@@ -27,10 +27,10 @@ constexpr char kUserAgent[] = "kvconnect-bench/0.1";
 // stops the threads before any member they use is destroyed.
 class BenchRun {
  public:
-  BenchRun(const BenchOptions& options, Url metadata_url)
+  BenchRun(const BenchOptions& options, client::Url metadata_url)
       : options_(options),
         metadata_url_(std::move(metadata_url)),
-        http2_(options.http == HttpVersion::kHttp2),
+        http2_(options.http == client::HttpVersion::kHttp2),
         watch_(options.workload == Workload::kWatch),
         streams_(http2_ ? options.streams : 1),
         data_connections_(watch_ ? 1 : options.connections),
@@ -94,12 +94,13 @@ class BenchRun {
 
   Status NeedTls() {
     if (tls_) return Status::Ok();
-    KVC_ASSIGN_OR_RETURN(tls_, MakeTlsContext(options_.http, options_.insecure, options_.ca_file));
+    KVC_ASSIGN_OR_RETURN(
+        tls_, client::MakeTlsContext(options_.http, options_.insecure, options_.ca_file));
     return Status::Ok();
   }
 
-  ConnectionOptions ConnectionOptionsFor(const Url& origin) const {
-    ConnectionOptions c;
+  client::ConnectionOptions ConnectionOptionsFor(const client::Url& origin) const {
+    client::ConnectionOptions c;
     c.version = options_.http;
     c.origin = origin;
     c.connect_timeout = options_.timeout;
@@ -114,20 +115,20 @@ class BenchRun {
       return Status(s.code(), where + " failed: " + s.message());
     };
     Result<std::vector<std::string>> addresses =
-        ResolveHost(metadata_url_.host, metadata_url_.port);
+        client::ResolveHost(metadata_url_.host, metadata_url_.port);
     if (!addresses.ok()) return failed(addresses.status());
     metadata_addresses_ = *addresses;
-    auto conn = MakeConnection(io_of(0), ConnectionOptionsFor(metadata_url_), metadata_addresses_,
-                               tls_.get());
+    auto conn = client::MakeConnection(io_of(0), ConnectionOptionsFor(metadata_url_),
+                                       metadata_addresses_, tls_.get());
     side_connections_.push_back(conn);
     if (Status s = ConnectBlocking(io_of(0), conn, options_.timeout); !s.ok()) return failed(s);
-    Request request{metadata_url_.path,
-                    nullptr,
-                    {{"authorization", "Bearer " + options_.token},
-                     {"content-type", "application/json"},
-                     {"user-agent", kUserAgent}},
-                    kMetadataBody};
-    Result<Response> answer = CallBlocking(io_of(0), conn, std::move(request), options_.timeout);
+    client::Request request{.path = metadata_url_.path,
+                            .extra_headers = {{"authorization", "Bearer " + options_.token},
+                                              {"content-type", "application/json"},
+                                              {"user-agent", kUserAgent}},
+                            .body = kMetadataBody};
+    Result<client::Response> answer =
+        CallBlocking(io_of(0), conn, std::move(request), options_.timeout);
     asio::post(io_of(0), [conn] { conn->Close(); });
     if (!answer.ok()) return failed(answer.status());
     if (answer->status != 200) {
@@ -145,12 +146,12 @@ class BenchRun {
       }
     }
     if (strong == nullptr) return failed(InvalidArgument("the answer names no strong endpoint"));
-    Result<Url> endpoint = ResolveUrl(metadata_url_, strong->url);
+    Result<client::Url> endpoint = client::ResolveUrl(metadata_url_, strong->url);
     if (!endpoint.ok()) return failed(endpoint.status());
     endpoint_ = *endpoint;
     protocol_version_ = metadata->version;
 
-    auto headers = std::make_shared<Headers>();
+    auto headers = std::make_shared<client::Headers>();
     headers->emplace_back("authorization", "Bearer " + metadata->token);
     if (metadata->version == 1) {
       headers->emplace_back("x-transaction-domain-id", metadata->database_id);
@@ -204,13 +205,13 @@ class BenchRun {
     if (endpoint_.SameOrigin(metadata_url_)) {
       addresses_ = metadata_addresses_;
     } else {
-      KVC_ASSIGN_OR_RETURN(addresses_, ResolveHost(endpoint_.host, endpoint_.port));
+      KVC_ASSIGN_OR_RETURN(addresses_, client::ResolveHost(endpoint_.host, endpoint_.port));
     }
     const int total = data_connections_ + watch_connections_;
-    const ConnectionOptions copts = ConnectionOptionsFor(endpoint_);
+    const client::ConnectionOptions copts = ConnectionOptionsFor(endpoint_);
     for (int i = 0; i < total; ++i) {
       connections_.push_back(
-          MakeConnection(io_of(static_cast<size_t>(i)), copts, addresses_, tls_.get()));
+          client::MakeConnection(io_of(static_cast<size_t>(i)), copts, addresses_, tls_.get()));
     }
     // The watch writer's connection opens once the watchers are ready: an HTTP/1.1 server may
     // close a connection that stays silent that long.
@@ -330,7 +331,8 @@ class BenchRun {
   // Reads the counter on a fresh connection (the others may have been cut off). Report()
   // compares it with the acknowledged sums once the threads have stopped.
   void ReadFinalSum() {
-    auto conn = MakeConnection(io_of(0), ConnectionOptionsFor(endpoint_), addresses_, tls_.get());
+    auto conn =
+        client::MakeConnection(io_of(0), ConnectionOptionsFor(endpoint_), addresses_, tls_.get());
     side_connections_.push_back(conn);
     Status s = ConnectBlocking(io_of(0), conn, options_.timeout);
     sum_final_ = s.ok() ? ReadCounter(io_of(0), conn, plan_) : Result<uint64_t>(s);
@@ -409,14 +411,14 @@ class BenchRun {
   }
 
   const BenchOptions options_;
-  const Url metadata_url_;
+  const client::Url metadata_url_;
   const bool http2_;
   const bool watch_;
   const int streams_;
   const int data_connections_;
   const int watch_connections_;
   const int threads_;
-  Url endpoint_;
+  client::Url endpoint_;
   int protocol_version_ = 0;
   std::vector<std::string> metadata_addresses_;
   std::vector<std::string> addresses_;  // of the endpoint's host
@@ -426,9 +428,9 @@ class BenchRun {
   std::vector<ThreadStats> stats_;  // one per thread
   Plan plan_;
   // Connection i runs on io_of(i) (for watch: 0 is the writer's, then the watchers').
-  std::vector<std::shared_ptr<Connection>> connections_;
+  std::vector<std::shared_ptr<client::Connection>> connections_;
   // The metadata exchange's and the final sum read's, on io_of(0).
-  std::vector<std::shared_ptr<Connection>> side_connections_;
+  std::vector<std::shared_ptr<client::Connection>> side_connections_;
   std::unique_ptr<Countdown> connected_;
   PreloadState connect_failure_;
   std::vector<std::string> batches_;
@@ -454,7 +456,7 @@ Result<BenchReport> RunBenchmark(const BenchOptions& options, BenchStage* failed
   BenchStage* stage = failed_stage != nullptr ? failed_stage : &ignored;
   *stage = BenchStage::kOptions;
   KVC_RETURN_IF_ERROR(ValidateOptions(options));
-  KVC_ASSIGN_OR_RETURN(Url metadata_url, ParseUrl(options.url));
+  KVC_ASSIGN_OR_RETURN(client::Url metadata_url, client::ParseUrl(options.url));
   if (!options.database.empty()) metadata_url.path = "/databases/" + options.database + "/connect";
   BenchRun run(options, std::move(metadata_url));
   return run.Run(stage);

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "client/connection.h"
 #include "common/status.h"
-#include "loadgen/connection.h"
 #include "loadgen/stats.h"
 
 namespace kvc::loadgen {
@@ -33,7 +33,7 @@ struct BenchOptions {
   std::string url = "http://127.0.0.1:4512";
   std::string token;     // access token for the metadata exchange
   std::string database;  // empty: POST to `url`; else <origin>/databases/<name>/connect
-  HttpVersion http = HttpVersion::kHttp2;
+  client::HttpVersion http = client::HttpVersion::kHttp2;
   int connections = 1;
   int streams = 64;  // requests in flight per connection over HTTP/2 (1 over HTTP/1.1)
   int threads = 0;   // 0: hardware concurrency; always capped by the number of connections

@@ -16,8 +16,8 @@ std::string SetBody(const std::string& key, const std::string& v8_value) {
   return codec::EncodeAtomicWriteRequest(w);
 }
 
-std::optional<std::string> TakeBody(Result<Response>& r, const Plan& plan, ThreadStats* stats,
-                                    std::string_view call) {
+std::optional<std::string> TakeBody(Result<client::Response>& r, const Plan& plan,
+                                    ThreadStats* stats, std::string_view call) {
   if (!r.ok()) {
     if (plan.is_stopping()) {
       stats->errors.Add("timeout",

@@ -19,11 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "client/connection.h"
 #include "codec/client_codec.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "loadgen/bench.h"
-#include "loadgen/connection.h"
 #include "loadgen/stats.h"
 #include "storage/kv_types.h"
 
@@ -92,7 +92,7 @@ struct ThreadStats {
 // except the atomics.
 struct Plan {
   BenchOptions options;
-  std::shared_ptr<const Headers> headers;  // data-path headers
+  std::shared_ptr<const client::Headers> headers;  // data-path headers
   std::string read_path;
   std::string write_path;
   std::string watch_path;
@@ -113,8 +113,8 @@ struct Plan {
   int64_t window_end() const { return window_end_ns.load(std::memory_order_relaxed); }
   bool is_stopping() const { return stopping.load(std::memory_order_relaxed); }
 
-  Request MakeRequest(const std::string& path, std::string body) const {
-    return Request{path, headers, {}, std::move(body)};
+  client::Request MakeRequest(const std::string& path, std::string body) const {
+    return client::Request{.path = path, .headers = headers, .body = std::move(body)};
   }
 };
 
@@ -123,8 +123,8 @@ std::string ReadOneBody(const std::string& key);
 std::string SetBody(const std::string& key, const std::string& v8_value);
 
 // Returns the body of a 200 answer, or records in `stats` why there is none.
-std::optional<std::string> TakeBody(Result<Response>& r, const Plan& plan, ThreadStats* stats,
-                                    std::string_view call);
+std::optional<std::string> TakeBody(Result<client::Response>& r, const Plan& plan,
+                                    ThreadStats* stats, std::string_view call);
 
 // Decodes a snapshot_read answer that must have `ranges` ranges and status SR_SUCCESS, or
 // records in `stats` why it does not.

@@ -33,7 +33,7 @@ void IoPool::Stop(std::chrono::milliseconds grace) {
   threads_.clear();
 }
 
-Status ConnectBlocking(asio::io_context& io, const std::shared_ptr<Connection>& conn,
+Status ConnectBlocking(asio::io_context& io, const std::shared_ptr<client::Connection>& conn,
                        std::chrono::milliseconds timeout) {
   auto promise = std::make_shared<std::promise<Status>>();
   auto future = promise->get_future();
@@ -48,13 +48,14 @@ Status ConnectBlocking(asio::io_context& io, const std::shared_ptr<Connection>& 
   return future.get();
 }
 
-Result<Response> CallBlocking(asio::io_context& io, const std::shared_ptr<Connection>& conn,
-                              Request request, std::chrono::milliseconds timeout) {
-  auto promise = std::make_shared<std::promise<Result<Response>>>();
+Result<client::Response> CallBlocking(asio::io_context& io,
+                                      const std::shared_ptr<client::Connection>& conn,
+                                      client::Request request, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<Result<client::Response>>>();
   auto future = promise->get_future();
   asio::post(io, [conn, promise, request = std::move(request)]() mutable {
     conn->Send(std::move(request),
-               [promise](Result<Response> r) { promise->set_value(std::move(r)); });
+               [promise](Result<client::Response> r) { promise->set_value(std::move(r)); });
   });
   if (future.wait_for(timeout) != std::future_status::ready) {
     asio::post(io, [conn] { conn->Close(); });
@@ -63,10 +64,10 @@ Result<Response> CallBlocking(asio::io_context& io, const std::shared_ptr<Connec
   return future.get();
 }
 
-Result<uint64_t> ReadCounter(asio::io_context& io, const std::shared_ptr<Connection>& conn,
+Result<uint64_t> ReadCounter(asio::io_context& io, const std::shared_ptr<client::Connection>& conn,
                              const Plan& plan) {
   KVC_ASSIGN_OR_RETURN(
-      Response r,
+      client::Response r,
       CallBlocking(io, conn, plan.MakeRequest(plan.read_path, ReadOneBody(plan.counter_key)),
                    plan.options.timeout));
   if (r.status != 200) {
@@ -109,22 +110,23 @@ void PreloadLane::SendNext() {
     done_->Done();
     return;
   }
-  conn_->Send(plan_->MakeRequest(plan_->write_path, (*batches_)[i]), [this](Result<Response> r) {
-    if (!r.ok()) {
-      state_->Fail(r.status());
-    } else if (r->status != 200) {
-      state_->Fail(Internal("HTTP " + std::to_string(r->status) + ": " + r->body));
-    } else {
-      auto w = codec::DecodeAtomicWriteOutput(r->body);
-      if (!w.ok()) {
-        state_->Fail(w.status());
-      } else if (w->status != codec::WriteStatus::kSuccess) {
-        state_->Fail(Internal("a preload write was not applied (status " +
-                              std::to_string(static_cast<int>(w->status)) + ")"));
-      }
-    }
-    SendNext();
-  });
+  conn_->Send(plan_->MakeRequest(plan_->write_path, (*batches_)[i]),
+              [this](Result<client::Response> r) {
+                if (!r.ok()) {
+                  state_->Fail(r.status());
+                } else if (r->status != 200) {
+                  state_->Fail(Internal("HTTP " + std::to_string(r->status) + ": " + r->body));
+                } else {
+                  auto w = codec::DecodeAtomicWriteOutput(r->body);
+                  if (!w.ok()) {
+                    state_->Fail(w.status());
+                  } else if (w->status != codec::WriteStatus::kSuccess) {
+                    state_->Fail(Internal("a preload write was not applied (status " +
+                                          std::to_string(static_cast<int>(w->status)) + ")"));
+                  }
+                }
+                SendNext();
+              });
 }
 
 }  // namespace kvc::loadgen

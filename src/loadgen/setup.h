@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "client/connection.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "loadgen/bench.h"
-#include "loadgen/connection.h"
 #include "loadgen/plan.h"
 
 namespace kvc::loadgen {
@@ -47,17 +47,18 @@ class IoPool {
 };
 
 // Runs conn->Connect() on `io` and waits for it.
-Status ConnectBlocking(boost::asio::io_context& io, const std::shared_ptr<Connection>& conn,
+Status ConnectBlocking(boost::asio::io_context& io, const std::shared_ptr<client::Connection>& conn,
                        std::chrono::milliseconds timeout);
 
 // Runs conn->Send(request) on `io` and waits up to `timeout` for the answer.
-Result<Response> CallBlocking(boost::asio::io_context& io, const std::shared_ptr<Connection>& conn,
-                              Request request, std::chrono::milliseconds timeout);
+Result<client::Response> CallBlocking(boost::asio::io_context& io,
+                                      const std::shared_ptr<client::Connection>& conn,
+                                      client::Request request, std::chrono::milliseconds timeout);
 
 // Reads the KvU64 counter at plan.counter_key: 0 if absent. Errors: the call's, or
 // InvalidArgument if the key holds something else.
-Result<uint64_t> ReadCounter(boost::asio::io_context& io, const std::shared_ptr<Connection>& conn,
-                             const Plan& plan);
+Result<uint64_t> ReadCounter(boost::asio::io_context& io,
+                             const std::shared_ptr<client::Connection>& conn, const Plan& plan);
 
 // Atomic writes setting every key of `keys` to `value`, each within the per-write limits.
 std::vector<std::string> PreloadBatches(const std::vector<std::string>& keys,
@@ -88,7 +89,7 @@ class PreloadState {
 // Ownership and thread-safety: as for the actors of workloads.h.
 class PreloadLane {
  public:
-  PreloadLane(const Plan* plan, std::shared_ptr<Connection> conn,
+  PreloadLane(const Plan* plan, std::shared_ptr<client::Connection> conn,
               const std::vector<std::string>* batches, std::atomic<size_t>* next,
               PreloadState* state, Countdown* done)
       : plan_(plan),
@@ -102,7 +103,7 @@ class PreloadLane {
 
  private:
   const Plan* plan_;
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<client::Connection> conn_;
   const std::vector<std::string>* batches_;
   std::atomic<size_t>* next_;
   PreloadState* state_;

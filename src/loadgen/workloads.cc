@@ -60,28 +60,28 @@ void Worker::Finish(Outcome outcome) {
 
 void Worker::DoGet() {
   const std::string& key = plan_->keys[Random(plan_->keys.size())];
-  conn_->Send(
-      plan_->MakeRequest(plan_->read_path, ReadOneBody(key)), [this, &key](Result<Response> r) {
-        auto body = TakeBody(r, *plan_, stats_, "snapshot_read");
-        if (!body) return Finish(Outcome::kFailed);
-        auto ranges = DecodeRead(*body, 1, stats_);
-        if (!ranges) return Finish(Outcome::kFailed);
-        if ((*ranges)[0].empty()) {
-          ++stats_->misses;
-          if (plan_->expect_present) {
-            stats_->errors.Add("not_found",
-                               "get: preloaded key " + codec::KeyToString(key) + " was not found");
-            return Finish(Outcome::kFailed);
-          }
-        }
-        Finish(Outcome::kSuccess);
-      });
+  conn_->Send(plan_->MakeRequest(plan_->read_path, ReadOneBody(key)),
+              [this, &key](Result<client::Response> r) {
+                auto body = TakeBody(r, *plan_, stats_, "snapshot_read");
+                if (!body) return Finish(Outcome::kFailed);
+                auto ranges = DecodeRead(*body, 1, stats_);
+                if (!ranges) return Finish(Outcome::kFailed);
+                if ((*ranges)[0].empty()) {
+                  ++stats_->misses;
+                  if (plan_->expect_present) {
+                    stats_->errors.Add("not_found", "get: preloaded key " +
+                                                        codec::KeyToString(key) + " was not found");
+                    return Finish(Outcome::kFailed);
+                  }
+                }
+                Finish(Outcome::kSuccess);
+              });
 }
 
 void Worker::DoSet() {
   const std::string& key = plan_->keys[Random(plan_->keys.size())];
   conn_->Send(plan_->MakeRequest(plan_->write_path, SetBody(key, plan_->value)),
-              [this](Result<Response> r) {
+              [this](Result<client::Response> r) {
                 auto body = TakeBody(r, *plan_, stats_, "atomic_write");
                 if (!body) return Finish(Outcome::kFailed);
                 auto result = DecodeWrite(*body, stats_);
@@ -97,31 +97,33 @@ void Worker::DoSet() {
 // Check-and-set: read the key, then write it only if its versionstamp is unchanged.
 void Worker::DoCas() {
   const std::string& key = plan_->hot_keys[Random(plan_->hot_keys.size())];
-  conn_->Send(plan_->MakeRequest(plan_->read_path, ReadOneBody(key)), [this,
-                                                                       &key](Result<Response> r) {
-    auto body = TakeBody(r, *plan_, stats_, "snapshot_read");
-    if (!body) return Finish(Outcome::kFailed);
-    auto ranges = DecodeRead(*body, 1, stats_);
-    if (!ranges) return Finish(Outcome::kFailed);
-    AtomicWrite w;
-    std::string stamp;  // empty: the key must not exist
-    if (!(*ranges)[0].empty()) {
-      stamp = codec::VersionstampToBytes(codec::VersionToVersionstamp((*ranges)[0][0].version));
-    }
-    w.checks.push_back(Check{key, std::move(stamp)});
-    w.mutations.push_back(Mutation{
-        key, MutationType::kSet,
-        KvValue{codec::EncodeV8String("cas " + std::to_string(++counter_)), ValueEncoding::kV8}});
-    conn_->Send(plan_->MakeRequest(plan_->write_path, codec::EncodeAtomicWriteRequest(w)),
-                [this](Result<Response> wr) {
-                  auto wbody = TakeBody(wr, *plan_, stats_, "atomic_write");
-                  if (!wbody) return Finish(Outcome::kFailed);
-                  auto result = DecodeWrite(*wbody, stats_);
-                  if (!result) return Finish(Outcome::kFailed);
-                  Finish(result->status == codec::WriteStatus::kSuccess ? Outcome::kSuccess
-                                                                        : Outcome::kConflict);
-                });
-  });
+  conn_->Send(
+      plan_->MakeRequest(plan_->read_path, ReadOneBody(key)),
+      [this, &key](Result<client::Response> r) {
+        auto body = TakeBody(r, *plan_, stats_, "snapshot_read");
+        if (!body) return Finish(Outcome::kFailed);
+        auto ranges = DecodeRead(*body, 1, stats_);
+        if (!ranges) return Finish(Outcome::kFailed);
+        AtomicWrite w;
+        std::string stamp;  // empty: the key must not exist
+        if (!(*ranges)[0].empty()) {
+          stamp = codec::VersionstampToBytes(codec::VersionToVersionstamp((*ranges)[0][0].version));
+        }
+        w.checks.push_back(Check{key, std::move(stamp)});
+        w.mutations.push_back(
+            Mutation{key, MutationType::kSet,
+                     KvValue{codec::EncodeV8String("cas " + std::to_string(++counter_)),
+                             ValueEncoding::kV8}});
+        conn_->Send(plan_->MakeRequest(plan_->write_path, codec::EncodeAtomicWriteRequest(w)),
+                    [this](Result<client::Response> wr) {
+                      auto wbody = TakeBody(wr, *plan_, stats_, "atomic_write");
+                      if (!wbody) return Finish(Outcome::kFailed);
+                      auto result = DecodeWrite(*wbody, stats_);
+                      if (!result) return Finish(Outcome::kFailed);
+                      Finish(result->status == codec::WriteStatus::kSuccess ? Outcome::kSuccess
+                                                                            : Outcome::kConflict);
+                    });
+      });
 }
 
 void Worker::DoList() {
@@ -129,7 +131,7 @@ void Worker::DoList() {
   const ReadRange range{plan_->keys[start], plan_->keys_end, static_cast<int32_t>(kListSize),
                         false};
   conn_->Send(plan_->MakeRequest(plan_->read_path, codec::EncodeSnapshotReadRequest({range})),
-              [this](Result<Response> r) {
+              [this](Result<client::Response> r) {
                 auto body = TakeBody(r, *plan_, stats_, "snapshot_read");
                 if (!body) return Finish(Outcome::kFailed);
                 auto ranges = DecodeRead(*body, 1, stats_);
@@ -152,7 +154,7 @@ void Worker::DoSum() {
   w.mutations.push_back(Mutation{plan_->counter_key, MutationType::kSum,
                                  KvValue{EncodeLe64(1), ValueEncoding::kLe64}});
   conn_->Send(plan_->MakeRequest(plan_->write_path, codec::EncodeAtomicWriteRequest(w)),
-              [this](Result<Response> r) {
+              [this](Result<client::Response> r) {
                 // Without an answer the sum may or may not have been applied.
                 if (!r.ok()) ++stats_->sums_unknown;
                 auto body = TakeBody(r, *plan_, stats_, "atomic_write");
@@ -172,8 +174,8 @@ void Worker::DoSum() {
 }
 
 void Watcher::Start() {
-  StreamHandlers h;
-  h.on_head = [this](int status, std::string_view) { status_ = status; };
+  client::StreamHandlers h;
+  h.on_head = [this](const client::Response& head) { status_ = head.status; };
   h.on_data = [this](std::string_view data) { OnData(data); };
   h.on_end = [this](const Status& s) { OnEnd(s); };
   conn_->SendStreaming(plan_->MakeRequest(plan_->watch_path, codec::EncodeWatchRequest({*key_})),
@@ -284,7 +286,7 @@ void WatchWriter::Write() {
   const std::string value = codec::EncodeV8String(std::to_string(NowNs()));
   ++in_flight_;
   conn_->Send(plan_->MakeRequest(plan_->write_path, SetBody(key, value)),
-              [this](Result<Response> r) {
+              [this](Result<client::Response> r) {
                 --in_flight_;
                 auto body = TakeBody(r, *plan_, stats_, "atomic_write");
                 if (body) {

@@ -18,9 +18,9 @@
 #include <string_view>
 #include <utility>
 
+#include "client/connection.h"
 #include "codec/client_codec.h"
 #include "common/status.h"
-#include "loadgen/connection.h"
 #include "loadgen/plan.h"
 
 namespace kvc::loadgen {
@@ -29,8 +29,8 @@ namespace kvc::loadgen {
 // ends or its connection fails; then counts `finished` down.
 class Worker {
  public:
-  Worker(const Plan* plan, std::shared_ptr<Connection> conn, ThreadStats* stats, uint64_t seed,
-         Countdown* finished)
+  Worker(const Plan* plan, std::shared_ptr<client::Connection> conn, ThreadStats* stats,
+         uint64_t seed, Countdown* finished)
       : plan_(plan), conn_(std::move(conn)), stats_(stats), rng_(seed), finished_(finished) {}
 
   void Start() { Next(); }
@@ -49,7 +49,7 @@ class Worker {
   void DoSum();
 
   const Plan* plan_;
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<client::Connection> conn_;
   ThreadStats* stats_;
   std::mt19937_64 rng_;
   Countdown* finished_;
@@ -62,7 +62,7 @@ class Worker {
 // `ready` down at its first frame (or when it fails before), `ended` when the stream ends.
 class Watcher {
  public:
-  Watcher(const Plan* plan, std::shared_ptr<Connection> conn, ThreadStats* stats,
+  Watcher(const Plan* plan, std::shared_ptr<client::Connection> conn, ThreadStats* stats,
           const std::string* key, Countdown* ready, Countdown* ended)
       : plan_(plan),
         conn_(std::move(conn)),
@@ -84,7 +84,7 @@ class Watcher {
   void OnEnd(const Status& s);
 
   const Plan* plan_;
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<client::Connection> conn_;
   ThreadStats* stats_;
   const std::string* key_;
   Countdown* ready_;
@@ -102,7 +102,7 @@ class Watcher {
 // `max_in_flight` writes pending; then counts `done` down once they have been answered.
 class WatchWriter {
  public:
-  WatchWriter(const Plan* plan, std::shared_ptr<Connection> conn, ThreadStats* stats,
+  WatchWriter(const Plan* plan, std::shared_ptr<client::Connection> conn, ThreadStats* stats,
               boost::asio::io_context& io, int max_in_flight, Countdown* done)
       : plan_(plan),
         conn_(std::move(conn)),
@@ -119,7 +119,7 @@ class WatchWriter {
   void MaybeDone();
 
   const Plan* plan_;
-  std::shared_ptr<Connection> conn_;
+  std::shared_ptr<client::Connection> conn_;
   ThreadStats* stats_;
   boost::asio::steady_timer timer_;
   int max_in_flight_;

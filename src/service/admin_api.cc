@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "service/http_status.h"
 #include "service/metrics.h"
 #include "service/query.h"
+#include "service/range_walker.h"
 #include "service/watch_stream.h"
 
 namespace kvc::service {
@@ -41,37 +44,13 @@ HttpResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-const char* CodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kUnauthenticated:
-      return "unauthenticated";
-    case StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kPayloadTooLarge:
-      return "payload_too_large";
-    case StatusCode::kResourceExhausted:
-      return "resource_exhausted";
-    case StatusCode::kUnavailable:
-      return "unavailable";
-    case StatusCode::kMethodNotAllowed:
-      return "method_not_allowed";
-    case StatusCode::kUnsupportedMedia:
-      return "unsupported_media_type";
-    case StatusCode::kAlreadyExists:
-      return "already_exists";
-    case StatusCode::kConflict:
-      return "conflict";
-    case StatusCode::kThrottled:
-      return "throttled";
-    case StatusCode::kHeadersTooLarge:
-      return "headers_too_large";
-    default:
-      return "internal";
-  }
+// The error code name: StatusCodeName in lower case, except that storage failures are
+// "internal" (their detail stays in the log, as for every client).
+std::string CodeName(StatusCode code) {
+  if (code == StatusCode::kCorruption || code == StatusCode::kIoError) code = StatusCode::kInternal;
+  std::string name = StatusCodeName(code);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 // Splits "/a/b/c" into {"a", "b", "c"}.
@@ -292,19 +271,19 @@ void AdminApi::Handle(HttpRequest request, Responder respond) {
   }
   call->token = std::move(*token);
   call->req = std::move(request);
-  Authenticate(std::move(call), directory_->snapshot(), /*may_refresh=*/true);
+  Authenticate(call, *directory_->snapshot(), /*may_refresh=*/true);
 }
 
-void AdminApi::Authenticate(std::shared_ptr<Call> call,
-                            std::shared_ptr<const Directory::Snapshot> snap, bool may_refresh) {
-  auto who = auth_->AuthenticateAccessToken(call->token, *snap, NowUnixMs(), may_refresh);
+void AdminApi::Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
+                            bool may_refresh) {
+  auto who = auth_->AuthenticateAccessToken(call->token, snap, NowUnixMs(), may_refresh);
   if (!who.ok()) {
     call->Fail(who.status());
     return;
   }
   if (!who->has_value()) {  // perhaps created since the last catalog poll
-    directory_->RefreshThen([this, call](std::shared_ptr<const Directory::Snapshot> fresh) {
-      Authenticate(call, std::move(fresh), false);
+    directory_->RefreshThen([this, call](const std::shared_ptr<const Directory::Snapshot>& fresh) {
+      Authenticate(call, *fresh, false);
     });
     return;
   }
@@ -314,7 +293,7 @@ void AdminApi::Authenticate(std::shared_ptr<Call> call,
     return;
   }
   try {
-    Route(call, *snap);
+    Route(call, snap);
   } catch (const std::exception& e) {
     spdlog::error("admin handler failed: {}", e.what());
     call->Fail(Internal("An internal server error occurred."));
@@ -358,7 +337,7 @@ void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
       if (server_wide()) DeleteDatabase(call, seg[1]);
       return;
     }
-    RouteDatabase(call, snap, seg[1], rest);
+    RouteDatabase(call, snap, seg[1], rest, /*may_refresh=*/true);
     return;
   }
   if (seg.size() == 1 && seg[0] == "tokens") {
@@ -385,15 +364,14 @@ void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
 }
 
 void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                             const std::string& name, const std::string& rest) {
+                             const std::string& name, const std::string& rest, bool may_refresh) {
   const Directory::Database* db = snap.Find(name);
   if (db == nullptr) {
     // Perhaps created since the last catalog poll: look again once.
-    if (!call->req.HasHeader("x-kvc-refreshed")) {
-      call->req.headers.emplace_back("x-kvc-refreshed", "1");
+    if (may_refresh) {
       directory_->RefreshThen(
-          [this, call, name, rest](std::shared_ptr<const Directory::Snapshot> fresh) {
-            RouteDatabase(call, *fresh, name, rest);
+          [this, call, name, rest](const std::shared_ptr<const Directory::Snapshot>& fresh) {
+            RouteDatabase(call, *fresh, name, rest, /*may_refresh=*/false);
           });
       return;
     }
@@ -496,7 +474,7 @@ void AdminApi::CreateDatabase(const std::shared_ptr<Call>& call) {
     if (!info.ok()) return call->Fail(info.status());
     // Serve it at once rather than at the next catalog poll.
     directory_->RefreshThen(
-        [this, call, info = *info](auto snap) { call->Ok(DatabaseJson(info, *snap), 201); });
+        [this, call, info = *info](const auto& snap) { call->Ok(DatabaseJson(info, *snap), 201); });
   });
   if (!s.ok()) call->Fail(s);
 }
@@ -507,7 +485,7 @@ void AdminApi::RenameDatabase(const std::shared_ptr<Call>& call, const std::stri
   Status s = Post([this, call, name, new_name = body->name] {
     auto renamed = ops_->RenameDatabase(name, new_name);
     if (!renamed.ok()) return call->Fail(renamed.status());
-    directory_->RefreshThen([this, call, rec = renamed->record](auto snap) {
+    directory_->RefreshThen([this, call, rec = renamed->record](const auto& snap) {
       call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
     });
   });
@@ -518,7 +496,7 @@ void AdminApi::DeleteDatabase(const std::shared_ptr<Call>& call, const std::stri
   Status s = Post([this, call, name] {
     auto rec = ops_->DeleteDatabase(name);
     if (!rec.ok()) return call->Fail(rec.status());
-    directory_->RefreshThen([this, call, rec = *rec](auto snap) {
+    directory_->RefreshThen([this, call, rec = *rec](const auto& snap) {
       call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
     });
   });
@@ -643,46 +621,11 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
   });
 }
 
-namespace {
-
-// Counts a range in pages of the engine's largest read (not one snapshot: writes between pages
-// may be counted or not).
-struct RangeCounter : std::enable_shared_from_this<RangeCounter> {
-  std::shared_ptr<engine::Engine> engine;
-  std::function<void(Result<std::pair<int64_t, int64_t>>)> done;  // count, bytes
-  std::string start;
-  std::string end;
-  int32_t page = 1000;
-  int64_t count = 0;
-  int64_t bytes = 0;
-
-  void Next() {
-    if (start >= end) return done(std::make_pair(count, bytes));
-    auto self = shared_from_this();
-    engine->SnapshotRead({ReadRange{start, end, page, false}},
-                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
-  }
-  void OnRead(Result<engine::ReadResult> r) {
-    if (!r.ok()) return done(r.status());
-    const std::vector<Entry>& entries = r->ranges[0];
-    for (const Entry& e : entries) {
-      ++count;
-      bytes += static_cast<int64_t>(e.key.size() + e.value.size());
-    }
-    if (entries.size() < static_cast<size_t>(page)) return done(std::make_pair(count, bytes));
-    start = entries.back().key;
-    start.push_back('\0');
-    Next();
-  }
-};
-
-}  // namespace
-
 void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db) {
   auto req = codec::ParseAdminRangeRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
   DeleteRangeInBatches(db.engine, std::move(req->range.start), std::move(req->range.end),
-                       req->batch, [call](Result<DeleteRangeResult> r) {
+                       req->batch, [call](const Result<DeleteRangeResult>& r) {
                          if (!r.ok()) return call->Fail(r.status());
                          call->Ok("{\"deleted\":" + std::to_string(r->deleted) +
                                   ",\"batches\":" + std::to_string(r->batches) + "}");
@@ -692,17 +635,29 @@ void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::D
 void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Database& db) {
   auto req = codec::ParseAdminRangeRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
-  auto c = std::make_shared<RangeCounter>();
-  c->engine = db.engine;
-  c->start = req->range.start;
-  c->end = req->range.end;
-  c->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
-  c->done = [call](Result<std::pair<int64_t, int64_t>> r) {
-    if (!r.ok()) return call->Fail(r.status());
-    call->Ok("{\"count\":" + std::to_string(r->first) + ",\"bytes\":" + std::to_string(r->second) +
-             "}");
+  struct Totals {
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> bytes{0};
   };
-  c->Next();
+  auto totals = std::make_shared<Totals>();
+  auto w = std::make_shared<RangeWalker>();
+  w->engine = db.engine;
+  w->start = req->range.start;
+  w->end = req->range.end;
+  w->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
+  w->on_page = [totals](const std::vector<Entry>& entries, const RangeWalker::Next& next) {
+    for (const Entry& e : entries) {
+      ++totals->count;
+      totals->bytes += static_cast<int64_t>(e.key.size() + e.value.size());
+    }
+    next(Status::Ok());
+  };
+  w->done = [call, totals](const Status& s) {
+    if (!s.ok()) return call->Fail(s);
+    call->Ok("{\"count\":" + std::to_string(totals->count.load()) +
+             ",\"bytes\":" + std::to_string(totals->bytes.load()) + "}");
+  };
+  w->Run();
 }
 
 void AdminApi::Watch(const std::shared_ptr<Call>& call, const Directory::Database& db) {

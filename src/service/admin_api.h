@@ -72,11 +72,12 @@ class AdminApi : public Handler {
   using Work = std::function<void()>;
 
   // Authenticates, then routes. `may_refresh`: as Authenticator::AuthenticateAccessToken.
-  void Authenticate(std::shared_ptr<Call> call, std::shared_ptr<const Directory::Snapshot> snap,
+  void Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
                     bool may_refresh);
   void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap);
+  // `may_refresh`: an unknown database makes the directory reread the catalog once.
   void RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                     const std::string& name, const std::string& rest);
+                     const std::string& name, const std::string& rest, bool may_refresh);
 
   // Runs `work` on the worker thread. Errors: Unavailable when stopping or, if `bounded`, when
   // the queue is full (an import's later steps are not bounded: it holds its place).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "codec/v8_json.h"
+#include "service/range_walker.h"
 
 namespace kvc::service {
 namespace {
@@ -263,57 +264,39 @@ void BulkImport::Finish(Status status, int64_t bad_line) {
 
 // --- DeleteRangeInBatches -----------------------------------------------------------------------
 
-namespace {
-
-// Reads up to `batch` keys from `start`, deletes them in one atomic write, continues after the
-// last one, until the range is empty.
-struct RangeDeleter : std::enable_shared_from_this<RangeDeleter> {
-  std::shared_ptr<engine::Engine> engine;
-  std::function<void(Result<DeleteRangeResult>)> done;
-  std::string start;
-  std::string end;
-  int32_t batch = 100;
-  DeleteRangeResult result;
-
-  void Next() {
-    if (start >= end) return done(result);
-    auto self = shared_from_this();
-    engine->SnapshotRead({ReadRange{start, end, batch, false}},
-                         [self](Result<engine::ReadResult> r) { self->OnRead(std::move(r)); });
-  }
-  void OnRead(Result<engine::ReadResult> r) {
-    if (!r.ok()) return done(r.status());
-    std::vector<Entry>& entries = r->ranges[0];
-    if (entries.empty()) return done(result);
-    AtomicWrite write;
-    for (Entry& e : entries) write.mutations.push_back(Mutation{e.key, MutationType::kDelete});
-    start = entries.back().key;
-    start.push_back('\0');
-    const auto n = static_cast<int64_t>(entries.size());
-    auto self = shared_from_this();
-    engine->Write(std::move(write), [self, n](Result<CommitResult> w) {
-      if (!w.ok()) return self->done(w.status());
-      self->result.deleted += n;
-      ++self->result.batches;
-      self->Next();
-    });
-  }
-};
-
-}  // namespace
-
 void DeleteRangeInBatches(std::shared_ptr<engine::Engine> engine, std::string start,
                           std::string end, int32_t batch,
                           std::function<void(Result<DeleteRangeResult>)> done) {
-  auto d = std::make_shared<RangeDeleter>();
-  const auto cap = static_cast<int32_t>(
-      std::min(engine->limits().max_mutations, engine->limits().max_read_entries));
-  d->batch = std::clamp<int32_t>(batch, 1, std::max<int32_t>(cap, 1));
-  d->engine = std::move(engine);
-  d->done = std::move(done);
-  d->start = std::move(start);
-  d->end = std::move(end);
-  d->Next();
+  // Each page is deleted in one atomic write, then the walk continues after it. Pages follow
+  // one another, so the totals need no lock.
+  auto totals = std::make_shared<DeleteRangeResult>();
+  auto w = std::make_shared<RangeWalker>();
+  const engine::Limits& limits = engine->limits();
+  const auto cap = static_cast<int32_t>(std::min(limits.max_mutations, limits.max_read_entries));
+  w->page = std::clamp<int32_t>(batch, 1, std::max<int32_t>(cap, 1));
+  w->engine = engine;
+  w->start = std::move(start);
+  w->end = std::move(end);
+  w->on_page = [engine = std::move(engine), totals](std::vector<Entry> entries,
+                                                    const RangeWalker::Next& next) {
+    AtomicWrite write;
+    for (Entry& e : entries) {
+      write.mutations.push_back(Mutation{std::move(e.key), MutationType::kDelete});
+    }
+    const auto n = static_cast<int64_t>(write.mutations.size());
+    engine->Write(std::move(write), [totals, n, next](const Result<CommitResult>& r) {
+      if (r.ok()) {
+        totals->deleted += n;
+        ++totals->batches;
+      }
+      next(r.status());
+    });
+  };
+  w->done = [totals, done = std::move(done)](const Status& s) {
+    if (!s.ok()) return done(s);
+    done(*totals);
+  };
+  w->Run();
 }
 
 }  // namespace kvc::service

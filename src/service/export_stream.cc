@@ -118,7 +118,7 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
 
 }  // namespace
 
-void StartExport(std::shared_ptr<engine::Engine> engine, std::string start, std::string end,
+void StartExport(const std::shared_ptr<engine::Engine>& engine, std::string start, std::string end,
                  const ExportOptions& options, std::function<void(Result<HttpResponse>)> respond) {
   auto stream = std::make_shared<ExportStream>(options);
   // Calls of one scan are sequential, so this needs no lock.

@@ -34,7 +34,7 @@ struct ExportOptions {
 // busy or closing; storage errors), else with a 200 `application/x-ndjson` streaming response
 // whose `x-kvc-versionstamp` header is the versionstamp of the snapshot. It runs on a reader
 // thread, or inline on a refusal.
-void StartExport(std::shared_ptr<engine::Engine> engine, std::string start, std::string end,
+void StartExport(const std::shared_ptr<engine::Engine>& engine, std::string start, std::string end,
                  const ExportOptions& options, std::function<void(Result<HttpResponse>)> respond);
 
 }  // namespace kvc::service

@@ -277,6 +277,31 @@ TEST(V8TreeTest, EnforcesLimits) {
   EXPECT_EQ(DecodeError("FF 0F 61 FE FF FF FF 0F 40 00 FE FF FF FF 0F"), "ok");
 }
 
+// Fuzz crash decefefe: a format-16 resizable buffer with a maximum beyond 2^53 was accepted
+// and could then not be written.
+TEST(V8TreeTest, FuzzRegressionHugeResizableMaximum) {
+  EXPECT_NE(DecodeError("FF 10 6F 22 01 76 7E 04 FF FF FF FF FF FF FF FF 08 00 00 00 00 56 42 00"
+                        " 00 03 7B 01"),
+            "ok");
+  // Over 4 GiB is fine in format 16 and cannot be written as 15.
+  Result<V8Value> big = DecodeV8Value(FromHex("FF 10 7E 00 80 80 80 80 20"));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(*big->max_byte_length, uint64_t{1} << 33);
+  EXPECT_EQ(ToHex(*EncodeV8Value(*big, 16)), "FF 10 7E 00 80 80 80 80 20");
+  EXPECT_EQ(EncodeV8Value(*big, 15).status().message(),
+            "cannot encode v8 value: buffer over 4 GiB before format 16");
+}
+
+// Fuzz crash ebf4e28a: version-13 data read on the second try (with view flags) holds flags
+// format 13 cannot write; format 14 can.
+TEST(V8TreeTest, FuzzRegressionVersion13WithFlags) {
+  Result<V8Value> v =
+      DecodeV8Value(FromHex("FF 0D 6F 22 01 76 7E 00 00 00 00 56 42 00 00 03 7B 01"));
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_FALSE(EncodeV8Value(*v, 13).ok());
+  EXPECT_EQ(ToHex(*EncodeV8Value(*v, 14)), "FF 0E 6F 22 01 76 7E 00 00 56 42 00 00 03 7B 01");
+}
+
 TEST(V8TreeTest, EncoderChecksTheTree) {
   const auto error = [](const V8Value& v) {
     Result<std::string> bytes = EncodeV8Value(v);

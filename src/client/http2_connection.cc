@@ -4,16 +4,15 @@
 #include <nghttp2/nghttp2.h>
 
 #include <array>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
-#include "loadgen/transport.h"
+#include "client/transport.h"
 
-namespace kvc::loadgen {
+namespace kvc::client {
 namespace internal {
 namespace {
 
@@ -27,38 +26,24 @@ std::string Http2Error(uint32_t code) { return nghttp2_http2_strerror(code); }
 // nghttp2 session; streams live in streams_ until nghttp2 closes them. Thread-safety: see
 // Connection (one io_context, one thread; no strand needed).
 template <class Socket>
-class Http2Connection final : public Connection {
+class Http2Connection final : public ConnectionBase<Socket> {
+  using Base = ConnectionBase<Socket>;
+  using Base::broken_;
+  using Base::io_;
+  using Base::options_;
+  using Base::socket_;
+
  public:
-  Http2Connection(asio::io_context& io, ConnectionOptions options,
-                  const std::vector<std::string>& addresses, asio::ssl::context* tls)
-      : io_(io),
-        options_(std::move(options)),
-        authority_(options_.origin.Authority()),
-        endpoints_(ToEndpoints(addresses, options_.origin.port)),
-        socket_(NewSocket<Socket>(io, tls)),
-        timer_(io) {}
+  using Base::Base;
 
   ~Http2Connection() override {
     if (session_ != nullptr) nghttp2_session_del(session_);
   }
 
   void Connect(std::function<void(Status)> done) override {
-    auto self = shared_from_this();
-    connect_done_ = std::move(done);
-    timer_.expires_after(options_.connect_timeout);
-    timer_.async_wait([this, self](const boost::system::error_code& ec) {
-      if (!ec && connect_done_) {
-        Fail(Unavailable("connecting to " + options_.origin.Authority() + " timed out"));
-      }
-    });
-    OpenSocket(*socket_, endpoints_, options_.origin, "h2", [this, self](Status s) {
-      if (!broken_.ok()) return;  // timed out or closed meanwhile
-      if (!s.ok()) {
-        Fail(std::move(s));
-        return;
-      }
+    this->Open(std::move(done), "h2", [this] {
       if (Status init = InitSession(); !init.ok()) {
-        Fail(std::move(init));
+        this->Fail(std::move(init));
         return;
       }
       DoRead();
@@ -66,81 +51,86 @@ class Http2Connection final : public Connection {
     });
   }
 
-  void Send(Request request, ResponseHandler done) override {
-    auto stream = std::make_unique<StreamState>();
-    stream->done = std::move(done);
-    Submit(std::move(request), std::move(stream));
-  }
-
-  void SendStreaming(Request request, StreamHandlers handlers) override {
-    auto stream = std::make_unique<StreamState>();
-    stream->streaming = true;
-    stream->handlers = std::move(handlers);
-    Submit(std::move(request), std::move(stream));
+  void Cancel(RequestId id) override {
+    if (id == 0 || id > static_cast<RequestId>(std::numeric_limits<int32_t>::max())) return;
+    const auto stream_id = static_cast<int32_t>(id);
+    auto it = streams_.find(stream_id);
+    if (it == streams_.end()) return;
+    if (!it->second->completed) {
+      CompleteFailed(*it->second, Unavailable("cancelled by the client"));
+    }
+    if (!broken_.ok()) return;
+    // Also stops the upload of a body whose response already came (nghttp2 ignores a reset of
+    // a stream it has closed meanwhile).
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
+    Flush();
   }
 
   void Close() override {
-    if (!broken_.ok()) return;
+    if (!broken_.ok() || closing_) return;
     closing_ = true;
-    FailStreams(Unavailable("closed by the client"));
+    FailRequests(Unavailable("closed by the client"));
     if (session_ != nullptr) {
-      // Say goodbye (GOAWAY) if the socket takes it at once; Fail() below closes the socket
-      // when the write finishes, or right away if none could start.
+      // Say goodbye (GOAWAY); once it is written Flush() ends the connection (Fail(), or the
+      // linger first).
       nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
       Flush();
-      if (writing_) return;
+      if (writing_ || lingering_) return;
     }
-    Fail(Unavailable("closed by the client"));
+    this->Fail(Unavailable("closed by the client"));
   }
 
   bool usable() const override { return broken_.ok() && !goaway_ && !closing_; }
 
  private:
   // One request/response exchange. Owned by streams_ from submission until nghttp2 closes the
-  // stream (nghttp2 reads the request body from here while sending).
+  // stream (nghttp2 reads the request body from here while sending, possibly after the
+  // response was delivered).
   struct StreamState {
     std::string request_body;
     size_t request_offset = 0;
-    bool streaming = false;
-    ResponseHandler done;     // !streaming
-    StreamHandlers handlers;  // streaming
-    int status = 0;
-    std::string content_type;
-    std::string body;
-    bool head_delivered = false;
-    bool end_stream = false;
+    Receiver receiver;
+    Response response;       // the body only when !receiver.stream
+    bool head_done = false;  // the final (non-1xx) response HEADERS arrived
     bool completed = false;  // the callback was delivered (or is posted)
     Status failure;          // e.g. response over max_response_bytes
   };
 
-  void Submit(Request request, std::unique_ptr<StreamState> stream) {
+  RequestId Submit(Request& request, Receiver& receiver) override {
+    auto stream = std::make_unique<StreamState>();
+    stream->receiver = std::move(receiver);
     if (!usable() || session_ == nullptr) {
       Status why = !broken_.ok() ? broken_
                    : goaway_     ? Unavailable("the server sent GOAWAY")
                    : closing_    ? Unavailable("closed by the client")
                                  : Unavailable("not connected");
       CompleteFailed(*stream, std::move(why));
-      return;
+      return 0;
     }
-    const std::string& scheme = options_.origin.scheme;
-    const std::string length = std::to_string(request.body.size());
+    const size_t header_count =
+        (request.headers ? request.headers->size() : 0) + request.extra_headers.size();
     std::vector<nghttp2_nv> nva;
-    nva.reserve(6 + (request.headers ? request.headers->size() : 0) + request.extra_headers.size());
+    nva.reserve(5 + header_count);
     auto add = [&nva](std::string_view name, std::string_view value) {
       // nghttp2 copies names and values (no NO_COPY flags); the casts only satisfy its C API.
       nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
                      reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
                      value.size(), NGHTTP2_NV_FLAG_NONE});
     };
-    add(":method", "POST");
-    add(":scheme", scheme);
-    add(":authority", authority_);
+    add(":method", request.method);
+    add(":scheme", options_.origin.scheme);
+    add(":authority", this->authority_);
     add(":path", request.path);
-    if (request.headers) {
-      for (const auto& [name, value] : *request.headers) add(name, value);
+    bool framed = false;
+    ForEachHeader(request, [&](const std::string& name, const std::string& value) {
+      framed = framed || FramesBody(name, /*http1=*/false);
+      add(name, value);
+    });
+    std::string length;
+    if (!framed && BodyNeedsLength(request)) {
+      length = std::to_string(request.body.size());
+      add("content-length", length);
     }
-    for (const auto& [name, value] : request.extra_headers) add(name, value);
-    add("content-length", length);
     stream->request_body = std::move(request.body);
     nghttp2_data_provider provider{};
     provider.source.ptr = stream.get();
@@ -151,10 +141,11 @@ class Http2Connection final : public Connection {
     if (id < 0) {
       CompleteFailed(*stream, Internal(std::string("HTTP/2: cannot submit a request: ") +
                                        nghttp2_strerror(id)));
-      return;
+      return 0;
     }
     streams_[id] = std::move(stream);
     Flush();
+    return static_cast<RequestId>(id);
   }
 
   Status InitSession() {
@@ -182,39 +173,59 @@ class Http2Connection final : public Connection {
     return Status::Ok();
   }
 
+  // The failure to report when the transport ends: our own Close(), else the protocol error
+  // that made nghttp2 end the session (it no longer wants to read), else `transport`.
+  Status Ended(Status transport) const {
+    if (closing_) return Unavailable("closed by the client");
+    if (!protocol_error_.empty() && nghttp2_session_want_read(session_) == 0) {
+      return Internal("HTTP/2: the session ended: " + protocol_error_);
+    }
+    return transport;
+  }
+
   void DoRead() {
-    auto self = shared_from_this();
+    reading_ = true;
+    auto self = this->shared_from_this();
     socket_->async_read_some(
         asio::buffer(read_buffer_), [this, self](const boost::system::error_code& ec, size_t n) {
+          reading_ = false;
           if (!broken_.ok()) return;
           if (ec) {
-            Fail(Unavailable(ec == asio::error::eof
-                                 ? std::string("HTTP/2: the server closed the connection")
-                                 : "HTTP/2: read: " + ec.message()));
+            this->Fail(Ended(Unavailable(
+                ec == asio::error::eof ? std::string("HTTP/2: the server closed the connection")
+                                       : "HTTP/2: read: " + ec.message())));
+            return;
+          }
+          if (lingering_) {  // after GOAWAY: only waiting for the server to close
+            DoRead();
             return;
           }
           const ssize_t rv = nghttp2_session_mem_recv(session_, read_buffer_.data(), n);
           if (rv < 0) {
-            Fail(Internal(std::string("HTTP/2: bad data from the server: ") +
-                          (protocol_error_.empty() ? nghttp2_strerror(static_cast<int>(rv))
-                                                   : protocol_error_)));
+            this->Fail(Internal(std::string("HTTP/2: bad data from the server: ") +
+                                (protocol_error_.empty() ? nghttp2_strerror(static_cast<int>(rv))
+                                                         : protocol_error_)));
             return;
           }
           Flush();
-          if (broken_.ok()) DoRead();
+          // A session that wants no more (GOAWAY sent or received, nothing open) is ended by
+          // Flush() once its last frames are written; reading on would only race the close.
+          if (broken_.ok() && !reading_ && (lingering_ || nghttp2_session_want_read(session_))) {
+            DoRead();
+          }
         });
   }
 
-  // Writes what nghttp2 has queued, one chunk at a time; notices a finished session.
+  // Writes what nghttp2 has queued, one chunk at a time; ends a finished session.
   void Flush() {
-    if (writing_ || !broken_.ok() || session_ == nullptr) return;
+    if (writing_ || lingering_ || !broken_.ok() || session_ == nullptr) return;
     write_buffer_.clear();
     while (write_buffer_.size() < kMaxWriteChunk) {
       const uint8_t* data = nullptr;
       const ssize_t n = nghttp2_session_mem_send(session_, &data);
       if (n < 0) {
-        Fail(Internal(std::string("nghttp2_session_mem_send: ") +
-                      nghttp2_strerror(static_cast<int>(n))));
+        this->Fail(Internal(std::string("nghttp2_session_mem_send: ") +
+                            nghttp2_strerror(static_cast<int>(n))));
         return;
       }
       if (n == 0) break;
@@ -222,41 +233,43 @@ class Http2Connection final : public Connection {
     }
     if (write_buffer_.empty()) {
       if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
-        Fail(closing_                  ? Unavailable("closed by the client")
-             : protocol_error_.empty() ? Unavailable("HTTP/2: the session ended")
-                                       : Internal("HTTP/2: the session ended: " + protocol_error_));
+        if (closing_ && options_.close_linger.count() > 0) {
+          Linger();
+        } else {
+          this->Fail(Ended(Unavailable("HTTP/2: the session ended")));
+        }
       }
       return;
     }
     writing_ = true;
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     asio::async_write(*socket_, asio::buffer(write_buffer_),
                       [this, self](const boost::system::error_code& ec, size_t) {
                         writing_ = false;
                         if (!broken_.ok()) return;
                         if (ec) {
-                          Fail(Unavailable("HTTP/2: write: " + ec.message()));
+                          this->Fail(Ended(Unavailable("HTTP/2: write: " + ec.message())));
                           return;
                         }
                         Flush();
                       });
   }
 
-  // Marks the connection failed: closes the socket and fails every open stream. Idempotent.
-  void Fail(Status status) {
-    if (!broken_.ok()) return;
-    broken_ = std::move(status);
+  // After Close() wrote GOAWAY: half-closes and reads until the server closes or the linger
+  // ends, then closes (Fail()).
+  void Linger() {
+    lingering_ = true;
     boost::system::error_code ignored;
-    timer_.cancel();
-    socket_->lowest_layer().close(ignored);
-    if (connect_done_) {
-      asio::post(io_, [done = std::move(connect_done_), s = broken_] { done(s); });
-      connect_done_ = nullptr;
-    }
-    FailStreams(broken_);
+    socket_->lowest_layer().shutdown(tcp::socket::shutdown_send, ignored);
+    auto self = this->shared_from_this();
+    this->timer_.expires_after(options_.close_linger);
+    this->timer_.async_wait([this, self](const boost::system::error_code& ec) {
+      if (!ec) this->Fail(Unavailable("closed by the client"));
+    });
+    if (!reading_) DoRead();
   }
 
-  void FailStreams(const Status& status) {
+  void FailRequests(const Status& status) override {
     for (auto& [id, stream] : streams_) {
       if (!stream->completed) CompleteFailed(*stream, status);
     }
@@ -265,40 +278,28 @@ class Http2Connection final : public Connection {
   // Posts the failure callback of `stream` and marks it completed.
   void CompleteFailed(StreamState& stream, Status status) {
     stream.completed = true;
-    if (stream.streaming) {
-      asio::post(io_, [h = std::move(stream.handlers.on_end), s = std::move(status)] { h(s); });
-    } else {
-      asio::post(io_, [h = std::move(stream.done), s = std::move(status)]() mutable {
-        h(Result<Response>(std::move(s)));
-      });
-    }
+    PostFailure(io_, stream.receiver, std::move(status));
   }
 
-  // Posts the callback of a stream nghttp2 closed.
-  void CompleteClosed(StreamState& stream, int32_t id, uint32_t error_code) {
+  // Posts the callback of a stream whose response ended (END_STREAM).
+  void CompleteEnded(StreamState& stream) {
     if (stream.completed) return;
     if (!stream.failure.ok()) {
       CompleteFailed(stream, stream.failure);
       return;
     }
-    if (!stream.end_stream) {
-      CompleteFailed(stream, Internal("HTTP/2 stream " + std::to_string(id) +
-                                      " was reset before the response ended (" +
-                                      Http2Error(error_code) + ")"));
-      return;
-    }
     stream.completed = true;
-    if (stream.streaming) {
-      asio::post(io_, [h = std::move(stream.handlers.on_end)] { h(Status::Ok()); });
-      return;
-    }
-    Response response;
-    response.status = stream.status;
-    response.content_type = std::move(stream.content_type);
-    response.body = std::move(stream.body);
-    asio::post(io_, [h = std::move(stream.done), r = std::move(response)]() mutable {
-      h(Result<Response>(std::move(r)));
-    });
+    PostSuccess(io_, stream.receiver, stream.response);
+  }
+
+  // Posts the failure callback of a stream nghttp2 closed before its response ended.
+  void CompleteClosed(StreamState& stream, int32_t id, uint32_t error_code) {
+    if (stream.completed) return;
+    CompleteFailed(stream, !stream.failure.ok()
+                               ? stream.failure
+                               : Internal("HTTP/2 stream " + std::to_string(id) +
+                                          " was reset before the response ended (" +
+                                          Http2Error(error_code) + ")"));
   }
 
   static Http2Connection* Self(void* user_data) { return static_cast<Http2Connection*>(user_data); }
@@ -319,18 +320,29 @@ class Http2Connection final : public Connection {
   }
 
   static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void*) {
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                      void* user_data) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     StreamState* s = Find(session, frame->hd.stream_id);
-    if (s == nullptr || s->head_delivered) return 0;  // trailers are ignored
+    if (s == nullptr || s->completed) return 0;
+    const bool keep = Self(user_data)->options_.keep_headers;
     const std::string_view n(reinterpret_cast<const char*>(name), namelen);
     const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (n == ":status") {
-      s->status = 0;
-      std::from_chars(v.data(), v.data() + v.size(), s->status);
-    } else if (n == "content-type") {
-      s->content_type.assign(v);
+    Response& r = s->response;
+    if (s->head_done) {  // trailers
+      if (keep) r.trailers.emplace_back(n, v);
+      return 0;
     }
+    if (n == ":status") {
+      // Each response head (1xx or final) starts afresh.
+      r.status = 0;
+      std::from_chars(v.data(), v.data() + v.size(), r.status);
+      r.content_type.clear();
+      r.headers.clear();
+      return 0;
+    }
+    if (n == "content-type") r.content_type.assign(v);
+    if (keep && !n.empty() && n[0] != ':') r.headers.emplace_back(n, v);
     return 0;
   }
 
@@ -341,21 +353,18 @@ class Http2Connection final : public Connection {
       case NGHTTP2_DATA: {
         StreamState* s = Find(session, frame->hd.stream_id);
         if (s == nullptr) break;
-        if (frame->hd.type == NGHTTP2_HEADERS && s->status >= 200 && !s->head_delivered) {
-          s->head_delivered = true;
-          if (s->streaming && !s->completed && s->handlers.on_head) {
-            s->handlers.on_head(s->status, s->content_type);
+        if (frame->hd.type == NGHTTP2_HEADERS && !s->head_done && s->response.status >= 200) {
+          s->head_done = true;
+          if (s->receiver.stream && !s->completed && s->receiver.stream->on_head) {
+            s->receiver.stream->on_head(s->response);
           }
         }
-        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) s->end_stream = true;
+        // The response is complete even if the request body is still being sent.
+        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) self->CompleteEnded(*s);
         break;
       }
       case NGHTTP2_SETTINGS:
-        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 && self->connect_done_) {
-          self->timer_.cancel();
-          asio::post(self->io_, [done = std::move(self->connect_done_)] { done(Status::Ok()); });
-          self->connect_done_ = nullptr;
-        }
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) self->ConnectDone();
         break;
       case NGHTTP2_GOAWAY:
         // nghttp2 closes our streams above last_stream_id itself (REFUSED_STREAM).
@@ -372,16 +381,16 @@ class Http2Connection final : public Connection {
     StreamState* s = Find(session, stream_id);
     if (s == nullptr || s->completed || !s->failure.ok()) return 0;
     const std::string_view chunk(reinterpret_cast<const char*>(data), len);
-    if (s->streaming) {
-      if (s->handlers.on_data) s->handlers.on_data(chunk);
+    if (s->receiver.stream) {
+      if (s->receiver.stream->on_data) s->receiver.stream->on_data(chunk);
       return 0;
     }
-    if (s->body.size() + len > Self(user_data)->options_.max_response_bytes) {
+    if (s->response.body.size() + len > Self(user_data)->options_.max_response_bytes) {
       s->failure = Status(StatusCode::kPayloadTooLarge, "the response body exceeds the limit");
       nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
       return 0;
     }
-    s->body.append(chunk);
+    s->response.body.append(chunk);
     return 0;
   }
 
@@ -409,27 +418,22 @@ class Http2Connection final : public Connection {
     return 0;
   }
 
+  // nghttp2's description of the last protocol error it detected, for error messages.
   static int OnError(nghttp2_session*, int, const char* msg, size_t len, void* user_data) {
     Self(user_data)->protocol_error_.assign(msg, len);
     return 0;
   }
 
-  asio::io_context& io_;
-  ConnectionOptions options_;
-  std::string authority_;                 // host:port, sent as :authority
-  std::vector<tcp::endpoint> endpoints_;  // referenced by the pending connect
-  std::unique_ptr<Socket> socket_;
-  asio::steady_timer timer_;  // connect timeout
-  std::function<void(Status)> connect_done_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<StreamState>> streams_;
   std::array<uint8_t, kReadBufferSize> read_buffer_;
   std::string write_buffer_;  // being written while writing_
+  bool reading_ = false;      // a read is outstanding
   bool writing_ = false;
   bool goaway_ = false;
-  bool closing_ = false;
+  bool closing_ = false;    // Close() was called
+  bool lingering_ = false;  // GOAWAY written, socket half-closed, waiting for the server
   std::string protocol_error_;
-  Status broken_;  // first failure; the connection is unusable after it
 };
 
 }  // namespace
@@ -438,11 +442,8 @@ std::shared_ptr<Connection> MakeHttp2Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
                                                 const std::vector<std::string>& addresses,
                                                 asio::ssl::context* tls) {
-  if (options.origin.tls()) {
-    return std::make_shared<Http2Connection<TlsSocket>>(io, options, addresses, tls);
-  }
-  return std::make_shared<Http2Connection<PlainSocket>>(io, options, addresses, tls);
+  return MakeOverSocket<Http2Connection>(io, options, addresses, tls);
 }
 
 }  // namespace internal
-}  // namespace kvc::loadgen
+}  // namespace kvc::client

@@ -1,11 +1,11 @@
-#include "loadgen/connection.h"
+#include "client/connection.h"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 
-#include "loadgen/transport.h"
+#include "client/transport.h"
 
-namespace kvc::loadgen {
+namespace kvc::client {
 namespace internal {
 std::shared_ptr<Connection> MakeHttp1Connection(asio::io_context& io,
                                                 const ConnectionOptions& options,
@@ -71,4 +71,4 @@ Result<std::vector<std::string>> ResolveHost(const std::string& host, uint16_t p
   return out;
 }
 
-}  // namespace kvc::loadgen
+}  // namespace kvc::client

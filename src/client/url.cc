@@ -1,18 +1,19 @@
-#include "loadgen/url.h"
+#include "client/url.h"
 
 #include <charconv>
 #include <vector>
 
-namespace kvc::loadgen {
-namespace {
+namespace kvc::client {
 
-std::string ToLower(std::string_view s) {
+std::string AsciiLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
 }
+
+namespace {
 
 // Drops "?query" and "#fragment".
 std::string_view StripQuery(std::string_view s) { return s.substr(0, s.find_first_of("?#")); }
@@ -63,7 +64,7 @@ Result<Url> ParseUrl(std::string_view text) {
   if (colon == std::string_view::npos) {
     return InvalidArgument("'" + std::string(text) + "' is not an absolute http(s) URL");
   }
-  url.scheme = ToLower(text.substr(0, colon));
+  url.scheme = AsciiLower(text.substr(0, colon));
   if (url.scheme != "http" && url.scheme != "https") {
     return InvalidArgument("unsupported URL scheme '" + url.scheme + "' (use http or https)");
   }
@@ -120,4 +121,4 @@ Result<Url> ResolveUrl(const Url& base, std::string_view reference) {
   return out;
 }
 
-}  // namespace kvc::loadgen
+}  // namespace kvc::client

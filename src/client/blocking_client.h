@@ -10,17 +10,18 @@
 #include <memory>
 #include <string>
 
+#include "client/connection.h"
+#include "client/url.h"
 #include "common/status.h"
-#include "loadgen/connection.h"
-#include "loadgen/url.h"
 
-namespace kvc::loadgen {
+namespace kvc::client {
 
 struct BlockingClientOptions {
   Url origin;  // scheme, host, port
   HttpVersion version = HttpVersion::kHttp1;
   std::string ca_file;  // https: a CA to trust besides the system's
   std::chrono::milliseconds connect_timeout{10000};
+  bool keep_headers = true;  // fill Response::headers (ConnectionOptions::keep_headers)
 };
 
 class BlockingClient {
@@ -32,13 +33,13 @@ class BlockingClient {
   BlockingClient(const BlockingClient&) = delete;
   BlockingClient& operator=(const BlockingClient&) = delete;
 
-  // Sends a POST and waits up to `timeout` for the whole answer. Errors: as Connection::Send,
-  // or kUnavailable on the timeout (the connection is closed then).
-  Result<Response> Post(Request request, std::chrono::milliseconds timeout);
+  // Sends `request` and waits up to `timeout` for the whole answer. Errors: as
+  // Connection::Send, or kUnavailable on the timeout (the request is cancelled then).
+  Result<Response> Call(Request request, std::chrono::milliseconds timeout);
 
-  // Sends a POST whose answer body is delivered piece by piece, and waits until it ended.
-  // `handlers` run on the client's I/O thread (on_end's status is also returned).
-  Status PostStreaming(Request request, StreamHandlers handlers);
+  // Sends `request`, whose answer body is delivered piece by piece, and waits until it ended.
+  // `handlers` run on the client's I/O thread; on_end's status is also returned.
+  Status CallStreaming(Request request, StreamHandlers handlers);
 
  private:
   struct Impl;
@@ -46,4 +47,4 @@ class BlockingClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kvc::loadgen
+}  // namespace kvc::client

@@ -1,4 +1,4 @@
-// Absolute http(s) URLs as the load generator needs them: parsing, the origin parts a
+// Absolute http(s) URLs as the client stack needs them: parsing, the origin parts a
 // connection needs, and RFC 3986 relative resolution (how KV Connect clients turn the endpoint
 // URLs of a metadata answer into absolute ones, reference §1.5).
 //
@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace kvc::loadgen {
+namespace kvc::client {
 
 struct Url {
   std::string scheme;  // "http" or "https"
@@ -40,4 +40,7 @@ Result<Url> ParseUrl(std::string_view text);
 // absolute reference that ParseUrl rejects.
 Result<Url> ResolveUrl(const Url& base, std::string_view reference);
 
-}  // namespace kvc::loadgen
+// `s` with ASCII letters lowercased (schemes, header names).
+std::string AsciiLower(std::string_view s);
+
+}  // namespace kvc::client

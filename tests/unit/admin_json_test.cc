@@ -1,0 +1,154 @@
+// Admin API request parsing (codec/admin_json.h): schema validation against the embedded
+// schemas/admin-api.schema.json, key ranges chosen as Deno.Kv.list chooses them, cursors,
+// versionstamp checks, and the entry answers.
+#include "codec/admin_json.h"
+
+#include <gtest/gtest.h>
+
+#include "codec/key_codec.h"
+
+namespace kvc::codec {
+namespace {
+
+std::string Key(const std::vector<KeyPart>& parts) { return EncodeKey(parts); }
+
+TEST(AdminJson, DefinitionsValidate) {
+  EXPECT_TRUE(ValidateAdminJson("DatabaseList", R"({"databases":[]})").ok());
+  EXPECT_FALSE(ValidateAdminJson("DatabaseList", R"({})").ok());
+  EXPECT_TRUE(ValidateAdminJson("Error", R"({"error":"x","code":"not_found"})").ok());
+  const Status missing = ValidateAdminJson("NoSuchDefinition", "{}");
+  EXPECT_EQ(missing.code(), StatusCode::kInternal);
+  const Status bad = ValidateAdminJson("DatabaseList", "{");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(AdminJson, DatabaseAndTokenRequests) {
+  auto db = ParseAdminDatabaseRequest(R"({"name":"sales"})");
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(db->name, "sales");
+  auto extra = ParseAdminDatabaseRequest(R"({"name":"sales","x":1})");
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("additionalProperties"), std::string::npos);
+  auto t = ParseAdminTokenRequest(R"({"database":"sales","scope":"read","rate_limit":5})");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->expires, "never");
+  EXPECT_EQ(t->rate_limit, 5);
+  auto unlimited =
+      ParseAdminTokenRequest(R"({"database":"sales","scope":"read","rate_limit":null})");
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_LT(unlimited->rate_limit, 0);  // null: the server's default
+  EXPECT_FALSE(ParseAdminTokenRequest(R"({"database":"sales","scope":"root"})").ok());
+}
+
+TEST(AdminJson, RangesAsDenoList) {
+  const std::string a = Key({KeyPart::String("a")});
+  auto all = ParseAdminListRequest("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->range.start, std::string(1, '\x00'));
+  EXPECT_EQ(all->range.end, std::string(1, '\xff'));
+  EXPECT_EQ(all->limit, 100);
+
+  auto prefix = ParseAdminListRequest(R"({"prefix":[{"type":"string","value":"a"}],"limit":5})");
+  ASSERT_TRUE(prefix.ok());
+  EXPECT_EQ(prefix->range.start, a + std::string(1, '\x00'));
+  EXPECT_EQ(prefix->range.end, a + std::string(1, '\xff'));
+  EXPECT_EQ(prefix->limit, 5);
+
+  const std::string a5 = Key({KeyPart::String("a"), KeyPart::Float(5)});
+  auto start = ParseAdminListRequest(
+      R"({"prefix":[{"type":"string","value":"a"}],"start":[{"type":"string","value":"a"},{"type":"number","value":5}]})");
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  EXPECT_EQ(start->range.start, a5);
+  EXPECT_EQ(start->range.end, a + std::string(1, '\xff'));
+
+  auto outside = ParseAdminListRequest(
+      R"({"prefix":[{"type":"string","value":"a"}],"end":[{"type":"string","value":"b"}]})");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().message(), "'end' must be inside 'prefix'.");
+  EXPECT_FALSE(ParseAdminListRequest(R"({"start":[{"type":"string","value":"a"}]})").ok());
+  auto backwards = ParseAdminListRequest(
+      R"({"start":[{"type":"string","value":"b"}],"end":[{"type":"string","value":"a"}]})");
+  EXPECT_FALSE(backwards.ok());
+  EXPECT_FALSE(ParseAdminListRequest(R"({"limit":0})").ok());
+  EXPECT_FALSE(ParseAdminListRequest(R"({"limit":1001})").ok());
+}
+
+TEST(AdminJson, CursorContinuesInTheListingsDirection) {
+  const std::string last = Key({KeyPart::String("a"), KeyPart::Float(2)});
+  const std::string cursor = AdminCursor(last);
+  const std::string body =
+      R"({"prefix":[{"type":"string","value":"a"}],"cursor":")" + cursor + "\"";
+  auto fwd = ParseAdminListRequest(body + "}");
+  ASSERT_TRUE(fwd.ok());
+  EXPECT_EQ(fwd->range.start, last + std::string(1, '\x00'));  // strictly after the last key
+  auto rev = ParseAdminListRequest(body + R"(,"reverse":true})");
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(rev->range.end, last);  // strictly before it
+  // A cursor outside the range cannot widen it.
+  auto wide = ParseAdminListRequest(R"({"prefix":[{"type":"string","value":"a"}],"cursor":")" +
+                                    AdminCursor(Key({KeyPart::String("z")})) + "\"}");
+  ASSERT_TRUE(wide.ok());
+  EXPECT_LE(wide->range.start, wide->range.end);
+  EXPECT_FALSE(ParseAdminListRequest(R"({"cursor":"***"})").ok());
+}
+
+TEST(AdminJson, SetChecksAndValues) {
+  auto set = ParseAdminSetRequest(
+      R"({"key":[{"type":"string","value":"k"}],"value":{"type":"KvU64","value":"7"},"versionstamp":"00000000000000010000","expire_in":60000})",
+      15);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->value.encoding, ValueEncoding::kLe64);
+  ASSERT_TRUE(set->check.has_value());
+  EXPECT_EQ(set->check->size(), 10u);
+  EXPECT_EQ(set->expire_in_ms, 60000);
+  auto create = ParseAdminSetRequest(
+      R"({"key":[{"type":"string","value":"k"}],"value":{"type":"string","value":"v"},"versionstamp":null})",
+      15);
+  ASSERT_TRUE(create.ok());
+  ASSERT_TRUE(create->check.has_value());
+  EXPECT_TRUE(create->check->empty());  // must not exist
+  EXPECT_EQ(create->value.encoding, ValueEncoding::kV8);
+  EXPECT_EQ(create->value.data.substr(0, 2), std::string("\xff\x0f", 2));
+  auto blind = ParseAdminDeleteRequest(R"({"key":[{"type":"string","value":"k"}]})");
+  ASSERT_TRUE(blind.ok());
+  EXPECT_FALSE(blind->check.has_value());
+  auto upper = ParseAdminDeleteRequest(
+      R"({"key":[{"type":"string","value":"k"}],"versionstamp":"0000000000000001000A"})");
+  EXPECT_FALSE(upper.ok());
+  auto bad_value = ParseAdminSetRequest(
+      R"({"key":[{"type":"string","value":"k"}],"value":{"type":"Mystery","value":1}})", 15);
+  ASSERT_FALSE(bad_value.ok());
+  EXPECT_EQ(bad_value.status().message().rfind("'value': ", 0), 0u);
+}
+
+TEST(AdminJson, WatchKeysOrPrefix) {
+  auto keys = ParseAdminWatchRequest(R"({"keys":[[{"type":"string","value":"a"}],[]]})");
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys->keys.size(), 2u);
+  EXPECT_FALSE(keys->prefix.has_value());
+  auto prefix = ParseAdminWatchRequest(R"({"prefix":[{"type":"string","value":"a"}]})");
+  ASSERT_TRUE(prefix.ok());
+  EXPECT_EQ(*prefix->prefix, Key({KeyPart::String("a")}));
+  EXPECT_FALSE(ParseAdminWatchRequest(R"({})").ok());
+  EXPECT_FALSE(ParseAdminWatchRequest(R"({"keys":[[]],"prefix":[]})").ok());
+}
+
+TEST(AdminJson, EntryAnswers) {
+  Entry e{Key({KeyPart::String("k")}), std::string("\x01\x02", 2), ValueEncoding::kBytes, 1};
+  auto json = AdminEntryJson(e, /*raw=*/true);
+  ASSERT_TRUE(json.ok());
+  EXPECT_TRUE(ValidateAdminJson("ListedEntry", *json).ok()) << *json;
+  EXPECT_NE(json->find(R"("raw":{"encoding":"bytes","bytes":"AQI"})"), std::string::npos) << *json;
+  auto list = AdminEntryListJson({e, e}, /*more=*/true, false);
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(ValidateAdminJson("EntryList", *list).ok()) << *list;
+  EXPECT_NE(list->find(R"("cursor":")" + AdminCursor(e.key) + "\""), std::string::npos);
+  auto absent = AdminWatchItemJson(e.key, nullptr);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(*absent, R"({"key":[{"type":"string","value":"k"}],"value":null,"versionstamp":null})");
+  Entry broken{"\x7f", "", ValueEncoding::kBytes, 1};  // not a key encoding
+  EXPECT_EQ(AdminEntryJson(broken, false).status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace kvc::codec
