@@ -26,10 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr int32_t kExportPageEntries = 1000;
-constexpr std::chrono::milliseconds kConnectTimeout{10000};
-constexpr std::chrono::milliseconds kRequestTimeout{600000};  // one import request at most
-
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -109,7 +105,8 @@ class AdminClient {
     client::BlockingClientOptions o;
     o.origin = *url;
     o.ca_file = c.ca_file;
-    o.connect_timeout = kConnectTimeout;
+    o.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+    client->request_timeout_ = std::chrono::milliseconds(c.request_timeout_ms);
     KVC_ASSIGN_OR_RETURN(client->http_, client::BlockingClient::Connect(o));
     client->headers_ = std::make_shared<const client::Headers>(
         client::Headers{{"authorization", "Bearer " + token}});
@@ -119,7 +116,7 @@ class AdminClient {
   // POSTs to <database>/<what>; the answer, whatever its status.
   Result<client::Response> Post(const std::string& what, std::string body,
                                 const std::string& content_type) {
-    return http_->Call(MakeRequest(what, std::move(body), content_type), kRequestTimeout);
+    return http_->Call(MakeRequest(what, std::move(body), content_type), request_timeout_);
   }
 
   // POSTs to <database>/<what> and hands each piece of a 200 answer's body to `on_data` (on
@@ -169,6 +166,7 @@ class AdminClient {
   std::unique_ptr<client::BlockingClient> http_;
   std::shared_ptr<const client::Headers> headers_;
   std::string base_;  // the URL's path + /admin/v1/databases/<db>
+  std::chrono::milliseconds request_timeout_{0};
 };
 
 // --- export -------------------------------------------------------------------------------------
@@ -183,6 +181,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
   // One snapshot for the whole dump: SQLite WAL readers never block the server's writer.
   KVC_RETURN_IF_ERROR(reader->Begin());
   ExportSummary summary;
+  const auto page_size = static_cast<int32_t>(c.export_page_entries);
   auto run = [&]() -> Status {
     KVC_ASSIGN_OR_RETURN(const int64_t version, reader->DataVersion());
     summary.versionstamp = codec::VersionstampToHex(codec::VersionToVersionstamp(version));
@@ -192,8 +191,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
     std::string text;
     while (from < range.end) {
       page.clear();
-      KVC_RETURN_IF_ERROR(
-          reader->Scan(ReadRange{from, range.end, kExportPageEntries, false}, now, &page));
+      KVC_RETURN_IF_ERROR(reader->Scan(ReadRange{from, range.end, page_size, false}, now, &page));
       text.clear();
       for (const Entry& e : page) {
         KVC_ASSIGN_OR_RETURN(std::string line, service::DumpLine(e));
@@ -203,7 +201,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
       if (!out) return IoError("writing the dump failed");
       summary.entries += static_cast<int64_t>(page.size());
       summary.bytes += static_cast<int64_t>(text.size());
-      if (page.size() < static_cast<size_t>(kExportPageEntries)) break;
+      if (page.size() < static_cast<size_t>(page_size)) break;
       from = page.back().key;
       from.push_back('\0');
     }

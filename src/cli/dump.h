@@ -39,9 +39,12 @@ struct DumpConfig {
   size_t batch_entries = 500;  // import: entries per atomic write
   size_t request_bytes = size_t{1} << 20;  // import --url: dump bytes per request at most
   size_t max_line_bytes = size_t{64} << 20;
-  int64_t progress_lines = 100000;  // import: a progress line every this many lines...
-  int64_t progress_ms = 5000;       // ...or this often, whichever first
-  bool quiet = false;               // no progress or summary on stderr
+  size_t export_page_entries = 1000;    // export --data-dir: entries read at a time (>= 1)
+  int64_t connect_timeout_ms = 10000;   // --url
+  int64_t request_timeout_ms = 600000;  // --url import: one request at most
+  int64_t progress_lines = 100000;      // import: a progress line every this many lines...
+  int64_t progress_ms = 5000;           // ...or this often, whichever first
+  bool quiet = false;                   // no progress or summary on stderr
 };
 
 struct ExportSummary {
