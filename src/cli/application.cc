@@ -110,6 +110,7 @@ Status Application::Init() {
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
   ready_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kReady);
+  console_handler_ = std::make_unique<service::ConsoleHandler>();
 
   // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
   using M = service::Router::Match;
@@ -122,6 +123,8 @@ Status Application::Init() {
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
               admin_api_.get());
+  // The web console's files; it answers its own 404s and 405s, with its security headers.
+  router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {}, console_handler_.get());
   for (service::Router* r : {&router_, &metrics_router_}) {
     r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());
     r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, ready_handler_.get());
