@@ -10,8 +10,9 @@
 // result means the same (otherwise the bytes stay as the client sent them):
 //   * format 16 -> 15 by replacing the version varint alone: the formats differ only in writing
 //     buffer and view lengths, offsets and maximum lengths as 64-bit instead of 32-bit varints,
-//     identical bytes below 2^32. Proof: the re-headed bytes decode, as format 15, to exactly
-//     the tree (wire forms included) the original decodes to as format 16.
+//     identical bytes below 2^32. Proof: the value decodes, and every such length it holds
+//     is below 2^32 in at most 5 bytes (V8DecodeInfo::wide_lengths), so the re-headed bytes
+//     read as format 15 give exactly the same tree (the fuzzer decodes both to check).
 //   * Node host-object views -> V8's own ArrayBufferViews (a buffer holding the view's bytes
 //     and a view over all of it), and error fields in the order above, by re-encoding the
 //     decoded tree as format 15. Proof: the new bytes decode to a tree equal to the original's

@@ -136,6 +136,7 @@ class Decoder {
     if (!reader_.done()) return Invalid("trailing bytes after the value");
     info->node_host_views = node_host_views_;
     info->node_buffers = node_buffers_;
+    info->wide_lengths = wide_lengths_;
     return value;
   }
 
@@ -162,7 +163,13 @@ class Decoder {
   void Register(uint32_t id) { ids_[id].registered = true; }
 
   bool ReadLength(uint64_t* out) {
-    if (version_ >= kV8FirstVersionWithWideLengths) return reader_.ReadVarint64(out);
+    if (version_ >= kV8FirstVersionWithWideLengths) {
+      const size_t start = reader_.position();
+      if (!reader_.ReadVarint64(out)) return false;
+      // What ReadVarint32 would refuse in format 15.
+      if (*out > UINT32_MAX || reader_.position() - start > 5) wide_lengths_ = true;
+      return true;
+    }
     uint32_t narrow;
     if (!reader_.ReadVarint32(&narrow)) return false;
     *out = narrow;
@@ -590,6 +597,7 @@ class Decoder {
   const V8DecodeLimits& limits_;
   size_t node_host_views_ = 0;
   size_t node_buffers_ = 0;
+  bool wide_lengths_ = false;
   const bool view_flags_in_v13_;
   uint32_t version_ = 0;
   uint32_t next_id_ = 0;

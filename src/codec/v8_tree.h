@@ -226,12 +226,17 @@ struct V8DecodeLimits {
 //   "v8 value too deep" / "v8 value too large"  over `limits`.
 Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits = {});
 
-// What DecodeV8Value read beyond the tree: the format version, and the views Node's host-object
-// form stood for (which the tree shows as ordinary views).
+// What DecodeV8Value read beyond the tree: the format version, the views Node's host-object
+// form stood for (which the tree shows as ordinary views), and whether format 16's wide lengths
+// were needed.
 struct V8DecodeInfo {
   uint32_t version = 0;
   size_t node_host_views = 0;  // every Node host-object view
   size_t node_buffers = 0;     // of those, Node Buffers (type index 10), read as Uint8Arrays
+  // Format 16 only: a buffer or view length, offset or maximum length was 2^32 or more, or
+  // written in more than 5 bytes. When false, reading the same bytes as format 15 takes the
+  // same path to the same tree: lengths are the only thing the two formats read differently.
+  bool wide_lengths = false;
 };
 // As above, and on success fills *info. REQUIRES: info != nullptr.
 Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits,

@@ -223,6 +223,8 @@ TEST(V8PortableTest, OddValuesStayAsTheyAre) {
   Result<std::string> v16 = EncodeV8Value(big, 16);
   ASSERT_TRUE(v16.ok());
   EXPECT_EQ(Convert(*v16, &out), V8PortableOutcome::kKept);
+  // A length format 16 can write in 6 bytes (V8 never does) that format 15 cannot read.
+  EXPECT_EQ(Convert(FromHex("FF 10 42 81 80 80 80 80 00 07"), &out), V8PortableOutcome::kKept);
   big.max_byte_length = (uint64_t{1} << 32) - 1;
   v16 = EncodeV8Value(big, 16);
   ASSERT_TRUE(v16.ok());
