@@ -272,17 +272,17 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
       return;
     }
     const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
-    engine->SnapshotRead(std::move(*ranges),
-                         [respond, portable](Result<engine::ReadResult> r) mutable {
-                           Guarded(respond, [&] {
-                             if (!r.ok()) {
-                               respond(ErrorResponse(r.status()));
-                               return;
-                             }
-                             if (portable != nullptr) portable->OnRead(&r->ranges);
-                             respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
-                           });
-                         });
+    auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
+      Guarded(respond, [&] {
+        if (!r.ok()) {
+          respond(ErrorResponse(r.status()));
+          return;
+        }
+        if (portable != nullptr) portable->OnRead(&r->ranges);
+        respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
+      });
+    };
+    engine->SnapshotRead(std::move(*ranges), std::move(answer));
     return;
   }
   if (is_write) {
