@@ -102,6 +102,7 @@ Status Application::Init() {
   c.service.access_token = c.access_token;
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
   kv_->SetAuthObserver(metrics_.get());
+  kv_->SetPortableValueObserver(metrics_.get());
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
