@@ -110,6 +110,7 @@ Status Application::Init() {
   c.service.access_token = c.access_token;
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
   kv_->SetAuthObserver(metrics_.get());
+  kv_->SetPortableValueObserver(metrics_.get());
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
@@ -118,6 +119,7 @@ Status Application::Init() {
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
   ready_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kReady);
+  console_handler_ = std::make_unique<service::ConsoleHandler>();
 
   // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
   using M = service::Router::Match;
@@ -130,6 +132,8 @@ Status Application::Init() {
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
               admin_api_.get());
+  // The web console's files; it answers its own 404s and 405s, with its security headers.
+  router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {}, console_handler_.get());
   for (service::Router* r : {&router_, &metrics_router_}) {
     r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());
     r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, ready_handler_.get());

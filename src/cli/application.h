@@ -18,6 +18,7 @@
 #include "net/server.h"
 #include "service/admin_api.h"
 #include "service/admin_ops.h"
+#include "service/console.h"
 #include "service/directory.h"
 #include "service/health.h"
 #include "service/kv_service.h"
@@ -78,6 +79,7 @@ class Application {
   std::unique_ptr<service::MetricsHandler> metrics_handler_;
   std::unique_ptr<service::HealthHandler> live_handler_;
   std::unique_ptr<service::HealthHandler> ready_handler_;
+  std::unique_ptr<service::ConsoleHandler> console_handler_;
   service::Router router_;          // every endpoint
   service::Router metrics_router_;  // the separate metrics listener's endpoints
   std::unique_ptr<net::Server> server_;

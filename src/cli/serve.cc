@@ -141,6 +141,11 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--public-url", c->service.public_url,
                 "The server's URL as clients see it, e.g. https://kv.example.com behind a proxy; "
                 "metadata answers point at <URL>/v2 (default: the request's scheme and Host)");
+  s->add_flag("--portable-v8-values", c->service.portable_v8_values,
+              "Store and serve V8 values so Deno and Node (@deno/kv) read each other's: format "
+              "16 as 15, Node's typed arrays and error field order as V8's, each only when "
+              "exact (--portable-v8-values=false: values exactly as sent)")
+      ->capture_default_str();
   return s;
 }
 

@@ -26,6 +26,7 @@ constexpr V8ViewType kNodeHostViewTypes[] = {
     V8ViewType::kDataView,       V8ViewType::kUint8Array,   V8ViewType::kBigInt64Array,
     V8ViewType::kBigUint64Array,
 };
+constexpr uint32_t kNodeBufferType = 10;
 // Deno's host-object form starts with this uint32 instead of a Node type index.
 constexpr uint32_t kDenoHostObjectMarker = 0xFFFFFFFF;
 
@@ -124,14 +125,18 @@ class Decoder {
   Decoder(std::string_view data, const V8DecodeLimits& limits, bool view_flags_in_v13)
       : reader_(data), limits_(limits), view_flags_in_v13_(view_flags_in_v13) {}
 
-  // Decodes the whole input; sets *version when the header was read.
-  Result<V8Value> Run(uint32_t* version) {
+  // Decodes the whole input; sets info->version when the header was read, the counts on
+  // success.
+  Result<V8Value> Run(V8DecodeInfo* info) {
     if (!reader_.ReadHeader(&version_)) return Invalid("bad or unsupported header");
-    *version = version_;
+    info->version = version_;
     V8Value value;
     Status status = ReadValue(&value, 0);
     if (!status.ok()) return status;
     if (!reader_.done()) return Invalid("trailing bytes after the value");
+    info->node_host_views = node_host_views_;
+    info->node_buffers = node_buffers_;
+    info->wide_lengths = wide_lengths_;
     return value;
   }
 
@@ -158,7 +163,13 @@ class Decoder {
   void Register(uint32_t id) { ids_[id].registered = true; }
 
   bool ReadLength(uint64_t* out) {
-    if (version_ >= kV8FirstVersionWithWideLengths) return reader_.ReadVarint64(out);
+    if (version_ >= kV8FirstVersionWithWideLengths) {
+      const size_t start = reader_.position();
+      if (!reader_.ReadVarint64(out)) return false;
+      // What ReadVarint32 would refuse in format 15.
+      if (*out > UINT32_MAX || reader_.position() - start > 5) wide_lengths_ = true;
+      return true;
+    }
     uint32_t narrow;
     if (!reader_.ReadVarint32(&narrow)) return false;
     *out = narrow;
@@ -569,6 +580,8 @@ class Decoder {
       return Unsupported("host object of type " + std::to_string(type));
     }
     const V8ViewType view_type = kNodeHostViewTypes[type];
+    ++node_host_views_;
+    if (type == kNodeBufferType) ++node_buffers_;
     uint32_t length;
     std::string_view bytes;
     if (!reader_.ReadVarint32(&length) || !reader_.ReadBytes(length, &bytes)) return Truncated();
@@ -582,6 +595,9 @@ class Decoder {
 
   V8Reader reader_;
   const V8DecodeLimits& limits_;
+  size_t node_host_views_ = 0;
+  size_t node_buffers_ = 0;
+  bool wide_lengths_ = false;
   const bool view_flags_in_v13_;
   uint32_t version_ = 0;
   uint32_t next_id_ = 0;
@@ -1155,15 +1171,71 @@ bool V8ValueEquals(const V8Value& a, const V8Value& b, bool compare_wire_forms) 
   return true;
 }
 
+namespace {
+
+// Gives every object-like node of a tree the id V8 gives it when reading the tree's
+// serialization (0, 1, 2, ... as each object's serialization begins; a view's buffer before the
+// view, buffers that had no id of their own included) and points references at the new ids.
+class Renumberer {
+ public:
+  void Run(V8Value* v) {
+    if (v->kind == V8Kind::kReference) {
+      auto it = ids_.find(v->target);
+      v->target = it == ids_.end() ? kV8NoId : it->second;
+      return;
+    }
+    if (v->kind == V8Kind::kArrayBufferView) {
+      for (V8Value& item : v->items) Run(&item);  // the buffer comes first
+      Assign(v);
+      return;
+    }
+    if (v->IsObjectLike()) Assign(v);
+    for (V8Value& item : v->items) Run(&item);
+    for (V8Property& p : v->properties) {
+      Run(&p.key);
+      Run(&p.value);
+    }
+  }
+
+ private:
+  void Assign(V8Value* v) {
+    const uint32_t fresh = next_++;
+    if (v->id != kV8NoId) ids_[v->id] = fresh;
+    v->id = fresh;
+  }
+
+  std::unordered_map<uint32_t, uint32_t> ids_;
+  uint32_t next_ = 0;
+};
+
+}  // namespace
+
+bool V8ValueEqualsRenumbered(const V8Value& a, const V8Value& b, bool compare_wire_forms) {
+  V8Value x = a;
+  V8Value y = b;
+  Renumberer().Run(&x);
+  Renumberer().Run(&y);
+  return V8ValueEquals(x, y, compare_wire_forms);
+}
+
 Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits) {
-  uint32_t version = 0;
-  Result<V8Value> result = Decoder(data, limits, false).Run(&version);
+  V8DecodeInfo unused;
+  return DecodeV8Value(data, limits, &unused);
+}
+
+Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits,
+                              V8DecodeInfo* info) {
+  *info = V8DecodeInfo{};
+  Result<V8Value> result = Decoder(data, limits, false).Run(info);
   // V8 reads version-13 data a second time with view flags when the first read fails: some
   // V8 releases wrote the flags while still declaring version 13 (crbug.com/1284506).
-  if (!result.ok() && version == 13) {
-    uint32_t unused;
-    Result<V8Value> retry = Decoder(data, limits, true).Run(&unused);
-    if (retry.ok()) return retry;
+  if (!result.ok() && info->version == 13) {
+    V8DecodeInfo retry_info;
+    Result<V8Value> retry = Decoder(data, limits, true).Run(&retry_info);
+    if (retry.ok()) {
+      *info = retry_info;
+      return retry;
+    }
   }
   return result;
 }

@@ -195,6 +195,12 @@ struct V8Property {
 // that only change the bytes must match too (number form, two-byte strings, dense vs sparse,
 // error layout); without it they are ignored.
 bool V8ValueEquals(const V8Value& a, const V8Value& b, bool compare_wire_forms = false);
+// As V8ValueEquals, but ids count by position, not by label: both trees are first renumbered as
+// V8 numbers the objects of their serialization (a view's buffer before the view, a buffer
+// without an id included), references following. So a Node host-object view (one id) and the
+// same view written by V8 (two ids: buffer and view) compare equal, and so do the objects after
+// them.
+bool V8ValueEqualsRenumbered(const V8Value& a, const V8Value& b, bool compare_wire_forms = false);
 
 // Limits of DecodeV8Value. The defaults suit values up to a few MiB; a 64 KiB KV value cannot
 // reach them except by nesting.
@@ -219,6 +225,22 @@ struct V8DecodeLimits {
 //                                unknown host object);
 //   "v8 value too deep" / "v8 value too large"  over `limits`.
 Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits = {});
+
+// What DecodeV8Value read beyond the tree: the format version, the views Node's host-object
+// form stood for (which the tree shows as ordinary views), and whether format 16's wide lengths
+// were needed.
+struct V8DecodeInfo {
+  uint32_t version = 0;
+  size_t node_host_views = 0;  // every Node host-object view
+  size_t node_buffers = 0;     // of those, Node Buffers (type index 10), read as Uint8Arrays
+  // Format 16 only: a buffer or view length, offset or maximum length was 2^32 or more, or
+  // written in more than 5 bytes. When false, reading the same bytes as format 15 takes the
+  // same path to the same tree: lengths are the only thing the two formats read differently.
+  bool wide_lengths = false;
+};
+// As above, and on success fills *info. REQUIRES: info != nullptr.
+Result<V8Value> DecodeV8Value(std::string_view data, const V8DecodeLimits& limits,
+                              V8DecodeInfo* info);
 
 // Encodes `value` with the header FF + `format_version` (13..16; kV8WriteVersion by default,
 // which every Deno and Node >= 18 reads). The output of DecodeV8Value re-encodes to the input

@@ -556,17 +556,22 @@ void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::D
     auto empty = codec::AdminEntryListJson({}, false, raw);
     return empty.ok() ? call->Ok(std::move(*empty)) : call->Fail(empty.status());
   }
-  // One more than asked: tells whether there is a next page.
-  ReadRange range{req->range.start, req->range.end, limit + 1, req->reverse};
-  db.engine->SnapshotRead({std::move(range)}, [call, limit, raw](Result<engine::ReadResult> r) {
-    if (!r.ok()) return call->Fail(r.status());
-    std::vector<Entry>& entries = r->ranges[0];
-    const bool more = entries.size() > static_cast<size_t>(limit);
-    if (more) entries.resize(limit);
-    auto json = codec::AdminEntryListJson(entries, more, raw);
-    if (!json.ok()) return call->Fail(json.status());
-    call->Ok(std::move(*json));
-  });
+  // One more than asked tells whether there is a next page; at the engine's largest read a
+  // full page is assumed to have one (the next page may then be empty).
+  const auto max_read = static_cast<int32_t>(db.engine->limits().max_read_entries);
+  const int32_t read = std::min(limit + 1, max_read);
+  ReadRange range{req->range.start, req->range.end, read, req->reverse};
+  db.engine->SnapshotRead(
+      {std::move(range)}, [call, limit, read, raw](Result<engine::ReadResult> r) {
+        if (!r.ok()) return call->Fail(r.status());
+        std::vector<Entry>& entries = r->ranges[0];
+        const bool more = entries.size() > static_cast<size_t>(limit) ||
+                          (read == limit && entries.size() == static_cast<size_t>(limit));
+        if (more) entries.resize(limit);
+        auto json = codec::AdminEntryListJson(entries, more, raw);
+        if (!json.ok()) return call->Fail(json.status());
+        call->Ok(std::move(*json));
+      });
 }
 
 void AdminApi::GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db) {

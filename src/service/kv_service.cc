@@ -271,15 +271,18 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
       respond(ErrorResponse(ranges.status()));
       return;
     }
-    engine->SnapshotRead(std::move(*ranges), [respond](Result<engine::ReadResult> r) mutable {
+    const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
+    auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
       Guarded(respond, [&] {
         if (!r.ok()) {
           respond(ErrorResponse(r.status()));
           return;
         }
+        if (portable != nullptr) portable->OnRead(&r->ranges);
         respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
       });
-    });
+    };
+    engine->SnapshotRead(std::move(*ranges), std::move(answer));
     return;
   }
   if (is_write) {
@@ -288,6 +291,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
       respond(ErrorResponse(write.status()));
       return;
     }
+    if (options_.portable_v8_values) portable_.OnWrite(&*write, engine->limits(), engine->now_ms());
     engine->Write(std::move(*write), [respond](Result<CommitResult> r) mutable {
       Guarded(respond, [&] {
         if (!r.ok()) {
@@ -312,7 +316,9 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
   HttpResponse r;
   r.status = 200;
   r.content_type = "application/octet-stream";
-  r.stream = std::make_shared<WatchStream>(std::move(engine), std::move(*keys));
+  r.stream = std::make_shared<WatchStream>(
+      std::move(engine), std::move(*keys),
+      options_.portable_v8_values ? portable_.WatchFrameEncoder() : nullptr);
   r.heartbeat = std::string(4, '\0');
   r.heartbeat_interval = options_.watch_keepalive;
   respond(std::move(r));

@@ -27,6 +27,7 @@
 #include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/http_types.h"
+#include "service/portable_values.h"
 
 namespace kvc::service {
 
@@ -48,6 +49,10 @@ struct ServiceOptions {
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
+  // Store and serve V8 values in the form both Deno and Node read (service/portable_values.h,
+  // codec/v8_portable.h), each conversion only when provably exact. false: values are stored and
+  // served exactly as clients sent them.
+  bool portable_v8_values = true;
 };
 
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
@@ -56,11 +61,14 @@ Result<std::string> NormalizePublicUrl(std::string_view url);
 
 class KvService : public Handler {
  public:
-
   // REQUIRES: server_secret.size() >= 32; directory outlives the service.
   KvService(ServiceOptions options, std::string server_secret, Directory* directory);
   // Refusals by reason go to `observer` (metrics). REQUIRES: before the first request.
   void SetAuthObserver(AuthObserver* observer) { auth_.SetObserver(observer); }
+  // Conversions of V8 values go to `observer` (metrics). REQUIRES: before the first request.
+  void SetPortableValueObserver(PortableValueObserver* observer) {
+    portable_.SetObserver(observer);
+  }
   // The authenticator (shared with the admin API, so one rate limit covers both).
   Authenticator* authenticator() { return &auth_; }
 
@@ -87,6 +95,7 @@ class KvService : public Handler {
   const ServiceOptions options_;
   Directory* const directory_;
   Authenticator auth_;
+  PortableValues portable_;  // used only with options_.portable_v8_values
 };
 
 }  // namespace kvc::service

@@ -133,6 +133,21 @@ Metrics::Metrics(MetricsOptions options)
                        .Name("kvconnect_rate_limited_total")
                        .Help("Requests refused by a rate limit, by reason")
                        .Register(*registry_);
+  auto& portable = prometheus::BuildCounter()
+                       .Name("kvconnect_portable_v8_values_total")
+                       .Help(
+                           "V8 values converted so Deno and Node both read them "
+                           "(--portable-v8-values), or kept as sent because the conversion "
+                           "was not provably exact, by path (write, read) and outcome")
+                       .Register(*registry_);
+  for (int on_write = 0; on_write < 2; ++on_write) {
+    for (auto outcome : {codec::V8PortableOutcome::kReheaded, codec::V8PortableOutcome::kRewritten,
+                         codec::V8PortableOutcome::kKept}) {
+      portable_v8_[static_cast<size_t>(on_write)][static_cast<size_t>(outcome)] =
+          &portable.Add({{"path", on_write != 0 ? "write" : "read"},
+                         {"outcome", codec::V8PortableOutcomeName(outcome)}});
+    }
+  }
   commit_listener_ = std::make_shared<CommitMetrics>(*registry_);
   instance_ = next_instance.fetch_add(1);
 }
@@ -207,6 +222,11 @@ void Metrics::CountAuthFailure(std::string_view reason) {
 
 void Metrics::CountRateLimited(std::string_view reason) {
   rate_limited_->Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::CountPortableV8(bool on_write, codec::V8PortableOutcome outcome) {
+  prometheus::Counter* c = portable_v8_[on_write ? 1 : 0][static_cast<size_t>(outcome)];
+  if (c != nullptr) c->Increment();
 }
 
 // One round of per-database counts: the engines' reader threads fill it in, StatsLoop waits

@@ -4,16 +4,18 @@
 // Sources: the router's RequestObserver (requests by route, status class and protocol, latency
 // per route); every engine's commit stream (a CommitListener: group sizes, transaction and
 // commit/fsync latency by origin); counters the service calls (auth failures and rate-limit
-// refusals by reason); and values read at scrape time (connections and HTTP/2 streams from the
-// server, per-database queue depths, watch subscriptions, read-cache hits and misses, last
-// version, writability), plus per-database key counts and sizes that a background thread
-// refreshes every `stats_interval_ms` on the engines' reader threads (counting keys is too slow
-// for a scrape). Labels never carry tokens or token ids: database names, routes, reasons.
+// refusals by reason, V8 values made portable by path and outcome); and values read at scrape time
+// (connections and HTTP/2 streams from the server, per-database queue depths, watch subscriptions,
+// read-cache hits and misses, last version, writability), plus per-database key counts and sizes
+// that a background thread refreshes every `stats_interval_ms` on the engines' reader threads
+// (counting keys is too slow for a scrape). Labels never carry tokens or token ids: database names,
+// routes, reasons.
 //
 // Ownership: does not own the directory (it must outlive Stop()).
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
+#include "service/portable_values.h"
 #include "service/router.h"
 
 namespace prometheus {
@@ -53,7 +56,7 @@ struct ConnectionStats {
   uint64_t h2_streams_total = 0;
 };
 
-class Metrics : public RequestObserver, public AuthObserver {
+class Metrics : public RequestObserver, public AuthObserver, public PortableValueObserver {
  public:
   explicit Metrics(MetricsOptions options);
   ~Metrics() override;
@@ -68,6 +71,7 @@ class Metrics : public RequestObserver, public AuthObserver {
   // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
   void CountAuthFailure(std::string_view reason) override;
   void CountRateLimited(std::string_view reason) override;
+  void CountPortableV8(bool on_write, codec::V8PortableOutcome outcome) override;
   // The listener to add to every engine.
   std::shared_ptr<engine::CommitListener> commit_listener();
 
@@ -95,6 +99,9 @@ class Metrics : public RequestObserver, public AuthObserver {
   prometheus::Family<prometheus::Histogram>* latency_;
   prometheus::Family<prometheus::Counter>* auth_failures_;
   prometheus::Family<prometheus::Counter>* rate_limited_;
+  // kvconnect_portable_v8_values_total by [on_write][outcome], made up front so counting takes
+  // no family lock.
+  std::array<std::array<prometheus::Counter*, 4>, 2> portable_v8_{};
   std::shared_ptr<CommitMetrics> commit_listener_;
 
   mutable Mutex mu_;

@@ -107,6 +107,11 @@ describe("admin API", { skip: LOCAL_BACKEND }, () => {
         if (!cursor) break;
       }
       assert.deepEqual(seen, list.entries.map((e) => e.key.at(-1).value));
+      // The largest page the engine reads at once is allowed.
+      const big = await ok("EntryList", "POST", "/databases/default/entries/list",
+        { prefix: key("deno"), limit: 1000 });
+      assert.equal(big.entries.length, 15);
+      assert.equal(big.cursor, null);
       const reversed = await ok("EntryList", "POST", "/databases/default/entries/list",
         { prefix: key("deno"), limit: 3, reverse: true, raw: true });
       assert.deepEqual(reversed.entries.map((e) => e.key.at(-1).value), seen.slice(-3).reverse());

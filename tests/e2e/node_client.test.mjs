@@ -13,8 +13,9 @@ import {
   annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, removeTempDirs, runDeno, sleep, startServer,
 } from "./harness.mjs";
 
-// Node 20's V8 reads serialization format <= 15; Deno 2.9 writes 16. The tags used
-// for storable values are the same, so let Node read Deno's values by relabelling.
+// Node 20's V8 reads serialization format <= 15; Deno 2.9 writes 16. kvconnect serves
+// Deno's values as 15 (--portable-v8-values, cross_runtime.test.mjs); with
+// E2E_LOCAL_BACKEND=1 nothing does, so relabel here (the tags of storable values are the same).
 function decodeV8(bytes) {
   if (bytes[0] === 0xff && bytes[1] === 0x10) {
     const copy = Uint8Array.from(bytes);

@@ -1,13 +1,15 @@
-// DecodeV8Value and the JSON views on untrusted bytes. Inputs starting with FF are V8 bytes,
-// others JSON text (a KvValueJSON, or a KvKeyJSON). Whatever is accepted must be stable:
-// bytes decode -> encode -> decode -> encode to the same bytes, and the JSON view of a value
-// reaches a fixed point after one trip through V8 bytes.
+// DecodeV8Value, PortableV8 and the JSON views on untrusted bytes. Inputs starting with FF are
+// V8 bytes, others JSON text (a KvValueJSON, or a KvKeyJSON). Whatever is accepted must be
+// stable: bytes decode -> encode -> decode -> encode to the same bytes, and the JSON view of a
+// value reaches a fixed point after one trip through V8 bytes. PortableV8 never crashes, and
+// bytes it returns are format 15, decode to an equal value, and need no further conversion.
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "codec/key_codec.h"
 #include "codec/v8_json.h"
+#include "codec/v8_portable.h"
 #include "codec/v8_tree.h"
 #include "codec/v8_wire.h"
 
@@ -41,11 +43,32 @@ void JsonFixedPoint(std::string_view json) {
   Check(json3.ok() && *json3 == *json2);
 }
 
+// PortableV8's promise: converted bytes mean what the input meant, and are portable already.
+void PortableIsExact(std::string_view input) {
+  kvc::codec::V8PortableOutcome outcome;
+  auto portable = kvc::codec::PortableV8(input, &outcome);
+  if (!portable) return;
+  Check(portable->size() >= 2 && static_cast<uint8_t>((*portable)[1]) == 15);
+  auto before = kvc::codec::DecodeV8Value(input);
+  auto after = kvc::codec::DecodeV8Value(*portable);
+  Check(before.ok() && after.ok());
+  if (outcome == kvc::codec::V8PortableOutcome::kReheaded) {
+    Check(kvc::codec::V8ValueEquals(*before, *after, /*compare_wire_forms=*/true));
+  } else {
+    Check(outcome == kvc::codec::V8PortableOutcome::kRewritten);
+    Check(kvc::codec::V8ValueEqualsRenumbered(*before, *after));
+  }
+  kvc::codec::V8PortableOutcome again;
+  Check(!kvc::codec::PortableV8(*portable, &again) &&
+        again == kvc::codec::V8PortableOutcome::kUnchanged);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   if (!input.empty() && static_cast<uint8_t>(input[0]) == 0xFF) {
+    PortableIsExact(input);
     auto value = kvc::codec::DecodeV8Value(input);
     if (!value.ok()) return 0;
     uint32_t version = 0;

@@ -24,6 +24,8 @@
 #include "service/kv_service.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "storage/sqlite/sqlite_catalog.h"
+#include "testutil/engine_sync.h"
+#include "testutil/hex.h"
 #include "testutil/http_client.h"
 
 namespace kvc {
@@ -565,6 +567,131 @@ TEST_F(ServerTest, GracefulShutdownDrainsOpenWatchesAndConnections) {
   }
   EXPECT_TRUE(ended);
   EXPECT_EQ(engine()->watch_count(), 0u);
+}
+
+// --portable-v8-values (ServiceOptions::portable_v8_values). Deno 2.9's format 16, re-headed;
+// Node's v8.serialize of {v: Uint8Array [1, 2]} (a host-object view) and the same value as V8
+// writes it.
+const std::string kDenoFormat16 = testutil::FromHex("FF 10 49 54");
+const std::string kNodeHostView = testutil::FromHex("FF 0F 6F 22 01 76 5C 01 02 01 02 7B 01");
+const std::string kV8View = testutil::FromHex("FF 0F 6F 22 01 76 42 02 01 02 56 42 00 02 00 7B 01");
+
+pb::AtomicWrite SetValue(const std::string& key, const std::string& value,
+                         pb::ValueEncoding encoding = pb::VE_V8) {
+  pb::AtomicWrite w;
+  auto* m = w.add_mutations();
+  m->set_key(key);
+  m->set_mutation_type(pb::M_SET);
+  m->mutable_value()->set_data(value);
+  m->mutable_value()->set_encoding(encoding);
+  return w;
+}
+
+// The value stored at `key` as snapshot_read answers it (hex), or "absent".
+template <typename Client>
+std::string ReadValueHex(Client& client, const Headers& headers, const std::string& key) {
+  pb::SnapshotRead read;
+  auto* range = read.add_ranges();
+  range->set_start(key);
+  range->set_end(key + std::string(1, '\0'));
+  range->set_limit(1);
+  auto r = client.Post("/v2/snapshot_read", headers, read.SerializeAsString());
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return "error";
+  EXPECT_EQ(r->status, 200) << r->body;
+  pb::SnapshotReadOutput out;
+  EXPECT_TRUE(out.ParseFromString(r->body));
+  if (out.ranges_size() != 1 || out.ranges(0).values_size() != 1) return "absent";
+  return testutil::ToHex(out.ranges(0).values(0).value());
+}
+
+// Values written straight to the engine (as a file Deno wrote would hold them), in format 16.
+void StoreVerbatim(engine::Engine& e, const std::string& key, const std::string& value) {
+  AtomicWrite w;
+  Mutation m = testutil::Set(key, value);
+  m.value.encoding = ValueEncoding::kV8;
+  w.mutations.push_back(std::move(m));
+  auto r = testutil::WriteSync(e, std::move(w));
+  ASSERT_TRUE(r.ok() && r->ok);
+}
+
+// The first watch frame's value of `key` (hex).
+std::string FirstWatchValueHex(Http2Client& client, const Headers& headers,
+                               const std::string& key) {
+  pb::Watch watch;
+  watch.add_keys()->set_key(key);
+  auto s = client.OpenStream("/v2/watch", headers, watch.SerializeAsString());
+  EXPECT_TRUE(s.ok());
+  if (!s.ok()) return "error";
+  testutil::FrameReader frames(s->get());
+  for (int i = 0; i < 10; ++i) {
+    auto f = frames.Next(std::chrono::milliseconds(3000));
+    if (!f.ok() || !f->has_value()) break;
+    if ((*f)->empty()) continue;  // keep-alive
+    pb::WatchOutput out;
+    EXPECT_TRUE(out.ParseFromString(**f));
+    if (out.keys_size() != 1) return "bad frame";
+    return testutil::ToHex(out.keys(0).entry_if_changed().value());
+  }
+  return "no frame";
+}
+
+TEST_F(ServerTest, V8ValuesAreStoredAndServedPortably) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto h1 = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(h1.ok());
+  auto [token, db] = Exchange(**c);
+  const Headers h = DataHeaders(token, db);
+  for (int proto = 1; proto <= 2; ++proto) {
+    SCOPED_TRACE(proto == 1 ? "HTTP/1.1" : "HTTP/2");
+    auto post = [&](const pb::AtomicWrite& w) {
+      auto r = proto == 1 ? (*h1)->Post("/v2/atomic_write", h, w.SerializeAsString())
+                          : (*c)->Post("/v2/atomic_write", h, w.SerializeAsString());
+      ASSERT_TRUE(r.ok());
+      ASSERT_EQ(r->status, 200) << r->body;
+    };
+    auto read = [&](const std::string& key) {
+      return proto == 1 ? ReadValueHex(**h1, h, key) : ReadValueHex(**c, h, key);
+    };
+    const std::string p = "\x02p" + std::to_string(proto);
+    post(SetValue(p + "deno", kDenoFormat16));
+    EXPECT_EQ(read(p + "deno"), "FF 0F 49 54");
+    post(SetValue(p + "node", kNodeHostView));
+    EXPECT_EQ(read(p + "node"), testutil::ToHex(kV8View));
+    // Raw bytes (VE_BYTES) that happen to start like format 16 are no V8 value.
+    post(SetValue(p + "bytes", kDenoFormat16, pb::VE_BYTES));
+    EXPECT_EQ(read(p + "bytes"), "FF 10 49 54");
+  }
+  // Stored in format 16 before: leaves as 15 from reads and watch frames.
+  StoreVerbatim(*engine(), "\x02legacy", kDenoFormat16);
+  EXPECT_EQ(ReadValueHex(**h1, h, "\x02legacy"), "FF 0F 49 54");
+  EXPECT_EQ(ReadValueHex(**c, h, "\x02legacy"), "FF 0F 49 54");
+  EXPECT_EQ(FirstWatchValueHex(**c, h, "\x02legacy"), "FF 0F 49 54");
+  auto stored = testutil::ReadSync(*engine(), {ReadRange{"\x02legacy", "\x02legacz", 1, false}});
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(testutil::ToHex(stored->ranges[0][0].value), "FF 10 49 54");  // reads change nothing
+}
+
+class VerbatimValuesTest : public ServerTest {
+ protected:
+  void TuneService(service::ServiceOptions& o) override { o.portable_v8_values = false; }
+};
+
+TEST_F(VerbatimValuesTest, ValuesStayAsSentWithTheSwitchOff) {
+  auto c = Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto [token, db] = Exchange(**c);
+  const Headers h = DataHeaders(token, db);
+  for (const std::string& value : {kDenoFormat16, kNodeHostView}) {
+    auto r = (*c)->Post("/v2/atomic_write", h, SetValue("\x02k", value).SerializeAsString());
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(ReadValueHex(**c, h, "\x02k"), testutil::ToHex(value));
+  }
+  StoreVerbatim(*engine(), "\x02legacy", kDenoFormat16);
+  EXPECT_EQ(ReadValueHex(**c, h, "\x02legacy"), "FF 10 49 54");
+  EXPECT_EQ(FirstWatchValueHex(**c, h, "\x02legacy"), "FF 10 49 54");
 }
 
 // Uploads that never finish must not pin memory: over a per-connection budget streams are

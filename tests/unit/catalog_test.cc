@@ -308,6 +308,34 @@ TEST(ConfigFile, FlagsOverrideTheFile) {
   EXPECT_NE(s.message().find("'bogus'"), std::string::npos) << s.message();
 }
 
+// --portable-v8-values is on by default; `=false` or the config file's false turn it off.
+TEST(ConfigFile, PortableV8ValuesSwitch) {
+  auto parse = [](std::vector<std::string> args, const std::string& file_json) {
+    TempDir dir;
+    const fs::path file = dir.path() / "config.json";
+    if (!file_json.empty()) {
+      std::ofstream(file) << file_json;
+      args.insert(args.end(), {"--config", file.string()});
+    }
+    CLI::App app;
+    cli::ServeConfig config;
+    CLI::App* serve = cli::AddServeCommand(app, &config);
+    args.insert(args.begin(), {"kvconnect", "serve"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    app.parse(static_cast<int>(argv.size()), argv.data());
+    EXPECT_TRUE(cli::ApplyServeConfigFile(serve, config).ok());
+    return config.service.portable_v8_values;
+  };
+  EXPECT_TRUE(parse({}, ""));
+  EXPECT_FALSE(parse({"--portable-v8-values=false"}, ""));
+  EXPECT_TRUE(parse({"--portable-v8-values"}, ""));
+  EXPECT_FALSE(parse({}, R"({"portable_v8_values": false})"));
+  EXPECT_TRUE(parse({}, R"({"portable_v8_values": true})"));
+  EXPECT_TRUE(parse({"--portable-v8-values=true"}, R"({"portable_v8_values": false})"));
+  EXPECT_FALSE(codec::ParseConfigFile(R"({"portable_v8_values": "no"})").ok());
+}
+
 TEST(RateLimiter, BucketRefillsAtTheRate) {
   service::RateLimiter rl;
   const auto t0 = service::RateLimiter::Clock::now();
