@@ -30,7 +30,9 @@ std::string RateLimitText(double rate) {
   return Number(rate);
 }
 
-int Fail(const Status& s) {
+}  // namespace
+
+int PrintError(const Status& s) {
   std::cerr << "error: " << s.message() << "\n";
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
@@ -44,10 +46,12 @@ int Fail(const Status& s) {
   }
 }
 
+namespace {
+
 int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
   if (c.action == "create") {
     auto db = ops.CreateDatabase(c.name);
-    if (!db.ok()) return Fail(db.status());
+    if (!db.ok()) return PrintError(db.status());
     const storage::DatabaseRecord& rec = db->record;
     std::cout << rec.id << "\n";
     std::cerr << "Created database '" << rec.name << "' (" << rec.id << ") in " << db->location
@@ -58,7 +62,7 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
   }
   if (c.action == "list") {
     auto dbs = ops.ListDatabases();
-    if (!dbs.ok()) return Fail(dbs.status());
+    if (!dbs.ok()) return PrintError(dbs.status());
     if (c.json) {
       std::cout << "[";
       for (size_t i = 0; i < dbs->size(); ++i) {
@@ -79,7 +83,7 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
   }
   if (c.action == "rename") {
     auto renamed = ops.RenameDatabase(c.name, c.new_name);
-    if (!renamed.ok()) return Fail(renamed.status());
+    if (!renamed.ok()) return PrintError(renamed.status());
     std::cerr << "Renamed '" << renamed->old_name << "' to '" << renamed->record.name
               << "'; its id and tokens stay the same.\n";
     return 0;
@@ -87,12 +91,13 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
   // delete
   if (!c.yes) {
     auto rec = ops.CheckDeletable(c.name);
-    if (!rec.ok()) return Fail(rec.status());
-    return Fail(InvalidArgument("deleting '" + rec->name +
-                                "' destroys its data and revokes its tokens; add --yes to do it"));
+    if (!rec.ok()) return PrintError(rec.status());
+    return PrintError(
+        InvalidArgument("deleting '" + rec->name +
+                        "' destroys its data and revokes its tokens; add --yes to do it"));
   }
   auto rec = ops.DeleteDatabase(c.name);
-  if (!rec.ok()) return Fail(rec.status());
+  if (!rec.ok()) return PrintError(rec.status());
   std::cerr << "Deleted database '" << rec->name << "' (" << rec->id
             << ") and revoked its tokens.\n";
   return 0;
@@ -107,7 +112,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
     req.name = c.label;
     req.rate_limit = c.rate_limit;
     auto t = ops.CreateToken(req);
-    if (!t.ok()) return Fail(t.status());
+    if (!t.ok()) return PrintError(t.status());
     std::cout << t->token << "\n";
     std::cerr << "Created " << auth::ScopeName(t->scope) << " token " << t->record.id
               << " for database '" << t->database_name << "'"
@@ -117,7 +122,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
   }
   if (c.action == "list") {
     auto shown = ops.ListTokens(c.db);
-    if (!shown.ok()) return Fail(shown.status());
+    if (!shown.ok()) return PrintError(shown.status());
     if (c.json) {
       std::cout << "[";
       for (size_t i = 0; i < shown->size(); ++i) {
@@ -140,7 +145,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
   }
   // revoke: by id, or by the token itself.
   auto id = ops.RevokeToken(c.token);
-  if (!id.ok()) return Fail(id.status());
+  if (!id.ok()) return PrintError(id.status());
   std::cerr << "Revoked token " << *id
             << ". A running server refuses it and its data-path tokens within its catalog poll "
                "interval.\n";
@@ -207,7 +212,7 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
   storage::StorageOptions so;
   so.location = c.data_dir;
   auto storage = storage::OpenStorage(so);
-  if (!storage.ok()) return Fail(storage.status());
+  if (!storage.ok()) return PrintError(storage.status());
   service::AdminOps ops(&(*storage)->catalog(), storage->get());
   return group->get_name() == "db" ? DbCommand(c, ops) : TokenCommand(c, ops);
 }

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "common/status.h"
+
 namespace kvc::cli {
 
 struct AdminConfig {
@@ -27,5 +29,9 @@ struct AdminConfig {
 void AddAdminCommands(CLI::App& app, AdminConfig* config);
 // Runs the parsed admin command; returns the process exit code.
 int RunAdmin(CLI::App& app, const AdminConfig& config);
+
+// Prints "error: <message>" to stderr and returns the exit code of the CLI's subcommands:
+// 2 bad input, 3 not found, 4 already exists, 1 anything else.
+int PrintError(const Status& s);
 
 }  // namespace kvc::cli

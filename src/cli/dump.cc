@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/admin.h"
 #include "client/blocking_client.h"
 #include "client/url.h"
 #include "codec/admin_json.h"
@@ -365,18 +366,6 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
   return total;
 }
 
-int Fail(const Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return 2;
-    case StatusCode::kNotFound:
-      return 3;
-    default:
-      return 1;
-  }
-}
-
 }  // namespace
 
 Result<ExportSummary> RunExport(const DumpConfig& c, std::ostream& out) {
@@ -449,7 +438,7 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
     std::ofstream file;
     if (to_file) {
       file.open(config.file, std::ios::binary | std::ios::trunc);
-      if (!file) return Fail(IoError("cannot write " + config.file));
+      if (!file) return PrintError(IoError("cannot write " + config.file));
     }
     auto summary = RunExport(config, to_file ? static_cast<std::ostream&>(file) : std::cout);
     if (!summary.ok()) {
@@ -458,7 +447,7 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
         std::error_code ec;
         fs::remove(config.file, ec);  // never leave a partial dump behind under its name
       }
-      return Fail(summary.status());
+      return PrintError(summary.status());
     }
     if (!config.quiet) {
       std::cerr << "Exported " << summary->entries << " entries (" << Megabytes(summary->bytes)
@@ -472,10 +461,10 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
   std::ifstream file;
   if (to_file) {
     file.open(config.file, std::ios::binary);
-    if (!file) return Fail(NotFound("cannot read " + config.file));
+    if (!file) return PrintError(NotFound("cannot read " + config.file));
   }
   auto stats = RunImport(config, to_file ? static_cast<std::istream&>(file) : std::cin, std::cerr);
-  if (!stats.ok()) return Fail(stats.status());
+  if (!stats.ok()) return PrintError(stats.status());
   if (!config.quiet) {
     std::cerr << "Imported " << stats->entries << " entries (" << Megabytes(stats->bytes)
               << " of dump) into '" << config.db << "' in " << stats->batches

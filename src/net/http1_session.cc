@@ -250,10 +250,9 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     void Send(std::string bytes) override { SendThen(std::move(bytes), nullptr); }
     void SendThen(std::string bytes, const std::function<void()>& written) override {
       if (auto s = s_.lock()) {
-        asio::post(s->stream_.get_executor(),
-                   [s, b = std::move(bytes), w = written]() mutable {
-                     s->QueueChunk(std::move(b), std::move(w));
-                   });
+        asio::post(s->stream_.get_executor(), [s, b = std::move(bytes), w = written]() mutable {
+          s->QueueChunk(std::move(b), std::move(w));
+        });
       }
     }
     void Close() override {

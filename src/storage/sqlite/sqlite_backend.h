@@ -17,7 +17,6 @@
 
 namespace kvc::storage {
 
-
 struct SqliteOptions {
   SyncMode sync = SyncMode::kFull;
   int busy_timeout_ms = 5000;
