@@ -2,6 +2,8 @@
 // must decode to the JSON view the manifest states by hand, re-encode to its own bytes, and its
 // JSON view must encode back to a value with the same view (and to the same bytes unless the
 // manifest says why not). See tests/fixtures/v8/README.md.
+#include "testutil/v8_corpus.h"
+
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -19,43 +21,10 @@ namespace {
 
 using testutil::ToHex;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using Sample = testutil::V8Sample;
+using testutil::ReadFile;
 
-struct Sample {
-  std::string file;
-  std::string runtime;
-  ValueEncoding encoding = ValueEncoding::kV8;
-  std::string json;
-  std::string json_refs;
-  std::string noncanonical;
-  std::string bytes;
-};
-
-std::vector<Sample> LoadCorpus() {
-  const std::string dir = std::string(KVC_FIXTURES_DIR) + "/v8/";
-  rapidjson::Document manifest;
-  const std::string text = ReadFile(dir + "manifest.json");
-  manifest.Parse(text.data(), text.size());
-  EXPECT_FALSE(manifest.HasParseError());
-  std::vector<Sample> samples;
-  for (const auto& entry : manifest["samples"].GetArray()) {
-    Sample s;
-    s.file = entry["file"].GetString();
-    s.runtime = entry["runtime"].GetString();
-    s.encoding = static_cast<ValueEncoding>(entry["encoding"].GetInt());
-    s.json = entry["json"].GetString();
-    if (entry.HasMember("jsonRefs")) s.json_refs = entry["jsonRefs"].GetString();
-    if (entry.HasMember("noncanonical")) s.noncanonical = entry["noncanonical"].GetString();
-    s.bytes = ReadFile(dir + s.file);
-    samples.push_back(std::move(s));
-  }
-  return samples;
-}
+std::vector<Sample> LoadCorpus() { return testutil::LoadV8Corpus(); }
 
 // A view Node's v8.serialize wrote as a host object: its buffer has no id of its own.
 bool HasHostView(const V8Value& v) {

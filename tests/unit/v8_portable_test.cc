@@ -18,6 +18,7 @@
 #include "codec/v8_json.h"
 #include "codec/v8_tree.h"
 #include "testutil/hex.h"
+#include "testutil/v8_corpus.h"
 
 namespace kvc::codec {
 namespace {
@@ -25,39 +26,10 @@ namespace {
 using testutil::FromHex;
 using testutil::ToHex;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using Sample = testutil::V8Sample;
+using testutil::ReadFile;
 
-struct Sample {
-  std::string file;  // e.g. "node_v8/view_int8.bin"
-  std::string dir;   // "deno", "node_v8" or "node_raw"
-  std::string name;  // "view_int8"
-  ValueEncoding encoding = ValueEncoding::kV8;
-  std::string bytes;
-};
-
-std::vector<Sample> LoadCorpus() {
-  const std::string dir = std::string(KVC_FIXTURES_DIR) + "/v8/";
-  rapidjson::Document manifest;
-  const std::string text = ReadFile(dir + "manifest.json");
-  manifest.Parse(text.data(), text.size());
-  EXPECT_FALSE(manifest.HasParseError());
-  std::vector<Sample> samples;
-  for (const auto& entry : manifest["samples"].GetArray()) {
-    Sample s;
-    s.file = entry["file"].GetString();
-    s.dir = s.file.substr(0, s.file.find('/'));
-    s.name = s.file.substr(s.dir.size() + 1, s.file.size() - s.dir.size() - 5);
-    s.encoding = static_cast<ValueEncoding>(entry["encoding"].GetInt());
-    s.bytes = ReadFile(dir + s.file);
-    samples.push_back(std::move(s));
-  }
-  return samples;
-}
+std::vector<Sample> LoadCorpus() { return testutil::LoadV8Corpus(); }
 
 // Runs PortableV8 and returns its outcome; *out gets the bytes (or stays untouched).
 V8PortableOutcome Convert(std::string_view bytes, std::optional<std::string>* out) {
