@@ -59,6 +59,9 @@ struct StorageOptions {
   // sqlite: the file the database named "default" lives in (serve --sqlite-path); empty:
   // default.sqlite3 in the data directory.
   std::string default_database_file;
+  // sqlite: the SQLite VFS every connection uses, by name; empty: the default. Tests register a
+  // VFS that simulates power loss.
+  std::string vfs;
 };
 
 class Storage : public DatabaseProvisioner {

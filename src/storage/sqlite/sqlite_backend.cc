@@ -81,7 +81,7 @@ Status OpenConnection(Connection& c, const std::string& path, const SqliteOption
                                                    : "OFF";
   const std::string pragmas = std::string("pragma synchronous=") + sync + "; pragma cache_size=-" +
                               std::to_string(o.cache_size_kib) + ";";
-  return c.Open(path, flags, o.busy_timeout_ms, pragmas);
+  return c.Open(path, flags, o.busy_timeout_ms, pragmas, o.vfs);
 }
 
 Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* stmt) {

@@ -25,6 +25,7 @@ struct SqliteOptions {
   // pages with read() (SQLite's mmap_size); 0 turns it off. The writer never maps.
   int64_t reader_mmap_bytes = 0;  // serve defaults to 4 GiB (--sqlite-mmap-bytes)
   bool create_if_missing = true;
+  std::string vfs;  // SQLite VFS name; empty: the default (tests inject power loss here)
 };
 
 class SqliteBackend : public Backend {

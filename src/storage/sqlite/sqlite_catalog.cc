@@ -64,11 +64,12 @@ constexpr const char* kTokenColumns =
 
 }  // namespace
 
-Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& path) {
+Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& path,
+                                                           const std::string& vfs) {
   auto conn = std::make_unique<sqlite::Connection>(kErrorPrefix);
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   KVC_RETURN_IF_ERROR(
-      conn->Open(path, flags, kBusyTimeoutMs, "pragma journal_mode=wal; pragma synchronous=full;"));
+      conn->Open(path, flags, kBusyTimeoutMs, "pragma journal_mode=wal; pragma synchronous=full;", vfs));
   std::unique_ptr<SqliteCatalog> c(new SqliteCatalog(std::move(conn)));
   {
     MutexLock lock(c->mu_);  // uncontended: nobody else has `c` yet

@@ -19,7 +19,9 @@ class Connection;
 class SqliteCatalog : public Catalog {
  public:
   // Opens or creates the catalog file at `path`.
-  static Result<std::unique_ptr<SqliteCatalog>> Open(const std::string& path);
+  // `vfs`: the SQLite VFS name (empty: the default).
+  static Result<std::unique_ptr<SqliteCatalog>> Open(const std::string& path,
+                                                     const std::string& vfs = "");
   ~SqliteCatalog() override;
 
   Result<std::vector<DatabaseRecord>> ListDatabases() override;

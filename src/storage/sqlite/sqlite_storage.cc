@@ -61,8 +61,9 @@ Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions&
   if (ec) return IoError("cannot create data directory " + dir + ": " + ec.message());
   if (!existed) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   const fs::path root(dir);
-  KVC_ASSIGN_OR_RETURN(auto catalog, SqliteCatalog::Open((root / kCatalogFile).string()));
+  KVC_ASSIGN_OR_RETURN(auto catalog, SqliteCatalog::Open((root / kCatalogFile).string(), options.vfs));
   SqliteOptions sqlite;
+  sqlite.vfs = options.vfs;
   sqlite.sync = options.sync;
   sqlite.reader_mmap_bytes = options.mmap_bytes;
   std::unique_ptr<SqliteStorage> storage(new SqliteStorage(std::move(catalog), root, sqlite));

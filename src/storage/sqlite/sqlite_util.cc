@@ -8,9 +8,10 @@ Connection::~Connection() {
 }
 
 Status Connection::Open(const std::string& path, int flags, int busy_timeout_ms,
-                        const std::string& pragmas) {
+                        const std::string& pragmas, const std::string& vfs) {
   // On failure SQLite usually still returns a handle; the destructor closes it.
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, vfs.empty() ? nullptr : vfs.c_str()) !=
+      SQLITE_OK) {
     return Error("open " + path);
   }
   sqlite3_extended_result_codes(db_, 1);

@@ -32,9 +32,11 @@ class Connection {
   ~Connection();
 
   // Opens `path` with sqlite3_open_v2 `flags`, turns on extended result codes, sets the busy
-  // timeout, then runs `pragmas` (may be empty). Returns IoError on failure.
+  // timeout, then runs `pragmas` (may be empty). `vfs`: the SQLite VFS to use by name (empty:
+  // the default; tests register fault-injecting ones). Returns IoError on failure.
   // REQUIRES: called once.
-  Status Open(const std::string& path, int flags, int busy_timeout_ms, const std::string& pragmas);
+  Status Open(const std::string& path, int flags, int busy_timeout_ms, const std::string& pragmas,
+              const std::string& vfs = "");
 
   // Runs `sql` (one or more statements). Returns IoError("<prefix>exec: ...") on failure.
   Status Exec(const char* sql);
