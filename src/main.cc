@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/admin.h"
+#include "cli/backup.h"
 #include "cli/bench.h"
 #include "cli/dump.h"
 #include "cli/serve.h"
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   kvc::cli::AddBenchCommand(app, &bench);
   kvc::cli::DumpConfig dump;
   kvc::cli::AddDumpCommands(app, &dump);
+  kvc::cli::BackupConfig backup;
+  kvc::cli::AddBackupCommands(app, &backup);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,6 +41,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (app.got_subcommand("bench")) return kvc::cli::RunBench(bench);
   if (app.got_subcommand("export") || app.got_subcommand("import")) {
     return kvc::cli::RunDump(app, dump);
+  }
+  if (app.got_subcommand("backup") || app.got_subcommand("restore")) {
+    return kvc::cli::RunBackup(app, backup);
   }
   return kvc::cli::RunAdmin(app, admin);
 }

@@ -92,6 +92,12 @@ Status Application::Init() {
                    "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created));
 
   c.directory.engine = c.engine;
+  if (!c.backup_to.empty()) {
+    KVC_ASSIGN_OR_RETURN(auto target, backup::OpenTarget(c.backup_to, backup::TargetOptions{}));
+    KVC_ASSIGN_OR_RETURN(c.backup.scratch_dir, storage_->ScratchDirectory());
+    backup_ = std::make_unique<backup::ContinuousBackup>(std::move(target), c.backup);
+    c.directory.engine.change_log = true;  // every commit is logged in its own transaction
+  }
   directory_ = std::make_unique<service::Directory>(
       &storage_->catalog(),
       [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
@@ -100,12 +106,36 @@ Status Application::Init() {
   // Per-database listeners attach as each engine opens.
   metrics_ = std::make_unique<service::Metrics>(c.metrics);
   directory_->AddEngineHook(
-      [m = metrics_.get()](const storage::DatabaseRecord&, engine::Engine& e) {
-        e.AddListener(m->commit_listener());
+      [m = metrics_.get()](const storage::DatabaseRecord&,
+                           const std::shared_ptr<engine::Engine>& e) {
+        e->AddListener(m->commit_listener());
       });
+  if (backup_) {
+    directory_->AddEngineHook(
+        [b = backup_.get()](const storage::DatabaseRecord& rec,
+                            const std::shared_ptr<engine::Engine>& e) {
+          b->Attach(rec.name, rec.id, e);
+        });
+  }
   KVC_RETURN_IF_ERROR(directory_->Start());
   metrics_->Start(directory_.get());
   health_ = std::make_unique<service::Health>(directory_.get());
+  if (backup_) {
+    backup_->Start();
+    metrics_->SetBackupSource([b = backup_.get()] { return b->Statuses(); });
+    health_->SetDetailSource([b = backup_.get()] {
+      std::vector<std::string> lines;
+      for (const backup::BackupStatus& s : b->Statuses()) {
+        std::string line = "backup of '" + s.database + "': shipped through version " +
+                           std::to_string(s.shipped_version) + ", " +
+                           std::to_string(s.lag_entries) + " commit(s) pending (oldest " +
+                           std::to_string(s.lag_ms / 1000) + " s)";
+        if (!s.last_error.empty()) line += ", last error: " + s.last_error;
+        lines.push_back(std::move(line));
+      }
+      return lines;
+    });
+  }
 
   c.service.access_token = c.access_token;
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
@@ -114,6 +144,7 @@ Status Application::Init() {
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
+  admin_api_->SetStorage(storage_.get());
   metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
@@ -177,6 +208,7 @@ void Application::Shutdown() {
   if (server_) (void)server_->Stop(std::chrono::milliseconds(config_.shutdown_grace_ms));
   if (metrics_server_) (void)metrics_server_->Stop(std::chrono::milliseconds(0));
   if (metrics_) metrics_->Stop();
+  if (backup_) backup_->Stop();  // ships what is pending, while the engines still run
   if (directory_) directory_->Stop();
 }
 

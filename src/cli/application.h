@@ -57,6 +57,8 @@ class Application {
   bool token_from_file() const { return token_from_file_; }
   bool token_created() const { return token_created_; }
   service::Directory& directory() { return *directory_; }
+  // The continuous backup, or nullptr when --backup-to is not set.
+  backup::ContinuousBackup* continuous_backup() const { return backup_.get(); }
 
  private:
   explicit Application(ServeConfig config) : config_(std::move(config)) {}
@@ -70,6 +72,7 @@ class Application {
   std::string secret_;
   bool token_from_file_ = false;
   bool token_created_ = false;
+  std::unique_ptr<backup::ContinuousBackup> backup_;  // --backup-to
   std::unique_ptr<service::Directory> directory_;
   std::unique_ptr<service::Metrics> metrics_;
   std::unique_ptr<service::Health> health_;

@@ -141,6 +141,25 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--public-url", c->service.public_url,
                 "The server's URL as clients see it, e.g. https://kv.example.com behind a proxy; "
                 "metadata answers point at <URL>/v2 (default: the request's scheme and Host)");
+  s->add_option("--backup-to", c->backup_to,
+                "Continuous backup: ship every commit (and periodic snapshots) to this directory "
+                "or s3://bucket/prefix (credentials, region and endpoint from AWS_* variables)");
+  s->add_option("--backup-interval-ms", c->backup.interval_ms,
+                "Ship committed writes to the backup target at least this often")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--backup-snapshot-interval-ms", c->backup.snapshot_interval_ms,
+                "Take a new backup snapshot this often (bounds restore time)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--backup-snapshot-log-bytes", c->backup.snapshot_after_log_bytes,
+                "Also take a new backup snapshot after this many bytes of shipped log")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--backup-retention-ms", c->backup.retention_ms,
+                "Keep backups restorable this far back; older snapshots and log are deleted")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s->add_flag("--portable-v8-values", c->service.portable_v8_values,
               "Store and serve V8 values so Deno and Node (@deno/kv) read each other's: format "
               "16 as 15, Node's typed arrays and error field order as V8's, each only when "
@@ -216,6 +235,9 @@ void PrintBanner(const Application& app) {
   spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
                tls_url.empty() ? "" : " and " + tls_url, databases, root);
   if (!app.metrics_url().empty()) spdlog::info("metrics and health on {}", app.metrics_url());
+  if (auto* b = app.continuous_backup()) {
+    spdlog::info("continuous backup to {}", b->target().Describe());
+  }
   std::cout << "\nkvconnect is serving " << databases << " database(s) from " << root << " at "
             << url << (tls_url.empty() ? "" : " and " + tls_url) << "\n";
   if (app.token_from_file()) {

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "backup/continuous_backup.h"
 #include "engine/engine.h"
 #include "net/server.h"
 #include "service/admin_api.h"
@@ -34,6 +35,9 @@ struct ServeConfig {
   service::ServiceOptions service;
   service::DirectoryOptions directory;
   service::AdminApiOptions admin;
+  // Continuous backup: a directory or s3://bucket/prefix; empty: off.
+  std::string backup_to;
+  backup::ContinuousBackupOptions backup;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeConfig* config);

@@ -140,6 +140,12 @@ Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body) {
   return AdminDatabaseRequest{StringOf(d["name"])};
 }
 
+Result<std::string> ParseAdminBackupRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "BackupRequest", &d));
+  return StringOf(d["to"]);
+}
+
 Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "TokenCreateRequest", &d));

@@ -29,6 +29,9 @@ struct AdminDatabaseRequest {
 };
 Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body);
 
+// BackupRequest: where to store an online snapshot (a directory or s3://bucket/prefix).
+Result<std::string> ParseAdminBackupRequest(std::string_view body);
+
 // TokenCreateRequest.
 struct AdminTokenRequest {
   std::string database;

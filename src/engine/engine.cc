@@ -102,6 +102,7 @@ void Engine::Retire() {
     if (retired_) return;
     retired_ = true;
   }
+  retired_flag_.store(true, std::memory_order_release);
   scans_stop_.store(true, std::memory_order_release);
   auto listeners = [&] {
     MutexLock lock(listeners_mu_);
@@ -537,6 +538,7 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     // Check failure or error: undo everything this write did.
     version = v_before_job;
     job.changes.clear();
+    job.enqueues.clear();
     Status rb = writer_->RollbackToSavepoint();
     if (!rb.ok()) {
       writer_->Rollback();
@@ -551,11 +553,12 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     std::vector<storage::CommitRecord> records;
     for (WriteJob& j : batch) {
       if (j.result.ok() && j.result->ok) {
-        records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes)});
+        records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes),
+                                                std::move(j.enqueues)});
       }
     }
-    Status s =
-        CommitAndPublish(storage::CommitOrigin::kWrite, version, std::move(records), started, now);
+    Status s = CommitAndPublish(storage::CommitOrigin::kWrite, *base, version, std::move(records),
+                                started, now);
     if (!s.ok()) {
       for (WriteJob& j : batch) {
         if (j.result.ok() && j.result->ok) {
@@ -628,10 +631,47 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
     q.backoff_schedule = e.backoff_schedule.empty() ? kDefaultBackoffSchedule : e.backoff_schedule;
     q.keys_if_undelivered = e.keys_if_undelivered;
     KVC_RETURN_IF_ERROR(writer_->AddQueueMessage(q));
+    job.enqueues.push_back(std::move(q));
   }
   result.ok = true;
   result.version = version;
   return result;
+}
+
+Status Engine::LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,
+                          int64_t now_ms) {
+  if (!options_.change_log) return Status::Ok();
+  int64_t prev = base;
+  for (const storage::CommitRecord& r : records) {
+    storage::ChangeLogRow row;
+    row.version = r.version;
+    row.prev_version = prev;
+    row.time_ms = now_ms;
+    row.bytes = storage::EncodeLoggedCommit(r, prev, now_ms);
+    KVC_RETURN_IF_ERROR(writer_->AppendChangeLog(row));
+    prev = r.version;
+  }
+  const int64_t prune = log_prune_through_.load(std::memory_order_acquire);
+  if (prune > log_pruned_through_) {
+    KVC_RETURN_IF_ERROR(writer_->PruneChangeLog(prune));
+    log_pruned_through_ = prune;
+  }
+  return Status::Ok();
+}
+
+void Engine::PruneChangeLogThrough(int64_t version) {
+  int64_t v = log_prune_through_.load();
+  while (v < version && !log_prune_through_.compare_exchange_weak(v, version)) {
+  }
+}
+
+void Engine::WithReader(std::function<void(storage::Reader*, const Status&)> fn) {
+  auto shared = std::make_shared<std::function<void(storage::Reader*, const Status&)>>(
+      std::move(fn));
+  ReadJob job;
+  job.custom = [shared](storage::Reader& r) { (*shared)(&r, Status::Ok()); };
+  Status refused = EnqueueRead(std::move(job), /*bounded=*/false);
+  if (!refused.ok()) (*shared)(nullptr, refused);
 }
 
 Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body) {
@@ -648,12 +688,18 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::B
   }
   std::vector<storage::CommitRecord> records;
   records.push_back(storage::CommitRecord{version, std::move(*changes)});
-  return CommitAndPublish(origin, version, std::move(records), started, Now());
+  return CommitAndPublish(origin, base, version, std::move(records), started, Now());
 }
 
-Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t version,
+Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int64_t version,
                                 std::vector<storage::CommitRecord> records,
                                 std::chrono::steady_clock::time_point started, int64_t now_ms) {
+  Status logged = LogCommits(base, records, now_ms);
+  if (!logged.ok()) {
+    writer_->Rollback();
+    MarkFailed("change log", logged);
+    return logged;
+  }
   // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
   std::vector<std::string> keys;
   for (const storage::CommitRecord& r : records) {

@@ -63,6 +63,9 @@ struct EngineOptions {
   const Clock* clock = nullptr;  // nullptr: the system clock
   // More writer tasks for every engine (the expiry sweep is built in).
   std::vector<std::function<std::unique_ptr<WriterTask>()>> task_factories;
+  // Record every commit in the backend's change log, in the commit's own transaction
+  // (storage/change_log.h), for continuous backup. The log grows until PruneChangeLogThrough.
+  bool change_log = false;
 };
 
 // Counters for metrics; monotonic.
@@ -141,6 +144,16 @@ class Engine {
   // Makes the writer re-evaluate its tasks' schedules now (e.g. after a ManualClock moved).
   void WakeWriter();
 
+  // Runs `fn` on a reader thread with that thread's storage connection and no snapshot open
+  // (fn opens its own, e.g. Reader::CopySnapshot, or reads the change log). `fn` may take a
+  // while; it occupies the reader thread meanwhile. If the engine is shutting down, `fn` is
+  // called inline with nullptr and the refusal.
+  void WithReader(std::function<void(storage::Reader*, const Status&)> fn);
+
+  // Change log (EngineOptions::change_log): entries with version <= `version` may go; they are
+  // removed in the next commit's transaction (no extra fsync). Thread-safe; never lowers.
+  void PruneChangeLogThrough(int64_t version);
+
   // Ends watch streams and tells listeners (OnRetire); reads and writes keep working until
   // Shutdown. Called when the database stops being served by this engine. Idempotent.
   void Retire();
@@ -154,6 +167,8 @@ class Engine {
   // False after a failed commit (writes are refused until restart).
   bool writable() const { return !failed_.load(std::memory_order_acquire); }
   bool sole_writer() const { return sole_writer_; }
+  // Retire() was called: another engine (or none) serves the database now.
+  bool retired() const { return retired_flag_.load(std::memory_order_acquire); }
   size_t watch_count() const { return hub_->subscription_count(); }
   size_t queued_reads() const;
   size_t queued_writes() const;
@@ -171,6 +186,7 @@ class Engine {
     WriteCallback done;
     Result<CommitResult> result = Internal("not run");
     std::vector<storage::KeyChange> changes;
+    std::vector<storage::QueueRow> enqueues;
   };
   class TaskContext;
 
@@ -195,9 +211,13 @@ class Engine {
   Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
   // Writer-task transactions (see WriterTaskContext::Transact).
   Status Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body);
-  // Sets the data version, commits the open transaction (the read cache bracketed around it)
-  // and publishes `records` as one group. On failure the engine refuses writes from then on.
-  Status CommitAndPublish(storage::CommitOrigin origin, int64_t version,
+  // Logs `records` (change_log; the first one follows `base`), sets the data version, commits
+  // the open transaction (the read cache bracketed around it) and publishes `records` as one
+  // group. On failure the engine refuses writes from then on.
+  // Appends `records` to the change log (when on) and applies a pending prune.
+  Status LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,
+                    int64_t now_ms);
+  Status CommitAndPublish(storage::CommitOrigin origin, int64_t base, int64_t version,
                           std::vector<storage::CommitRecord> records,
                           std::chrono::steady_clock::time_point started, int64_t now_ms);
   // Hands a committed group to every listener, in order. Publishing thread only.
@@ -244,10 +264,13 @@ class Engine {
   std::mt19937_64 rng_;
   std::atomic<bool> failed_{false};  // a commit failed: refuse writes until restart
   std::atomic<int64_t> committed_version_{0};
+  std::atomic<int64_t> log_prune_through_{0};  // PruneChangeLogThrough
+  int64_t log_pruned_through_ = 0;             // writer thread only
 
   std::atomic<size_t> scans_running_{0};
   std::atomic<bool> scans_stop_{false};  // set by Retire: running scans end after their page
 
+  std::atomic<bool> retired_flag_{false};
   Mutex shutdown_mu_;
   bool retired_ KVC_GUARDED_BY(shutdown_mu_) = false;
   bool shut_down_ KVC_GUARDED_BY(shutdown_mu_) = false;

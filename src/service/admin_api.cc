@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backup/operations.h"
 #include "codec/admin_json.h"
 #include "codec/json_text.h"
 #include "codec/versionstamp.h"
@@ -229,6 +230,44 @@ AdminApi::~AdminApi() {
   }
   cv_.NotifyAll();
   worker_.join();
+  MutexLock lock(backup_mu_);
+  if (backup_thread_.joinable()) backup_thread_.join();
+}
+
+void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto to = codec::ParseAdminBackupRequest(call->req.body);
+  if (!to.ok()) return call->Fail(to.status());
+  if (storage_ == nullptr) return call->Fail(Internal("this server cannot take backups"));
+  bool idle = false;
+  if (!backup_busy_.compare_exchange_strong(idle, true)) {
+    return call->Fail(Unavailable("Another backup is running; try again when it has finished."));
+  }
+  MutexLock lock(backup_mu_);
+  if (backup_thread_.joinable()) backup_thread_.join();  // finished: it cleared backup_busy_
+  backup_thread_ = std::thread([this, call, rec = db.record, to = *to] {
+    auto finish = [this](const std::shared_ptr<Call>& c, Result<std::string> r) {
+      backup_busy_.store(false);
+      if (r.ok()) {
+        c->Ok(std::move(*r));
+      } else {
+        c->Fail(r.status());
+      }
+    };
+    auto target = backup::OpenTarget(to, backup::TargetOptions{});
+    if (!target.ok()) return finish(call, target.status());
+    auto out = backup::SnapshotDatabase(*storage_, rec, **target);
+    if (!out.ok()) return finish(call, out.status());
+    const codec::SnapshotManifest& m = out->manifest;
+    std::string json = "{\"database\":" + JsonQuote(rec.name) +
+                       ",\"target\":" + JsonQuote((*target)->Describe()) +
+                       ",\"object\":" + JsonQuote(out->data_object) +
+                       ",\"versionstamp\":" + VersionstampJson(m.version) +
+                       ",\"time\":" + Time(m.time_ms) + ",\"keys\":" + std::to_string(m.key_count) +
+                       ",\"bytes\":" + std::to_string(m.bytes) + ",\"sha256\":" + JsonQuote(m.sha256) +
+                       ",\"copy_ms\":" + std::to_string(out->copy_ms) +
+                       ",\"upload_ms\":" + std::to_string(out->upload_ms) + "}";
+    finish(call, std::move(json));
+  });
 }
 
 Status AdminApi::Post(Work work, bool bounded) {
@@ -416,6 +455,8 @@ void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory:
     Export(call, *db);
   } else if (rest == "import") {
     Import(call, *db);
+  } else if (rest == "backup") {
+    Backup(call, *db);
   } else {
     call->Fail(NotFound("No admin API resource at " + call->req.path + "."));
   }

@@ -66,6 +66,8 @@ class AdminApi : public Handler {
   ~AdminApi() override;  // finishes queued operations, stops the worker
 
   void Handle(HttpRequest request, Responder respond) override;
+  // Where POST .../backup reads databases from. REQUIRES: before serving; outlives this.
+  void SetStorage(storage::Storage* storage) { storage_ = storage; }
 
  private:
   struct Call;
@@ -93,6 +95,9 @@ class AdminApi : public Handler {
   void CreateToken(const std::shared_ptr<Call>& call);
   void RevokeToken(const std::shared_ptr<Call>& call, const std::string& id);
 
+  // An online snapshot into a backup target (backup/operations.h), on the backup thread.
+  void Backup(const std::shared_ptr<Call>& call, const Directory::Database& db);
+
   // Entry operations, through the engine.
   void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);
   void GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db);
@@ -111,6 +116,12 @@ class AdminApi : public Handler {
   Authenticator* const auth_;
   AdminOps* const ops_;
   const Metrics* const metrics_;
+  storage::Storage* storage_ = nullptr;  // SetStorage
+
+  // One online backup at a time, on its own thread (a large snapshot takes a while).
+  std::atomic<bool> backup_busy_{false};
+  Mutex backup_mu_;
+  std::thread backup_thread_ KVC_GUARDED_BY(backup_mu_);
 
   Mutex mu_;
   CondVar cv_;

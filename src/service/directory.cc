@@ -144,8 +144,8 @@ Status Directory::Reload(bool force) {
         next->unavailable.push_back(rec.name);
         continue;
       }
-      for (const EngineHook& hook : hooks_) hook(rec, **engine);
       db.engine = std::shared_ptr<engine::Engine>(std::move(*engine));
+      for (const EngineHook& hook : hooks_) hook(rec, db.engine);
       if (current->generation >= 0) spdlog::info("serving database '{}' ({})", rec.name, rec.id);
     }
     next->id_by_name[rec.name] = rec.id;

@@ -30,14 +30,16 @@ void HealthHandler::Handle(HttpRequest, Responder respond) {
     return;
   }
   const std::vector<std::string> reasons = health_->NotReadyReasons();
+  std::string details;
+  for (const std::string& line : health_->Details()) details += "\n" + line;
   if (reasons.empty()) {
-    r.body = "ready\n";
+    r.body = "ready\n" + (details.empty() ? "" : details.substr(1) + "\n");
     respond(std::move(r));
     return;
   }
   std::string text = "not ready: ";
   for (size_t i = 0; i < reasons.size(); ++i) text += (i ? "; " : "") + reasons[i];
-  respond(ErrorResponse(Unavailable(text + ".")));
+  respond(ErrorResponse(Unavailable(text + "." + details)));
 }
 
 }  // namespace kvc::service

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,18 @@ class Health {
   void SetDraining() { draining_ = true; }
   // Why the server is not ready; empty when it is.
   std::vector<std::string> NotReadyReasons() const;
+  // Lines /readyz adds to its answer either way (e.g. the backup lag). REQUIRES: before serving.
+  void SetDetailSource(std::function<std::vector<std::string>()> source) {
+    details_ = std::move(source);
+  }
+  std::vector<std::string> Details() const {
+    return details_ ? details_() : std::vector<std::string>();
+  }
 
  private:
   Directory* const directory_;
   std::atomic<bool> draining_{false};
+  std::function<std::vector<std::string>()> details_;
 };
 
 class HealthHandler : public Handler {

@@ -172,6 +172,11 @@ void Metrics::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Metrics::SetBackupSource(std::function<std::vector<backup::BackupStatus>()> source) {
+  MutexLock lock(mu_);
+  backup_source_ = std::move(source);
+}
+
 void Metrics::AddConnectionSource(std::function<ConnectionStats()> source) {
   MutexLock lock(mu_);
   connection_sources_.push_back(std::move(source));
@@ -286,6 +291,7 @@ std::string Metrics::Render() {
 
   ConnectionStats conn;
   std::map<std::string, DbStats> db_stats;
+  std::function<std::vector<backup::BackupStatus>()> backup_source;
   {
     MutexLock lock(mu_);
     for (const auto& src : connection_sources_) {
@@ -296,6 +302,7 @@ std::string Metrics::Render() {
       conn.h2_streams_total += s.h2_streams_total;
     }
     db_stats = db_stats_;
+    backup_source = backup_source_;
   }
   auto open = Family("kvconnect_connections_open", "Client connections open", MetricType::Gauge);
   AddValue(open, static_cast<double>(conn.connections_open));
@@ -365,7 +372,48 @@ std::string Metrics::Render() {
                   &storage_reads, &refused}) {
     families.push_back(std::move(*f));
   }
+  if (backup_source) RenderBackup(backup_source(), &families);
   return prometheus::TextSerializer().Serialize(families);
+}
+
+void Metrics::RenderBackup(const std::vector<backup::BackupStatus>& statuses,
+                           std::vector<prometheus::MetricFamily>* families) {
+  auto shipped = Family("kvconnect_backup_shipped_version",
+                        "The last version shipped to the backup target", MetricType::Gauge);
+  auto snapshot_time =
+      Family("kvconnect_backup_last_snapshot_timestamp_seconds",
+             "When the newest snapshot in the backup target was taken (Unix time)",
+             MetricType::Gauge);
+  auto lag_commits = Family("kvconnect_backup_lag_commits",
+                            "Commits not yet shipped to the backup target", MetricType::Gauge);
+  auto lag_seconds = Family("kvconnect_backup_lag_seconds",
+                            "Age of the oldest commit not yet shipped (0: none pending)",
+                            MetricType::Gauge);
+  auto errors = Family("kvconnect_backup_errors_total",
+                       "Failed shipping attempts (each is retried with backoff)",
+                       MetricType::Counter);
+  auto segments = Family("kvconnect_backup_segments_total", "Log segments shipped",
+                         MetricType::Counter);
+  auto bytes = Family("kvconnect_backup_bytes_total", "Log bytes shipped", MetricType::Counter);
+  auto snapshots = Family("kvconnect_backup_snapshots_total", "Snapshots taken and stored",
+                          MetricType::Counter);
+  for (const backup::BackupStatus& s : statuses) {
+    std::vector<ClientMetric::Label> l = {{"database", s.database}};
+    AddValue(shipped, static_cast<double>(s.shipped_version), l);
+    if (s.last_snapshot_ms > 0) {
+      AddValue(snapshot_time, static_cast<double>(s.last_snapshot_ms) / 1000.0, l);
+    }
+    AddValue(lag_commits, static_cast<double>(s.lag_entries), l);
+    AddValue(lag_seconds, static_cast<double>(s.lag_ms) / 1000.0, l);
+    AddValue(errors, static_cast<double>(s.errors), l);
+    AddValue(segments, static_cast<double>(s.segments_shipped), l);
+    AddValue(bytes, static_cast<double>(s.bytes_shipped), l);
+    AddValue(snapshots, static_cast<double>(s.snapshots_taken), l);
+  }
+  for (auto* f : {&shipped, &snapshot_time, &lag_commits, &lag_seconds, &errors, &segments, &bytes,
+                  &snapshots}) {
+    families->push_back(std::move(*f));
+  }
 }
 
 void MetricsHandler::Handle(HttpRequest, Responder respond) {

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <thread>
 
+#include "backup/continuous_backup.h"
 #include "common/mutex.h"
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
@@ -38,6 +39,7 @@ namespace prometheus {
 class Registry;
 template <typename T>
 class Family;
+struct MetricFamily;
 class Counter;
 class Histogram;
 }  // namespace prometheus
@@ -66,6 +68,8 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   void Stop();  // idempotent
   // Adds a connection source (one per listener set); summed at scrape time.
   void AddConnectionSource(std::function<ConnectionStats()> source);
+  // The continuous backup's per-database state, read at scrape time (kvconnect_backup_*).
+  void SetBackupSource(std::function<std::vector<backup::BackupStatus>()> source);
 
   void OnRequest(const RequestInfo& info) override;
   // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
@@ -91,6 +95,8 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   using DbStats = DatabaseSize;
   struct StatsRound;
   void StatsLoop() KVC_EXCLUDES(mu_);
+  static void RenderBackup(const std::vector<backup::BackupStatus>& statuses,
+                           std::vector<prometheus::MetricFamily>* families);
 
   const MetricsOptions options_;
   uint64_t instance_ = 0;  // tells instances apart in per-thread caches
@@ -106,6 +112,7 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
 
   mutable Mutex mu_;
   std::vector<std::function<ConnectionStats()>> connection_sources_ KVC_GUARDED_BY(mu_);
+  std::function<std::vector<backup::BackupStatus>()> backup_source_ KVC_GUARDED_BY(mu_);
   std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
   Directory* directory_ = nullptr;                               // set once by Start
   bool stop_ KVC_GUARDED_BY(mu_) = false;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/change_log.h"
 #include "storage/commit_record.h"
 #include "storage/kv_types.h"
 
@@ -39,15 +40,11 @@ namespace kvc::storage {
 // OS (kNormal: survives a process crash, not power loss), or not even that (kOff).
 enum class SyncMode { kFull, kNormal, kOff };
 
-// A queued message (Deno's `queue` table): due at `ts`, delivered with `backoff_schedule` (ms
-// between attempts), and written to every key of `keys_if_undelivered` if delivery fails for
-// good. How a backend stores the lists is its own business.
-struct QueueRow {
-  int64_t ts = 0;  // Unix ms when it becomes deliverable
-  std::string id;  // UUID
-  std::string payload;
-  std::vector<uint32_t> backoff_schedule;
-  std::vector<std::string> keys_if_undelivered;
+// What Reader::CopySnapshot copied.
+struct SnapshotCopy {
+  int64_t version = 0;    // the committed data version of the copy
+  int64_t key_count = 0;  // rows in its key space (expired ones included)
+  int64_t bytes = 0;      // size of the copy
 };
 
 // Sizes for metrics; either may be -1 when a backend cannot tell cheaply.
@@ -70,6 +67,25 @@ class Reader {
   virtual void End() = 0;
   // Counts keys and bytes (outside any snapshot; may take a while on a large database).
   virtual Result<StorageStats> Stats() = 0;
+
+  // The change log (change_log.h), outside any snapshot. Appends the entries with version >
+  // after_version to *out in ascending order, at most max_entries of them.
+  virtual Status ReadChangeLog(int64_t /*after_version*/, size_t /*max_entries*/,
+                               std::vector<ChangeLogRow>* /*out*/) {
+    return Internal("this storage backend has no change log");
+  }
+  // Counts the change-log entries with version > after_version.
+  virtual Result<ChangeLogStats> ChangeLogStatsAfter(int64_t /*after_version*/) {
+    return Internal("this storage backend has no change log");
+  }
+  // Copies the whole database as of one snapshot, without its change log, to a new file at
+  // `dest_path` in a form the storage can adopt again (Storage::CreateFromSnapshot; for
+  // SQLite, a database file Deno itself can open), and checks the copy's integrity. Outside
+  // any snapshot (it opens its own). Writers keep going meanwhile. Errors: IoError, Corruption
+  // (the copy fails its integrity check), Internal if the backend cannot copy.
+  virtual Result<SnapshotCopy> CopySnapshot(const std::string& /*dest_path*/) {
+    return Internal("this storage backend cannot copy snapshots");
+  }
 };
 
 // The read-write connection. Begin() takes the write lock; Commit() makes the whole
@@ -94,6 +110,14 @@ class Writer {
   virtual Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) = 0;
   // The smallest expire_at_ms >= 0 in the database, if any.
   virtual Result<std::optional<int64_t>> EarliestExpiry() = 0;
+  // Adds an entry to the change log, in the open transaction.
+  virtual Status AppendChangeLog(const ChangeLogRow& /*row*/) {
+    return Internal("this storage backend has no change log");
+  }
+  // Removes the change-log entries with version <= through_version, in the open transaction.
+  virtual Status PruneChangeLog(int64_t /*through_version*/) {
+    return Internal("this storage backend has no change log");
+  }
   virtual Status Commit() = 0;
   virtual void Rollback() = 0;
 };

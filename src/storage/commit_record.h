@@ -26,6 +26,17 @@ inline bool IsLive(int64_t expire_at_ms, int64_t now_ms) {
   return expire_at_ms < 0 || expire_at_ms > now_ms;
 }
 
+// A queued message (Deno's `queue` table): due at `ts`, delivered with `backoff_schedule` (ms
+// between attempts), and written to every key of `keys_if_undelivered` if delivery fails for
+// good. How a backend stores the lists is its own business.
+struct QueueRow {
+  int64_t ts = 0;  // Unix ms when it becomes deliverable
+  std::string id;  // UUID
+  std::string payload;
+  std::vector<uint32_t> backoff_schedule;
+  std::vector<std::string> keys_if_undelivered;
+};
+
 // One key's new state after a commit.
 struct KeyChange {
   std::string key;
@@ -36,6 +47,7 @@ struct KeyChange {
 struct CommitRecord {
   int64_t version = 0;
   std::vector<KeyChange> changes;  // in the order the write made them; a key may repeat
+  std::vector<QueueRow> enqueues;  // messages the write added to the queue
 };
 
 // Where a group of records came from.

@@ -92,6 +92,19 @@ class Storage : public DatabaseProvisioner {
   // a password.
   virtual std::string Describe() const = 0;
 
+  // A directory for this storage's temporary files (backups stage snapshot copies there), on
+  // the same file system as the data where there is one; created (mode 0700) if missing.
+  // Errors: IoError.
+  virtual Result<std::string> ScratchDirectory() = 0;
+  // Makes the storage of a new database named `name` from `snapshot_file` (a file as
+  // Reader::CopySnapshot writes it, e.g. restored from a backup), taking the file over (it is
+  // moved or removed); the database carries `id`. The catalog is not touched: the caller adds
+  // or rebinds the returned record. Errors: InvalidArgument (not a snapshot this storage can
+  // adopt), IoError.
+  virtual Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
+                                                    const std::string& snapshot_file,
+                                                    const std::string& id) = 0;
+
  protected:
   explicit Storage(std::unique_ptr<Catalog> catalog) : catalog_(std::move(catalog)) {}
 

@@ -31,9 +31,13 @@ constexpr const char* kMigrations[] = {
     "alter table kv add column expiration_ms integer not null default -1;"
     "create index kv_expiration_ms_idx on kv (expiration_ms);",
 };
-// Our own table; Deno ignores it.
+// Our own tables; Deno ignores them. Do not change.
 constexpr const char* kCreateMetaTable =
     "create table if not exists kvconnect_meta (k text primary key, v text not null)";
+// The change log (storage/change_log.h), written only when continuous backup is on.
+constexpr const char* kCreateChangeLogTable =
+    "create table if not exists kvconnect_changelog (version integer primary key, "
+    "prev_version integer not null, time_ms integer not null, record blob not null)";
 
 Status UnknownEncoding(int64_t enc) {
   return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
@@ -136,7 +140,99 @@ class SqliteReader : public Reader {
     KVC_ASSIGN_OR_RETURN(count_, conn_.Prepare("select count(*) from kv"));
     KVC_ASSIGN_OR_RETURN(pages_, conn_.Prepare("select page_count * page_size from "
                                                "pragma_page_count(), pragma_page_size()"));
+    KVC_ASSIGN_OR_RETURN(log_read_, conn_.Prepare("select version, prev_version, time_ms, record "
+                                                  "from kvconnect_changelog where version > ?1 "
+                                                  "order by version limit ?2"));
+    KVC_ASSIGN_OR_RETURN(log_stats_,
+                         conn_.Prepare("select count(*), min(version), max(version), "
+                                       "(select time_ms from kvconnect_changelog where version "
+                                       "> ?1 order by version limit 1) from kvconnect_changelog "
+                                       "where version > ?1"));
+    vfs_ = o.vfs;
     return Status::Ok();
+  }
+
+  Status ReadChangeLog(int64_t after_version, size_t max_entries,
+                       std::vector<ChangeLogRow>* out) override {
+    Stmt s(log_read_);
+    s.BindInt64(1, after_version).BindInt64(2, static_cast<int64_t>(max_entries));
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      ChangeLogRow row;
+      row.version = s.ColumnInt64(0);
+      row.prev_version = s.ColumnInt64(1);
+      row.time_ms = s.ColumnInt64(2);
+      row.bytes = s.ColumnBlob(3);
+      out->push_back(std::move(row));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("read change log");
+    return Status::Ok();
+  }
+
+  Result<ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
+    Stmt s(log_stats_);
+    s.BindInt64(1, after_version);
+    if (s.Step() != SQLITE_ROW) return conn_.Error("change log stats");
+    ChangeLogStats st;
+    st.entries = s.ColumnInt64(0);
+    st.oldest_version = s.ColumnInt64(1);
+    st.newest_version = s.ColumnInt64(2);
+    st.oldest_time_ms = s.ColumnInt64(3);
+    return st;
+  }
+
+  Result<SnapshotCopy> CopySnapshot(const std::string& dest_path) override {
+    KVC_RETURN_IF_ERROR(Begin());
+    Connection dest(kErrorPrefix);
+    Status s = dest.Open(dest_path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 5000, "", vfs_);
+    if (s.ok()) {
+      // One step of every page inside our open read transaction: the copy is exactly this
+      // snapshot, and writers (WAL) are not held up.
+      sqlite3_backup* b = sqlite3_backup_init(dest.db(), "main", conn_.db(), "main");
+      if (b == nullptr) {
+        s = dest.Error("snapshot copy");
+      } else {
+        const int rc = sqlite3_backup_step(b, -1);
+        sqlite3_backup_finish(b);
+        if (rc != SQLITE_DONE) s = dest.Error("snapshot copy");
+      }
+    }
+    const int64_t version = snapshot_version_;
+    End();
+    KVC_RETURN_IF_ERROR(s);
+    // The copy keeps no change log: a backup's log lives in its segments.
+    KVC_RETURN_IF_ERROR(dest.Exec("pragma synchronous=full; delete from kvconnect_changelog"));
+    SnapshotCopy copy;
+    {
+      KVC_ASSIGN_OR_RETURN(Stmt check, dest.PrepareOnce("pragma integrity_check"));
+      if (check.Step() != SQLITE_ROW) return dest.Error("integrity check of the snapshot copy");
+      const std::string verdict = check.ColumnText(0);
+      if (verdict != "ok") {
+        return Corruption("the snapshot copy fails its integrity check: " + verdict);
+      }
+    }
+    {
+      KVC_ASSIGN_OR_RETURN(Stmt v, dest.PrepareOnce("select version from data_version where k = 0"));
+      if (v.Step() != SQLITE_ROW) return dest.Error("read the snapshot copy's version");
+      copy.version = v.ColumnInt64(0);
+      if (copy.version != version) {
+        return Internal("the snapshot copy has version " + std::to_string(copy.version) +
+                        ", not the snapshot's " + std::to_string(version));
+      }
+    }
+    {
+      KVC_ASSIGN_OR_RETURN(Stmt n, dest.PrepareOnce("select count(*) from kv"));
+      if (n.Step() != SQLITE_ROW) return dest.Error("count the snapshot copy's keys");
+      copy.key_count = n.ColumnInt64(0);
+    }
+    KVC_RETURN_IF_ERROR(dest.Exec("pragma wal_checkpoint(truncate)"));
+    {
+      KVC_ASSIGN_OR_RETURN(Stmt p, dest.PrepareOnce("select page_count * page_size from "
+                                                    "pragma_page_count(), pragma_page_size()"));
+      if (p.Step() != SQLITE_ROW) return dest.Error("size of the snapshot copy");
+      copy.bytes = p.ColumnInt64(0);
+    }
+    return copy;
   }
 
   Result<StorageStats> Stats() override {
@@ -199,6 +295,9 @@ class SqliteReader : public Reader {
   sqlite3_stmt* get_ = nullptr;
   sqlite3_stmt* count_ = nullptr;
   sqlite3_stmt* pages_ = nullptr;
+  sqlite3_stmt* log_read_ = nullptr;
+  sqlite3_stmt* log_stats_ = nullptr;
+  std::string vfs_;
   int64_t snapshot_version_ = 0;
 };
 
@@ -231,7 +330,25 @@ class SqliteWriter : public Writer {
     KVC_ASSIGN_OR_RETURN(earliest_, conn_.Prepare("select expiration_ms from kv where "
                                                   "expiration_ms >= 0 order by expiration_ms "
                                                   "limit 1"));
+    KVC_ASSIGN_OR_RETURN(log_add_, conn_.Prepare("insert into kvconnect_changelog (version, "
+                                                 "prev_version, time_ms, record) values (?1, "
+                                                 "?2, ?3, ?4)"));
+    KVC_ASSIGN_OR_RETURN(log_prune_,
+                         conn_.Prepare("delete from kvconnect_changelog where version <= ?1"));
     return Status::Ok();
+  }
+
+  Status AppendChangeLog(const ChangeLogRow& row) override {
+    Stmt s(log_add_);
+    s.BindInt64(1, row.version).BindInt64(2, row.prev_version).BindInt64(3, row.time_ms);
+    s.BindBlob(4, row.bytes);
+    return StepDone(s, "append to change log");
+  }
+
+  Status PruneChangeLog(int64_t through_version) override {
+    Stmt s(log_prune_);
+    s.BindInt64(1, through_version);
+    return StepDone(s, "prune change log");
   }
 
   Result<int64_t> Begin() override {
@@ -322,6 +439,7 @@ class SqliteWriter : public Writer {
   sqlite3_stmt *savepoint_ = nullptr, *release_ = nullptr, *rollback_to_ = nullptr;
   sqlite3_stmt *get_ = nullptr, *put_ = nullptr, *del_ = nullptr, *set_version_ = nullptr;
   sqlite3_stmt *queue_add_ = nullptr, *delete_expired_ = nullptr, *earliest_ = nullptr;
+  sqlite3_stmt *log_add_ = nullptr, *log_prune_ = nullptr;
 };
 
 }  // namespace
@@ -343,6 +461,7 @@ Status SqliteBackend::Initialize() {
   auto migrate = [&]() -> Status {
     KVC_RETURN_IF_ERROR(c.Exec(kCreateMigrationTable));
     KVC_RETURN_IF_ERROR(c.Exec(kCreateMetaTable));
+    KVC_RETURN_IF_ERROR(c.Exec(kCreateChangeLogTable));
     int64_t current = 0;
     {
       KVC_ASSIGN_OR_RETURN(Stmt s,

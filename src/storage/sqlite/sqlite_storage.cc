@@ -1,5 +1,7 @@
 #include "storage/sqlite/sqlite_storage.h"
 
+#include <sqlite3.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "storage/sqlite/sqlite_catalog.h"
+#include "storage/sqlite/sqlite_util.h"
 
 namespace kvc::storage {
 namespace fs = std::filesystem;
@@ -118,6 +121,58 @@ Result<std::unique_ptr<Backend>> SqliteStorage::OpenBackend(const DatabaseRecord
 
 Result<DatabaseRecord> SqliteStorage::Create(const std::string& name) {
   return RecordFor(name, "db-" + HexEncode(RandomBytes(8)) + ".sqlite3");
+}
+
+Result<std::string> SqliteStorage::ScratchDirectory() {
+  const fs::path dir = root_ / "tmp";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  return dir.string();
+}
+
+Result<DatabaseRecord> SqliteStorage::CreateFromSnapshot(const std::string& name,
+                                                         const std::string& snapshot_file,
+                                                         const std::string& id) {
+  const std::string location = "db-" + HexEncode(RandomBytes(8)) + ".sqlite3";
+  const std::string path = Resolve(location);
+  std::error_code ec;
+  fs::rename(snapshot_file, path, ec);
+  if (ec) {  // another file system: copy, then remove the original
+    ec.clear();
+    fs::copy_file(snapshot_file, path, ec);
+    if (ec) return IoError("cannot move " + snapshot_file + " to " + path + ": " + ec.message());
+    fs::remove(snapshot_file, ec);
+  }
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(snapshot_file + suffix, ec);
+  auto stamp = [&]() -> Status {
+    sqlite::Connection c("sqlite ");
+    KVC_RETURN_IF_ERROR(
+        c.Open(path, SQLITE_OPEN_READWRITE, 5000, "pragma synchronous=full", sqlite_.vfs));
+    {
+      KVC_ASSIGN_OR_RETURN(sqlite::Stmt check,
+                           c.PrepareOnce("select count(*) from sqlite_master where name in "
+                                         "('kv', 'data_version', 'migration_state')"));
+      if (check.Step() != SQLITE_ROW || check.ColumnInt64(0) != 3) {
+        return InvalidArgument(snapshot_file + " is not a Deno KV database file");
+      }
+    }
+    KVC_RETURN_IF_ERROR(c.Exec(
+        "create table if not exists kvconnect_meta (k text primary key, v text not null)"));
+    KVC_ASSIGN_OR_RETURN(sqlite::Stmt put,
+                         c.PrepareOnce("insert or replace into kvconnect_meta (k, v) values "
+                                       "('database_id', ?1)"));
+    put.BindText(1, id);
+    if (put.Step() != SQLITE_DONE) return c.Error("store database id");
+    return Status::Ok();
+  };
+  Status s = stamp();
+  if (!s.ok()) {
+    RemoveDatabaseFiles(path);
+    return s;
+  }
+  return RecordFor(name, location);
 }
 
 Status SqliteStorage::Destroy(const DatabaseRecord& database) {

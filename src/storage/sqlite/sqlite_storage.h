@@ -47,6 +47,12 @@ class SqliteStorage : public Storage {
   // flock(LOCK_EX | LOCK_NB) on kvconnect.lock.
   Result<std::unique_ptr<WriterLock>> LockWriters() override;
   std::string Describe() const override { return root_.string(); }
+  // <data directory>/tmp.
+  Result<std::string> ScratchDirectory() override;
+  // Moves the file into the data directory as db-<hex>.sqlite3 and stores `id` in it.
+  Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
+                                            const std::string& snapshot_file,
+                                            const std::string& id) override;
 
  private:
   SqliteStorage(std::unique_ptr<Catalog> catalog, std::filesystem::path root, SqliteOptions sqlite)

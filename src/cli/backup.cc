@@ -1,0 +1,160 @@
+#include "cli/backup.h"
+
+#include <iostream>
+
+#include "backup/operations.h"
+#include "backup/restore.h"
+#include "cli/admin.h"
+#include "codec/backup_manifest.h"
+#include "common/clock.h"
+#include "codec/json_text.h"
+#include "codec/versionstamp.h"
+#include "storage/storage.h"
+
+namespace kvc::cli {
+namespace {
+
+std::string Stamp(int64_t version) {
+  return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
+}
+
+Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
+  storage::StorageOptions so;
+  so.location = dir;
+  return storage::OpenStorage(so);
+}
+
+int Backup(const BackupConfig& c) {
+  if (c.to.empty()) return PrintError(InvalidArgument("backup needs --to DIR|s3://bucket/prefix"));
+  if (c.all == !c.dbs.empty()) {
+    return PrintError(InvalidArgument("name the databases with --db NAME, or give --all"));
+  }
+  auto target = backup::OpenTarget(c.to, backup::TargetOptions{});
+  if (!target.ok()) return PrintError(target.status());
+  auto storage = OpenDataDir(c.data_dir);
+  if (!storage.ok()) return PrintError(storage.status());
+  std::vector<storage::DatabaseRecord> records;
+  if (c.all) {
+    auto all = (*storage)->catalog().ListDatabases();
+    if (!all.ok()) return PrintError(all.status());
+    records = *all;
+  } else {
+    for (const std::string& name : c.dbs) {
+      auto rec = (*storage)->catalog().FindDatabase(name);
+      if (!rec.ok()) {
+        return PrintError(
+            rec.status().code() == StatusCode::kNotFound
+                ? NotFound("no database named '" + name + "' in " + (*storage)->Describe())
+                : rec.status());
+      }
+      records.push_back(*rec);
+    }
+  }
+  for (const storage::DatabaseRecord& rec : records) {
+    auto out = backup::SnapshotDatabase(**storage, rec, **target);
+    if (!out.ok()) {
+      return PrintError(Status(out.status().code(), "backup of '" + rec.name + "' failed: " +
+                                                        out.status().message()));
+    }
+    const codec::SnapshotManifest& m = out->manifest;
+    std::cout << "backed up '" << rec.name << "' at versionstamp " << Stamp(m.version) << " ("
+              << m.key_count << " keys, " << m.bytes << " bytes; copy " << out->copy_ms
+              << " ms, upload " << out->upload_ms << " ms) to " << (*target)->Describe() << "/"
+              << out->data_object << "\n";
+  }
+  return 0;
+}
+
+int List(const BackupConfig& c) {
+  if (c.from.empty()) return PrintError(InvalidArgument("backup list needs --from DIR|s3://..."));
+  auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
+  if (!target.ok()) return PrintError(target.status());
+  auto ranges = backup::ListRestorable(**target);
+  if (!ranges.ok()) return PrintError(ranges.status());
+  if (c.json) {
+    std::cout << "[";
+    for (size_t i = 0; i < ranges->size(); ++i) {
+      const backup::RestorableRange& r = (*ranges)[i];
+      std::cout << (i ? "," : "") << "\n  {\"database\":" << codec::JsonQuote(r.database)
+                << ",\"snapshot_versionstamp\":\"" << Stamp(r.snapshot_version)
+                << "\",\"snapshot_time\":\"" << FormatRfc3339Utc(r.snapshot_time_ms)
+                << "\",\"latest_versionstamp\":\"" << Stamp(r.head_version)
+                << "\",\"latest_time\":\"" << FormatRfc3339Utc(r.head_time_ms)
+                << "\",\"segments\":" << r.segments << ",\"log_bytes\":" << r.log_bytes << "}";
+    }
+    std::cout << (ranges->empty() ? "]\n" : "\n]\n");
+    return 0;
+  }
+  if (ranges->empty()) {
+    std::cout << "no backups in " << (*target)->Describe() << "\n";
+    return 0;
+  }
+  std::cout << "database\tfrom (snapshot)\t\t\t\t\tthrough (latest commit in the log)\n";
+  for (const backup::RestorableRange& r : *ranges) {
+    std::cout << r.database << "\t" << Stamp(r.snapshot_version) << " "
+              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version)
+              << " " << FormatRfc3339Utc(r.head_time_ms) << "\t(" << r.segments
+              << " segments, " << r.log_bytes << " bytes)\n";
+  }
+  return 0;
+}
+
+int Restore(const BackupConfig& c) {
+  if (c.from.empty() || c.db.empty()) {
+    return PrintError(InvalidArgument("restore needs --from DIR|s3://... and --db NAME"));
+  }
+  auto point = backup::ParseRestorePoint(c.at);
+  if (!point.ok()) return PrintError(point.status());
+  auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
+  if (!target.ok()) return PrintError(target.status());
+  auto storage = OpenDataDir(c.data_dir);
+  if (!storage.ok()) return PrintError(storage.status());
+  auto r = backup::RestoreIntoCatalog(**storage, **target, c.db, c.as, *point);
+  if (!r.ok()) return PrintError(r.status());
+  const backup::RestoreOutcome& o = r->outcome;
+  std::cout << "restored '" << c.db << "' from " << (*target)->Describe() << " as '"
+            << o.record.name << "' at versionstamp " << Stamp(o.version) << " (committed "
+            << FormatRfc3339Utc(o.time_ms) << "): snapshot " << Stamp(o.snapshot_version)
+            << " + " << o.entries_applied << " logged commits from " << o.segments_read
+            << " segments, " << o.key_count << " keys, in " << o.elapsed_ms << " ms\n";
+  if (r->replaced) {
+    std::cout << "replaced the database in place (same id and tokens); a running server "
+                 "switches to it within its catalog poll. The replaced data is kept in "
+              << r->previous_location << " until you delete it.\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBackupCommands(CLI::App& app, BackupConfig* c) {
+  CLI::App* b = app.add_subcommand(
+      "backup", "Snapshot databases into a backup target, online (also while serve runs)");
+  b->add_option("--data-dir", c->data_dir, "Data directory")->capture_default_str();
+  b->add_option("--db", c->dbs, "Database to back up (repeatable)");
+  b->add_flag("--all", c->all, "Back up every database");
+  b->add_option("--to", c->to, "Target: a directory or s3://bucket/prefix (AWS_* variables)");
+  CLI::App* list = b->add_subcommand("list", "What a backup target can restore, with times");
+  list->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
+  list->add_flag("--json", c->json, "JSON instead of a table");
+  CLI::App* r = app.add_subcommand(
+      "restore", "Restore a database from a backup target, to its latest state or --at a point");
+  r->add_option("--data-dir", c->data_dir, "Data directory")->capture_default_str();
+  r->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
+  r->add_option("--db", c->db, "The database's name in the backup")->required();
+  r->add_option("--as", c->as,
+                "Restore under this name (default: --db; an existing database of that name is "
+                "replaced in place)");
+  r->add_option("--at", c->at,
+                "A versionstamp (20 hex digits), a version number, or an RFC 3339 time; "
+                "default: the latest backed-up commit");
+}
+
+int RunBackup(CLI::App& app, const BackupConfig& c) {
+  if (app.got_subcommand("restore")) return Restore(c);
+  CLI::App* b = app.get_subcommand("backup");
+  if (b->got_subcommand("list")) return List(c);
+  return Backup(c);
+}
+
+}  // namespace kvc::cli
