@@ -34,8 +34,10 @@ struct TargetOptions {
   int64_t connect_timeout_ms = 5000;
   // A request (Put/Get/List/Delete of one object) that takes longer fails with Unavailable.
   int64_t request_timeout_ms = 120000;
-  // S3 only: a transfer slower than this many bytes/s for 30 s is abandoned (Unavailable).
+  // S3 only: a transfer slower than low_speed_bytes_per_s for low_speed_window_s seconds is
+  // abandoned (Unavailable).
   int64_t low_speed_bytes_per_s = 1024;
+  int64_t low_speed_window_s = 30;
 };
 
 class Target {

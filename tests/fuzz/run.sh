@@ -8,7 +8,7 @@ build=${1:?build dir}
 secs=${2:-30}
 artifacts=${FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 mkdir -p "$artifacts"
-for f in ${KVC_FUZZERS:-datapath v8_value key_codec metadata_json admin_json dump_import http1_session http2_session differential client_codec v8_tree backup_segment}; do
+for f in ${KVC_FUZZERS:-datapath v8_value key_codec metadata_json admin_json dump_import http1_session http2_session differential client_codec v8_tree backup_segment s3_listing}; do
   work=$(mktemp -d)
   cp -r "$here/corpus/$f/." "$work/"
   echo "== $f (${secs}s)"
