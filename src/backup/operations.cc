@@ -51,8 +51,8 @@ Result<CatalogRestore> RestoreIntoCatalog(storage::Storage& storage, Target& tar
   }
   KVC_ASSIGN_OR_RETURN(out.outcome, RestoreDatabase(target, storage, o));
   storage::DatabaseRecord& rec = out.outcome.record;
-  Status s = out.replaced ? storage.catalog().RebindDatabase(name, rec.id, rec.location)
-                          : storage.catalog().AddDatabase(rec);
+  Status s = existing.ok() ? storage.catalog().RebindDatabase(name, rec.id, rec.location)
+                           : storage.catalog().AddDatabase(rec);
   if (!s.ok()) {
     (void)storage.Destroy(rec);
     return s;

@@ -187,3 +187,83 @@ test("a database Deno made, served and backed up, restores to a file Deno opens 
         `${remote.length} remote) read back by Deno from ${path.basename(restoredFile)}`);
     }
   });
+
+// The S3 stand-in of the C++ tests (tests/testutil/s3_standin.cjs: @20minutes/s3rver with
+// S3's all-or-nothing PUT), on a fixed port so it can be stopped and started again.
+const S3_KEY = "kvconnect-e2e";
+const S3_SECRET = "kvconnect-e2e-secret";
+async function startS3(dataDir, port) {
+  const launcher = path.resolve(E2E_DIR, "../testutil/s3_standin.cjs");
+  const proc = spawn(process.execPath, ["--openssl-legacy-provider", launcher, E2E_DIR, dataDir, "backups", S3_KEY, S3_SECRET],
+    { stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, S3_STANDIN_PORT: String(port) } });
+  const exited = new Promise((r) => proc.once("exit", r));
+  const listening = new Promise((resolve, reject) => {
+    let out = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve(Number(/listening (\d+)/.exec(out)?.[1]));
+    });
+    proc.once("exit", (code) => reject(new Error(`the S3 stand-in exited (${code}); run npm ci in tests/e2e`)));
+  });
+  const got = await withTimeout(listening, 30_000, null);
+  assert.equal(got, port, "the S3 stand-in did not start");
+  return { proc, stop: async () => { proc.kill("SIGKILL"); await exited; } };
+}
+
+test("continuous backup to S3 through a target outage, restored from S3",
+  { timeout: 240_000, skip }, async () => {
+    const s3Dir = await makeTempDir("kvconnect-s3-");
+    const port = await freePort();
+    const env = {
+      AWS_ACCESS_KEY_ID: S3_KEY, AWS_SECRET_ACCESS_KEY: S3_SECRET, AWS_REGION: "us-east-1",
+      AWS_ENDPOINT_URL: `http://127.0.0.1:${port}`,
+    };
+    const saved = {};
+    for (const [k, v] of Object.entries(env)) {
+      saved[k] = process.env[k];
+      process.env[k] = v;  // the server and the CLI inherit them
+    }
+    let s3 = await startS3(s3Dir, port);
+    const token = randomToken();
+    const dataDir = await makeTempDir();
+    const server = await startServer({ dataDir, token,
+      extraArgs: ["--backup-to", "s3://backups/kv/prod", "--backup-interval-ms", "100"] });
+    try {
+      const before = await write(server.url, token, "s3a", { maxMs: 1000 });
+      await waitShipped(server);
+      // Outage: writes go on and are acknowledged; shipping fails and the lag grows.
+      await s3.stop();
+      const during = await write(server.url, token, "s3b", { maxMs: 1000 });
+      await sleep(1500);
+      const down = await metrics(server);
+      assert.ok(m(down, "kvconnect_backup_errors_total") > 0, "no shipping error counted during the outage");
+      assert.ok(m(down, "kvconnect_backup_lag_commits") > 0, "no lag during the outage");
+      const ready = await (await fetch(`${server.url}/readyz`)).text();
+      assert.match(ready, /backup of 'default': .* pending/, ready);
+      s3 = await startS3(s3Dir, port);
+      const caught = await waitShipped(server, 90_000);  // retries back off up to 60 s
+      console.log(`S3 outage: ${m(down, "kvconnect_backup_errors_total")} failed attempts, ` +
+        `${m(down, "kvconnect_backup_lag_commits")} commits waited; shipped after the target came back ` +
+        `(version ${m(caught, "kvconnect_backup_shipped_version")})`);
+      await server.stop();
+      const restored = await makeTempDir();
+      const res = expectCliOk(await runKvconnect(["restore", "--data-dir", restored, "--from", "s3://backups/kv/prod", "--db", "default"]));
+      console.log(res.stdout.trim());
+      const s2 = await startServer({ dataDir: restored, token });
+      try {
+        const summary = await verifyAll(s2.url, token, restored, [...before, ...during], "s3");
+        assert.equal(summary.acks, before.length + during.length);
+      } finally {
+        await s2.kill();
+      }
+    } catch (e) {
+      throw annotate(e, server);
+    } finally {
+      await server.kill();
+      await s3.stop();
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });

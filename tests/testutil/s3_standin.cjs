@@ -3,7 +3,8 @@
 //
 //   node s3_standin.cjs MODULES_DIR DATA_DIR BUCKET ACCESS_KEY SECRET
 //
-// Prints "listening PORT" on stdout once the server accepts connections, then runs until
+// S3_STANDIN_PORT=N listens on N instead of a free port (the e2e backup test stops the stand-in
+// and starts it again where the server expects it). Prints "listening PORT" on stdout once the server accepts connections, then runs until
 // killed or until stdin closes (so it never outlives the test that started it).
 //
 // s3rver verifies SigV4 signatures against the key pair set here (a wrong secret gets 403
@@ -83,7 +84,7 @@ async function wholePutBody(ctx, next) {
 async function main() {
   const server = new S3rver({
     address: '127.0.0.1',
-    port: 0,
+    port: Number(process.env.S3_STANDIN_PORT || 0),  // a fixed port to restart on the same one
     silent: true,
     directory: dataDir,
     vhostBuckets: false,
