@@ -32,13 +32,19 @@ Result<T> OnReader(engine::Engine& engine, const std::function<Result<T>(storage
 
 }  // namespace
 
-ContinuousBackup::ContinuousBackup(std::unique_ptr<Target> target,
-                                   ContinuousBackupOptions options)
+ContinuousBackup::ContinuousBackup(std::unique_ptr<Target> target, ContinuousBackupOptions options)
     : target_(std::move(target)), options_(std::move(options)) {}
 
-ContinuousBackup::~ContinuousBackup() { Stop(); }
+ContinuousBackup::~ContinuousBackup() {
+  try {
+    Stop();
+  } catch (...) {  // logging may throw (formatting, allocation); a destructor must not
+  }
+}
 
-void ContinuousBackup::Start() { thread_ = std::thread([this] { Loop(); }); }
+void ContinuousBackup::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void ContinuousBackup::Stop() {
   {
@@ -127,8 +133,8 @@ Status ContinuousBackup::Round(bool force) {
     } else {
       ++db->status.errors;
       db->status.last_error = s.message();
-      db->backoff_ms = std::min(options_.retry_max_ms,
-                                std::max(options_.retry_initial_ms, db->backoff_ms * 2));
+      db->backoff_ms =
+          std::min(options_.retry_max_ms, std::max(options_.retry_initial_ms, db->backoff_ms * 2));
       db->next_attempt_ms = now + db->backoff_ms;
       spdlog::warn("backup of '{}' to {} failed (retrying in {} ms): {}", db->name,
                    target_->Describe(), db->backoff_ms, s.message());
@@ -156,11 +162,9 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   KVC_ASSIGN_OR_RETURN(codec::SnapshotManifest manifest,
                        codec::DecodeSnapshotManifest(manifest_json));
   if (manifest.database_id != db.id) {
-    return InvalidArgument("the backups of '" + db.name + "' in " +
-                                          target_->Describe() +
-                                          " belong to another database (id " +
-                                          manifest.database_id +
-                                          "); move them away or back up to another target");
+    return InvalidArgument("the backups of '" + db.name + "' in " + target_->Describe() +
+                           " belong to another database (id " + manifest.database_id +
+                           "); move them away or back up to another target");
   }
   // The chain that continues the newest snapshot; its last segment is checked (a crash of the
   // target may have left it damaged), and shipped again if it is.
@@ -182,10 +186,10 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   if (head > engine->committed_version()) {
     return InvalidArgument(
         "the backups of '" + db.name + "' in " + target_->Describe() + " reach version " +
-                std::to_string(head) + ", beyond the database's " +
-                std::to_string(engine->committed_version()) +
-                " (it was replaced outside kvconnect); move them away or back up to another "
-                "target");
+        std::to_string(head) + ", beyond the database's " +
+        std::to_string(engine->committed_version()) +
+        " (it was replaced outside kvconnect); move them away or back up to another "
+        "target");
   }
   db.shipped = head;
   db.log_bytes_since_snapshot = 0;
@@ -201,25 +205,25 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   return Status::Ok();
 }
 
-Status ContinuousBackup::Snapshot(Db& db, const std::shared_ptr<engine::Engine>& engine,
-                                  bool gap) {
+Status ContinuousBackup::Snapshot(Db& db, const std::shared_ptr<engine::Engine>& engine, bool gap) {
   const SnapshotCopier copy = [&](const std::string& dest) {
     return OnReader<storage::SnapshotCopy>(
         *engine, [&](storage::Reader& r) { return r.CopySnapshot(dest); });
   };
   KVC_ASSIGN_OR_RETURN(SnapshotOutcome out,
                        UploadSnapshot(copy, *target_, db.name, db.id, options_.scratch_dir));
-  spdlog::info("backup: snapshot of '{}' at version {} ({} keys, {} bytes; copy {} ms, upload {} ms)",
-               db.name, out.manifest.version, out.manifest.key_count, out.manifest.bytes,
-               out.copy_ms, out.upload_ms);
+  spdlog::info(
+      "backup: snapshot of '{}' at version {} ({} keys, {} bytes; copy {} ms, upload {} ms)",
+      db.name, out.manifest.version, out.manifest.key_count, out.manifest.bytes, out.copy_ms,
+      out.upload_ms);
   db.need_snapshot = false;
   db.log_bytes_since_snapshot = 0;
   db.next_retention_ms = 0;  // an older generation may have left the window
   if (gap || db.shipped < 0) {
     if (out.manifest.version <= db.shipped) {
       return InvalidArgument("database '" + db.name + "' is at version " +
-                             std::to_string(out.manifest.version) +
-                             ", behind its backup's " + std::to_string(db.shipped) +
+                             std::to_string(out.manifest.version) + ", behind its backup's " +
+                             std::to_string(db.shipped) +
                              " (it was replaced outside kvconnect); move the backups away or "
                              "back up to another target");
     }
@@ -252,19 +256,21 @@ Status ContinuousBackup::ShipOne(Db& db, const std::shared_ptr<engine::Engine>& 
               KVC_RETURN_IF_ERROR(r.ReadChangeLog(after, max, &out));
               return out;
             }));
-    const bool gap = rows.empty() ? committed > db.shipped : rows.front().prev_version != db.shipped;
+    const bool gap =
+        rows.empty() ? committed > db.shipped : rows.front().prev_version != db.shipped;
     if (gap) {
-      spdlog::info("backup: the change log of '{}' does not continue version {}; starting a new "
-                   "snapshot",
-                   db.name, db.shipped);
+      spdlog::info(
+          "backup: the change log of '{}' does not continue version {}; starting a new "
+          "snapshot",
+          db.name, db.shipped);
       KVC_RETURN_IF_ERROR(Snapshot(db, engine, /*gap=*/true));
       continue;
     }
     if (rows.empty()) break;
     const std::string bytes = EncodeSegment(rows);
-    const std::string name = SegmentObjectName(db.name, rows.front().prev_version,
-                                               rows.back().version, rows.front().time_ms,
-                                               rows.back().time_ms);
+    const std::string name =
+        SegmentObjectName(db.name, rows.front().prev_version, rows.back().version,
+                          rows.front().time_ms, rows.back().time_ms);
     KVC_RETURN_IF_ERROR(target_->Put(name, bytes));
     db.shipped = rows.back().version;
     engine->PruneChangeLogThrough(db.shipped);
@@ -328,8 +334,8 @@ void ContinuousBackup::RefreshLag(Db& db, const std::shared_ptr<engine::Engine>&
   if (!stats.ok()) return;
   MutexLock status_lock(db.status_mu);
   db.status.lag_entries = stats->entries;
-  db.status.lag_ms = stats->entries > 0 ? std::max<int64_t>(0, NowUnixMs() - stats->oldest_time_ms)
-                                        : 0;
+  db.status.lag_ms =
+      stats->entries > 0 ? std::max<int64_t>(0, NowUnixMs() - stats->oldest_time_ms) : 0;
 }
 
 }  // namespace kvc::backup

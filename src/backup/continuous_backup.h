@@ -40,14 +40,14 @@
 namespace kvc::backup {
 
 struct ContinuousBackupOptions {
-  int64_t interval_ms = 1000;                          // --backup-interval
-  int64_t snapshot_interval_ms = 24LL * 3600 * 1000;   // --backup-snapshot-interval
-  int64_t snapshot_after_log_bytes = 256LL << 20;      // --backup-snapshot-log-bytes
-  int64_t retention_ms = 7LL * 24 * 3600 * 1000;       // --backup-retention
+  int64_t interval_ms = 1000;                         // --backup-interval
+  int64_t snapshot_interval_ms = 24LL * 3600 * 1000;  // --backup-snapshot-interval
+  int64_t snapshot_after_log_bytes = 256LL << 20;     // --backup-snapshot-log-bytes
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000;      // --backup-retention
   size_t max_segment_entries = 10000;
   int64_t retry_initial_ms = 1000;
   int64_t retry_max_ms = 60000;
-  std::string scratch_dir;  // where snapshot copies are staged (the storage's scratch dir)
+  std::string scratch_dir;   // where snapshot copies are staged (the storage's scratch dir)
   bool ship_on_stop = true;  // Stop() ships what is pending (tests turn it off to mimic kill -9)
 };
 
@@ -55,17 +55,17 @@ struct ContinuousBackupOptions {
 struct BackupStatus {
   std::string database;
   std::string database_id;
-  int64_t shipped_version = -1;     // -1: nothing shipped yet
-  int64_t shipped_time_ms = 0;      // commit time of the last shipped entry
+  int64_t shipped_version = -1;  // -1: nothing shipped yet
+  int64_t shipped_time_ms = 0;   // commit time of the last shipped entry
   int64_t last_snapshot_version = -1;
-  int64_t last_snapshot_ms = 0;     // when the newest snapshot was taken; 0: none
-  int64_t lag_entries = 0;          // committed, not yet shipped
-  int64_t lag_ms = 0;               // age of the oldest unshipped commit
-  uint64_t segments_shipped = 0;    // by this process
+  int64_t last_snapshot_ms = 0;   // when the newest snapshot was taken; 0: none
+  int64_t lag_entries = 0;        // committed, not yet shipped
+  int64_t lag_ms = 0;             // age of the oldest unshipped commit
+  uint64_t segments_shipped = 0;  // by this process
   uint64_t bytes_shipped = 0;
   uint64_t snapshots_taken = 0;
-  uint64_t errors = 0;              // failed attempts (each retried)
-  std::string last_error;           // empty after a success
+  uint64_t errors = 0;     // failed attempts (each retried)
+  std::string last_error;  // empty after a success
 };
 
 class ContinuousBackup {

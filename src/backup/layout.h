@@ -47,8 +47,8 @@ struct SegmentRef {
 // One database's backups in a target.
 struct DatabaseBackups {
   std::string name;
-  std::vector<SnapshotRef> snapshots;  // complete ones (manifest present), ascending version
-  std::vector<SegmentRef> segments;    // ascending prev_version, then last_version
+  std::vector<SnapshotRef> snapshots;   // complete ones (manifest present), ascending version
+  std::vector<SegmentRef> segments;     // ascending prev_version, then last_version
   std::vector<std::string> incomplete;  // snapshot files without a manifest (to clean up)
 
   // The segments that continue from `version`, in order, as far as they reach without a gap:

@@ -6,8 +6,7 @@
 namespace kvc::backup {
 
 Result<SnapshotOutcome> SnapshotDatabase(storage::Storage& storage,
-                                         const storage::DatabaseRecord& database,
-                                         Target& target) {
+                                         const storage::DatabaseRecord& database, Target& target) {
   KVC_ASSIGN_OR_RETURN(std::string scratch, storage.ScratchDirectory());
   KVC_ASSIGN_OR_RETURN(auto backend, storage.OpenBackend(database));
   KVC_ASSIGN_OR_RETURN(auto reader, backend->OpenReader());

@@ -27,8 +27,7 @@ inline constexpr int64_t kRestoreVersionJump = int64_t{1} << 32;
 
 // Snapshots `database` into `target` (under its name). Errors: the storage's, the target's.
 Result<SnapshotOutcome> SnapshotDatabase(storage::Storage& storage,
-                                         const storage::DatabaseRecord& database,
-                                         Target& target);
+                                         const storage::DatabaseRecord& database, Target& target);
 
 struct CatalogRestore {
   RestoreOutcome outcome;

@@ -46,13 +46,12 @@ Result<std::pair<SnapshotRef, std::vector<SegmentRef>>> Plan(const DatabaseBacku
                         std::to_string(b.snapshots.front().version));
       }
       return InvalidArgument("version " + std::to_string(*at.version) +
-                             " is after the newest backed-up commit of '" + b.name +
-                             "' (version " + std::to_string(newest_head) + ")");
+                             " is after the newest backed-up commit of '" + b.name + "' (version " +
+                             std::to_string(newest_head) + ")");
     }
   } else if (at.time_ms) {
     for (auto it = b.snapshots.rbegin(); it != b.snapshots.rend(); ++it) {
-      if (it->time_ms <= *at.time_ms &&
-          (pick == nullptr || it->time_ms > pick->time_ms)) {
+      if (it->time_ms <= *at.time_ms && (pick == nullptr || it->time_ms > pick->time_ms)) {
         pick = &*it;
       }
     }
@@ -97,9 +96,10 @@ Result<RestorePoint> ParseRestorePoint(const std::string& text) {
   }
   Result<int64_t> t = codec::ParseRfc3339Ms(text);
   if (!t.ok()) {
-    return InvalidArgument("--at takes a versionstamp (20 hex digits), a version number or an "
-                           "RFC 3339 time such as 2026-11-24T10:00:00Z; got '" +
-                           text + "'");
+    return InvalidArgument(
+        "--at takes a versionstamp (20 hex digits), a version number or an "
+        "RFC 3339 time such as 2026-11-24T10:00:00Z; got '" +
+        text + "'");
   }
   p.time_ms = *t;
   return p;
@@ -108,7 +108,8 @@ Result<RestorePoint> ParseRestorePoint(const std::string& text) {
 Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage,
                                        const RestoreOptions& o) {
   const auto started = std::chrono::steady_clock::now();
-  if (o.at.version && o.at.time_ms) return InvalidArgument("restore to a version or a time, not both");
+  if (o.at.version && o.at.time_ms)
+    return InvalidArgument("restore to a version or a time, not both");
   KVC_ASSIGN_OR_RETURN(auto objects, target.List(o.source + "/"));
   auto index = IndexBackups(objects);
   auto found = index.find(o.source);
@@ -227,8 +228,8 @@ Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage
   Status s = apply();
   if (!s.ok()) {
     (void)storage.Destroy(out.record);
-    return Status(s.code(), "restoring '" + o.source + "' to " + Describe(o.at) +
-                                " failed: " + s.message());
+    return Status(s.code(),
+                  "restoring '" + o.source + "' to " + Describe(o.at) + " failed: " + s.message());
   }
   out.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::steady_clock::now() - started)

@@ -6,7 +6,8 @@
 // Layout (do not change; add a new magic instead). Integers little-endian.
 //   "KVCLOG01"
 //   per entry: u32 length | u32 crc32c(entry) | entry (EncodeLoggedCommit)
-//   "KVCEND01" | u32 count | i64 prev_version | i64 last_version | u32 crc32c(all before "KVCEND01")
+//   "KVCEND01" | u32 count | i64 prev_version | i64 last_version | u32 crc32c(all before
+//   "KVCEND01")
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -26,8 +26,7 @@ struct SnapshotOutcome {
 
 // Copies the database to the file it is given (Reader::CopySnapshot, run wherever the caller
 // has a reader: an engine's reader thread, or a reader of its own).
-using SnapshotCopier =
-    std::function<Result<storage::SnapshotCopy>(const std::string& dest_path)>;
+using SnapshotCopier = std::function<Result<storage::SnapshotCopy>(const std::string& dest_path)>;
 
 // Snapshots a database into `target` under the database name `db_name`: `copy` into a scratch
 // file in `scratch_dir`, then the upload. The manifest's time is read after the copy, so every

@@ -105,17 +105,15 @@ Status Application::Init() {
 
   // Per-database listeners attach as each engine opens.
   metrics_ = std::make_unique<service::Metrics>(c.metrics);
-  directory_->AddEngineHook(
-      [m = metrics_.get()](const storage::DatabaseRecord&,
-                           const std::shared_ptr<engine::Engine>& e) {
-        e->AddListener(m->commit_listener());
-      });
+  directory_->AddEngineHook([m = metrics_.get()](const storage::DatabaseRecord&,
+                                                 const std::shared_ptr<engine::Engine>& e) {
+    e->AddListener(m->commit_listener());
+  });
   if (backup_) {
-    directory_->AddEngineHook(
-        [b = backup_.get()](const storage::DatabaseRecord& rec,
-                            const std::shared_ptr<engine::Engine>& e) {
-          b->Attach(rec.name, rec.id, e);
-        });
+    directory_->AddEngineHook([b = backup_.get()](const storage::DatabaseRecord& rec,
+                                                  const std::shared_ptr<engine::Engine>& e) {
+      b->Attach(rec.name, rec.id, e);
+    });
   }
   KVC_RETURN_IF_ERROR(directory_->Start());
   metrics_->Start(directory_.get());

@@ -6,9 +6,9 @@
 #include "backup/restore.h"
 #include "cli/admin.h"
 #include "codec/backup_manifest.h"
-#include "common/clock.h"
 #include "codec/json_text.h"
 #include "codec/versionstamp.h"
+#include "common/clock.h"
 #include "storage/storage.h"
 
 namespace kvc::cli {
@@ -53,8 +53,8 @@ int Backup(const BackupConfig& c) {
   for (const storage::DatabaseRecord& rec : records) {
     auto out = backup::SnapshotDatabase(**storage, rec, **target);
     if (!out.ok()) {
-      return PrintError(Status(out.status().code(), "backup of '" + rec.name + "' failed: " +
-                                                        out.status().message()));
+      return PrintError(Status(out.status().code(),
+                               "backup of '" + rec.name + "' failed: " + out.status().message()));
     }
     const codec::SnapshotManifest& m = out->manifest;
     std::cout << "backed up '" << rec.name << "' at versionstamp " << Stamp(m.version) << " ("
@@ -92,9 +92,9 @@ int List(const BackupConfig& c) {
   std::cout << "database\tfrom (snapshot)\t\t\t\t\tthrough (latest commit in the log)\n";
   for (const backup::RestorableRange& r : *ranges) {
     std::cout << r.database << "\t" << Stamp(r.snapshot_version) << " "
-              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version)
-              << " " << FormatRfc3339Utc(r.head_time_ms) << "\t(" << r.segments
-              << " segments, " << r.log_bytes << " bytes)\n";
+              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version) << " "
+              << FormatRfc3339Utc(r.head_time_ms) << "\t(" << r.segments << " segments, "
+              << r.log_bytes << " bytes)\n";
   }
   return 0;
 }
@@ -114,9 +114,9 @@ int Restore(const BackupConfig& c) {
   const backup::RestoreOutcome& o = r->outcome;
   std::cout << "restored '" << c.db << "' from " << (*target)->Describe() << " as '"
             << o.record.name << "' at versionstamp " << Stamp(o.version) << " (committed "
-            << FormatRfc3339Utc(o.time_ms) << "): snapshot " << Stamp(o.snapshot_version)
-            << " + " << o.entries_applied << " logged commits from " << o.segments_read
-            << " segments, " << o.key_count << " keys, in " << o.elapsed_ms << " ms\n";
+            << FormatRfc3339Utc(o.time_ms) << "): snapshot " << Stamp(o.snapshot_version) << " + "
+            << o.entries_applied << " logged commits from " << o.segments_read << " segments, "
+            << o.key_count << " keys, in " << o.elapsed_ms << " ms\n";
   if (r->replaced) {
     std::cout << "replaced the database in place (same id and tokens); a running server "
                  "switches to it within its catalog poll. The replaced data is kept in "

@@ -119,24 +119,21 @@ Result<SnapshotManifest> DecodeSnapshotManifest(std::string_view json) {
   d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
   if (d.HasParseError() || !d.IsObject()) return Corruption("snapshot manifest is not JSON");
   auto str = [&](const char* k, std::string* out) {
-    auto it = d.FindMember(k);
-    if (it == d.MemberEnd() || !it->value.IsString()) return false;
-    *out = std::string(it->value.GetString(), it->value.GetStringLength());
+    if (!d.HasMember(k) || !d[k].IsString()) return false;
+    *out = std::string(d[k].GetString(), d[k].GetStringLength());
     return true;
   };
   auto i64 = [&](const char* k, int64_t* out) {
-    auto it = d.FindMember(k);
-    if (it == d.MemberEnd() || !it->value.IsInt64()) return false;
-    *out = it->value.GetInt64();
+    if (!d.HasMember(k) || !d[k].IsInt64()) return false;
+    *out = d[k].GetInt64();
     return true;
   };
   SnapshotManifest m;
   int64_t format = 0;
   std::string version;
   if (!i64("format", &format) || format != 1 || !str("database_id", &m.database_id) ||
-      !str("database", &m.database) || !str("version", &version) ||
-      !i64("time_ms", &m.time_ms) || !i64("key_count", &m.key_count) ||
-      !i64("bytes", &m.bytes) || !str("sha256", &m.sha256)) {
+      !str("database", &m.database) || !str("version", &version) || !i64("time_ms", &m.time_ms) ||
+      !i64("key_count", &m.key_count) || !i64("bytes", &m.bytes) || !str("sha256", &m.sha256)) {
     return Corruption("snapshot manifest lacks a field or has one of the wrong type");
   }
   if (version.empty() || version.size() > 19 ||

@@ -31,8 +31,8 @@ std::string EncodeSnapshotManifest(const SnapshotManifest& m);
 // Errors: Corruption (not JSON, a required field missing or of the wrong type, format != 1).
 Result<SnapshotManifest> DecodeSnapshotManifest(std::string_view json);
 
-// Parses RFC 3339 (the inverse of common/clock.h's FormatRfc3339Utc) ("2026-11-24T10:00:00Z", fractional seconds and ±hh:mm offsets allowed).
-// Errors: InvalidArgument.
+// Parses RFC 3339 (the inverse of common/clock.h's FormatRfc3339Utc) ("2026-11-24T10:00:00Z",
+// fractional seconds and ±hh:mm offsets allowed). Errors: InvalidArgument.
 Result<int64_t> ParseRfc3339Ms(std::string_view text);
 
 }  // namespace kvc::codec

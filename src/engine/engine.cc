@@ -553,8 +553,8 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     std::vector<storage::CommitRecord> records;
     for (WriteJob& j : batch) {
       if (j.result.ok() && j.result->ok) {
-        records.push_back(storage::CommitRecord{j.result->version, std::move(j.changes),
-                                                std::move(j.enqueues)});
+        records.push_back(
+            storage::CommitRecord{j.result->version, std::move(j.changes), std::move(j.enqueues)});
       }
     }
     Status s = CommitAndPublish(storage::CommitOrigin::kWrite, *base, version, std::move(records),
@@ -666,8 +666,8 @@ void Engine::PruneChangeLogThrough(int64_t version) {
 }
 
 void Engine::WithReader(std::function<void(storage::Reader*, const Status&)> fn) {
-  auto shared = std::make_shared<std::function<void(storage::Reader*, const Status&)>>(
-      std::move(fn));
+  auto shared =
+      std::make_shared<std::function<void(storage::Reader*, const Status&)>>(std::move(fn));
   ReadJob job;
   job.custom = [shared](storage::Reader& r) { (*shared)(&r, Status::Ok()); };
   Status refused = EnqueueRead(std::move(job), /*bounded=*/false);

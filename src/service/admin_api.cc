@@ -258,14 +258,13 @@ void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Databa
     auto out = backup::SnapshotDatabase(*storage_, rec, **target);
     if (!out.ok()) return finish(call, out.status());
     const codec::SnapshotManifest& m = out->manifest;
-    std::string json = "{\"database\":" + JsonQuote(rec.name) +
-                       ",\"target\":" + JsonQuote((*target)->Describe()) +
-                       ",\"object\":" + JsonQuote(out->data_object) +
-                       ",\"versionstamp\":" + VersionstampJson(m.version) +
-                       ",\"time\":" + Time(m.time_ms) + ",\"keys\":" + std::to_string(m.key_count) +
-                       ",\"bytes\":" + std::to_string(m.bytes) + ",\"sha256\":" + JsonQuote(m.sha256) +
-                       ",\"copy_ms\":" + std::to_string(out->copy_ms) +
-                       ",\"upload_ms\":" + std::to_string(out->upload_ms) + "}";
+    std::string json =
+        "{\"database\":" + JsonQuote(rec.name) + ",\"target\":" + JsonQuote((*target)->Describe()) +
+        ",\"object\":" + JsonQuote(out->data_object) +
+        ",\"versionstamp\":" + VersionstampJson(m.version) + ",\"time\":" + Time(m.time_ms) +
+        ",\"keys\":" + std::to_string(m.key_count) + ",\"bytes\":" + std::to_string(m.bytes) +
+        ",\"sha256\":" + JsonQuote(m.sha256) + ",\"copy_ms\":" + std::to_string(out->copy_ms) +
+        ",\"upload_ms\":" + std::to_string(out->upload_ms) + "}";
     finish(call, std::move(json));
   });
 }

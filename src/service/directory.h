@@ -52,8 +52,8 @@ class Directory {
       std::function<Result<std::unique_ptr<storage::Backend>>(const storage::DatabaseRecord&)>;
   // Called on the directory's thread (or in Start) for every engine it opens, before the
   // engine is served: where listeners (metrics, backups) attach. Must not block for long.
-  using EngineHook = std::function<void(const storage::DatabaseRecord&,
-                                        const std::shared_ptr<engine::Engine>&)>;
+  using EngineHook =
+      std::function<void(const storage::DatabaseRecord&, const std::shared_ptr<engine::Engine>&)>;
 
   Directory(storage::Catalog* catalog, BackendFactory factory, DirectoryOptions options);
   // REQUIRES: before Start().

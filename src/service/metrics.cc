@@ -380,23 +380,22 @@ void Metrics::RenderBackup(const std::vector<backup::BackupStatus>& statuses,
                            std::vector<prometheus::MetricFamily>* families) {
   auto shipped = Family("kvconnect_backup_shipped_version",
                         "The last version shipped to the backup target", MetricType::Gauge);
-  auto snapshot_time =
-      Family("kvconnect_backup_last_snapshot_timestamp_seconds",
-             "When the newest snapshot in the backup target was taken (Unix time)",
-             MetricType::Gauge);
+  auto snapshot_time = Family("kvconnect_backup_last_snapshot_timestamp_seconds",
+                              "When the newest snapshot in the backup target was taken (Unix time)",
+                              MetricType::Gauge);
   auto lag_commits = Family("kvconnect_backup_lag_commits",
                             "Commits not yet shipped to the backup target", MetricType::Gauge);
-  auto lag_seconds = Family("kvconnect_backup_lag_seconds",
-                            "Age of the oldest commit not yet shipped (0: none pending)",
-                            MetricType::Gauge);
-  auto errors = Family("kvconnect_backup_errors_total",
-                       "Failed shipping attempts (each is retried with backoff)",
-                       MetricType::Counter);
-  auto segments = Family("kvconnect_backup_segments_total", "Log segments shipped",
-                         MetricType::Counter);
+  auto lag_seconds =
+      Family("kvconnect_backup_lag_seconds",
+             "Age of the oldest commit not yet shipped (0: none pending)", MetricType::Gauge);
+  auto errors =
+      Family("kvconnect_backup_errors_total",
+             "Failed shipping attempts (each is retried with backoff)", MetricType::Counter);
+  auto segments =
+      Family("kvconnect_backup_segments_total", "Log segments shipped", MetricType::Counter);
   auto bytes = Family("kvconnect_backup_bytes_total", "Log bytes shipped", MetricType::Counter);
-  auto snapshots = Family("kvconnect_backup_snapshots_total", "Snapshots taken and stored",
-                          MetricType::Counter);
+  auto snapshots =
+      Family("kvconnect_backup_snapshots_total", "Snapshots taken and stored", MetricType::Counter);
   for (const backup::BackupStatus& s : statuses) {
     std::vector<ClientMetric::Label> l = {{"database", s.database}};
     AddValue(shipped, static_cast<double>(s.shipped_version), l);

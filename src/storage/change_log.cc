@@ -74,8 +74,7 @@ class Cursor {
 
 }  // namespace
 
-std::string EncodeLoggedCommit(const CommitRecord& record, int64_t prev_version,
-                               int64_t time_ms) {
+std::string EncodeLoggedCommit(const CommitRecord& record, int64_t prev_version, int64_t time_ms) {
   std::string out;
   size_t size = 64;
   for (const KeyChange& c : record.changes) {
@@ -132,8 +131,7 @@ Result<LoggedCommit> DecodeLoggedCommit(std::string_view bytes) {
       StoredRow row;
       const uint8_t enc = c.U8();
       if (!c.failed() && !IsKnownEncoding(enc)) {
-        return Corruption("change log entry has the unknown value encoding " +
-                          std::to_string(enc));
+        return Corruption("change log entry has the unknown value encoding " + std::to_string(enc));
       }
       row.encoding = static_cast<ValueEncoding>(enc);
       row.version = c.I64();

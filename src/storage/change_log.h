@@ -48,9 +48,9 @@ Result<LoggedCommit> DecodeLoggedCommit(std::string_view bytes);
 // Sizes of a backend's change log (for metrics and shipping decisions).
 struct ChangeLogStats {
   int64_t entries = 0;
-  int64_t oldest_version = 0;   // 0 when empty
-  int64_t newest_version = 0;   // 0 when empty
-  int64_t oldest_time_ms = 0;   // 0 when empty
+  int64_t oldest_version = 0;  // 0 when empty
+  int64_t newest_version = 0;  // 0 when empty
+  int64_t oldest_time_ms = 0;  // 0 when empty
 };
 
 }  // namespace kvc::storage

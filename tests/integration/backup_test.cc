@@ -87,7 +87,8 @@ class BackupTest : public ::testing::Test {
     auto scratch = storage_->ScratchDirectory();
     ASSERT_TRUE(scratch.ok());
     o.scratch_dir = *scratch;
-    backup_ = std::make_unique<backup::ContinuousBackup>(std::make_unique<SharedTarget>(target_), o);
+    backup_ =
+        std::make_unique<backup::ContinuousBackup>(std::make_unique<SharedTarget>(target_), o);
     backup_->Attach(record_.name, record_.id, engine_);
   }
 
@@ -141,7 +142,10 @@ TEST_F(BackupTest, ChangeLogHoldsEveryCommitInOrder) {
       Enqueue q;
       q.payload = std::string("\xff\x0f\x22\x03msg", 7);  // V8: the string "msg"
       q.deadline_ms = NowUnixMs() + 60000;
-      q.keys_if_undelivered = {std::string("\x02" "dead", 5) + std::to_string(i) + '\0'};
+      q.keys_if_undelivered = {std::string("\x02"
+                                           "dead",
+                                           5) +
+                               std::to_string(i) + '\0'};
       w.enqueues.push_back(q);
     }
     auto r = testutil::WriteSync(*engine_, w);
@@ -185,8 +189,8 @@ TEST_F(BackupTest, SegmentsRefuseDamage) {
   for (int i = 0; i < 4; ++i) {
     storage::CommitRecord r;
     r.version = prev + 3;
-    r.changes.push_back({"k" + std::to_string(i), storage::StoredRow{"v", ValueEncoding::kBytes,
-                                                                     r.version, -1}});
+    r.changes.push_back(
+        {"k" + std::to_string(i), storage::StoredRow{"v", ValueEncoding::kBytes, r.version, -1}});
     rows.push_back({r.version, prev, 1000 + i, storage::EncodeLoggedCommit(r, prev, 1000 + i)});
     prev = r.version;
   }
@@ -352,9 +356,8 @@ TEST_F(BackupTest, RestoreMatchesModelAtRandomPoints) {
     int64_t version = 0;
     auto got = ReadAll(r->record, &version);
     const auto want = state_at(expect_version);
-    EXPECT_EQ(r->version, std::prev(states.upper_bound(expect_version))->first == 0
-                              ? r->version
-                              : r->version);
+    EXPECT_EQ(r->version,
+              std::prev(states.upper_bound(expect_version))->first == 0 ? r->version : r->version);
     EXPECT_EQ(Describe(got), Describe(want)) << "at version " << expect_version;
     for (const auto& [k, row] : want) {
       auto it = got.find(k);
@@ -390,11 +393,14 @@ TEST_F(BackupTest, RestoreInPlaceJumpsTheVersionAndKeepsTheId) {
   OpenEngine();
   StartBackup(100, 1 << 30);
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", std::to_string(i))}, {}}).ok());
+    ASSERT_TRUE(
+        testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", std::to_string(i))}, {}})
+            .ok());
   }
   ASSERT_TRUE(backup_->ShipNow().ok());
   const int64_t shipped = engine_->committed_version();
-  ASSERT_TRUE(testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", "later")}, {}}).ok());
+  ASSERT_TRUE(
+      testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", "later")}, {}}).ok());
   const int64_t later = engine_->committed_version();
   backup_.reset();
   engine_.reset();
@@ -411,12 +417,14 @@ TEST_F(BackupTest, RestoreInPlaceJumpsTheVersionAndKeepsTheId) {
   EXPECT_EQ(rows["k"].value, "9");
   EXPECT_GE(version, later + backup::kRestoreVersionJump);
   // --as: a new database beside it.
-  auto as = backup::RestoreIntoCatalog(*storage_, *target_, "default", "copy", backup::RestorePoint{});
+  auto as =
+      backup::RestoreIntoCatalog(*storage_, *target_, "default", "copy", backup::RestorePoint{});
   ASSERT_TRUE(as.ok()) << as.status().ToString();
   EXPECT_FALSE(as->replaced);
   EXPECT_NE(as->outcome.record.id, record_.id);
   // Restoring what is not there says so.
-  auto missing = backup::RestoreIntoCatalog(*storage_, *target_, "nope", "", backup::RestorePoint{});
+  auto missing =
+      backup::RestoreIntoCatalog(*storage_, *target_, "nope", "", backup::RestorePoint{});
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   backup::RestorePoint future;
   future.version = shipped + 1000000;
@@ -435,7 +443,9 @@ TEST_F(BackupTest, RetentionDropsOldGenerationsButKeepsTheWindowRestorable) {
   backup_ = std::make_unique<backup::ContinuousBackup>(std::make_unique<SharedTarget>(target_), o);
   backup_->Attach(record_.name, record_.id, engine_);
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", std::to_string(i))}, {}}).ok());
+    ASSERT_TRUE(
+        testutil::WriteSync(*engine_, AtomicWrite{{}, {testutil::Set("k", std::to_string(i))}, {}})
+            .ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ASSERT_TRUE(backup_->ShipNow().ok());
   }

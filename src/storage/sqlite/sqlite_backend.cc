@@ -212,7 +212,8 @@ class SqliteReader : public Reader {
       }
     }
     {
-      KVC_ASSIGN_OR_RETURN(Stmt v, dest.PrepareOnce("select version from data_version where k = 0"));
+      KVC_ASSIGN_OR_RETURN(Stmt v,
+                           dest.PrepareOnce("select version from data_version where k = 0"));
       if (v.Step() != SQLITE_ROW) return dest.Error("read the snapshot copy's version");
       copy.version = v.ColumnInt64(0);
       if (copy.version != version) {

@@ -46,7 +46,7 @@ class SqliteBackend : public Backend {
 
  private:
   SqliteBackend(std::string path, SqliteOptions options)
-      : path_(std::move(path)), options_(options) {}
+      : path_(std::move(path)), options_(std::move(options)) {}
   Status Initialize();
 
   const std::string path_;

@@ -68,8 +68,8 @@ Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& pa
                                                            const std::string& vfs) {
   auto conn = std::make_unique<sqlite::Connection>(kErrorPrefix);
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
-  KVC_RETURN_IF_ERROR(
-      conn->Open(path, flags, kBusyTimeoutMs, "pragma journal_mode=wal; pragma synchronous=full;", vfs));
+  KVC_RETURN_IF_ERROR(conn->Open(path, flags, kBusyTimeoutMs,
+                                 "pragma journal_mode=wal; pragma synchronous=full;", vfs));
   std::unique_ptr<SqliteCatalog> c(new SqliteCatalog(std::move(conn)));
   {
     MutexLock lock(c->mu_);  // uncontended: nobody else has `c` yet

@@ -1,8 +1,7 @@
 #include "storage/sqlite/sqlite_storage.h"
 
-#include <sqlite3.h>
-
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,7 +63,8 @@ Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions&
   if (ec) return IoError("cannot create data directory " + dir + ": " + ec.message());
   if (!existed) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   const fs::path root(dir);
-  KVC_ASSIGN_OR_RETURN(auto catalog, SqliteCatalog::Open((root / kCatalogFile).string(), options.vfs));
+  KVC_ASSIGN_OR_RETURN(auto catalog,
+                       SqliteCatalog::Open((root / kCatalogFile).string(), options.vfs));
   SqliteOptions sqlite;
   sqlite.vfs = options.vfs;
   sqlite.sync = options.sync;
@@ -158,8 +158,8 @@ Result<DatabaseRecord> SqliteStorage::CreateFromSnapshot(const std::string& name
         return InvalidArgument(snapshot_file + " is not a Deno KV database file");
       }
     }
-    KVC_RETURN_IF_ERROR(c.Exec(
-        "create table if not exists kvconnect_meta (k text primary key, v text not null)"));
+    KVC_RETURN_IF_ERROR(
+        c.Exec("create table if not exists kvconnect_meta (k text primary key, v text not null)"));
     KVC_ASSIGN_OR_RETURN(sqlite::Stmt put,
                          c.PrepareOnce("insert or replace into kvconnect_meta (k, v) values "
                                        "('database_id', ?1)"));

@@ -56,7 +56,7 @@ class SqliteStorage : public Storage {
 
  private:
   SqliteStorage(std::unique_ptr<Catalog> catalog, std::filesystem::path root, SqliteOptions sqlite)
-      : Storage(std::move(catalog)), root_(std::move(root)), sqlite_(sqlite) {}
+      : Storage(std::move(catalog)), root_(std::move(root)), sqlite_(std::move(sqlite)) {}
 
   // A catalog location as a file path.
   std::string Resolve(const std::string& location) const;
