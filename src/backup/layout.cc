@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "codec/civil_time.h"
+
 namespace kvc::backup {
 namespace {
 
@@ -38,17 +40,6 @@ bool ParseHex(const std::string& s, size_t pos, size_t n, int64_t* out) {
   *out = static_cast<int64_t>(v);
   return true;
 }
-bool ParseDec(const std::string& s, size_t pos, size_t n, int64_t* out) {
-  if (pos + n > s.size()) return false;
-  int64_t v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  *out = v;
-  return true;
-}
-
 }  // namespace
 
 std::string SnapshotDataName(const std::string& db, int64_t version, int64_t time_ms) {
@@ -98,7 +89,8 @@ std::map<std::string, DatabaseBackups> IndexBackups(const std::vector<ObjectInfo
     int64_t a = 0, b = 0, c = 0, d = 0;
     if (rest.rfind("snapshots/", 0) == 0) {
       const std::string f = rest.substr(10);
-      if (f.size() < 31 || f[16] != '-' || !ParseHex(f, 0, 16, &a) || !ParseDec(f, 17, 13, &b)) {
+      if (f.size() < 31 || f[16] != '-' || !ParseHex(f, 0, 16, &a) ||
+          !codec::ParseDecimalDigits(f, 17, 13, &b)) {
         continue;
       }
       const std::string ext = f.substr(30);
@@ -109,8 +101,8 @@ std::map<std::string, DatabaseBackups> IndexBackups(const std::vector<ObjectInfo
       const std::string f = rest.substr(4);
       if (f.size() != 16 + 1 + 16 + 1 + 13 + 1 + 13 + 6 || f[16] != '-' || f[33] != '-' ||
           f[47] != '-' || f.substr(61) != ".kvlog" || !ParseHex(f, 0, 16, &a) ||
-          !ParseHex(f, 17, 16, &b) || !ParseDec(f, 34, 13, &c) || !ParseDec(f, 48, 13, &d) ||
-          b <= a) {
+          !ParseHex(f, 17, 16, &b) || !codec::ParseDecimalDigits(f, 34, 13, &c) ||
+          !codec::ParseDecimalDigits(f, 48, 13, &d) || b <= a) {
         continue;
       }
       DatabaseBackups& dbb = out[db];

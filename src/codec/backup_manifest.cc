@@ -7,43 +7,20 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "codec/civil_time.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 
 namespace kvc::codec {
-namespace {
-
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's civil algorithm).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-bool Digits(std::string_view s, size_t pos, size_t n, int64_t* out) {
-  if (pos + n > s.size()) return false;
-  int64_t v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  *out = v;
-  return true;
-}
-
-}  // namespace
-
 Result<int64_t> ParseRfc3339Ms(std::string_view s) {
   const Status bad = InvalidArgument("'" + std::string(s) +
                                      "' is not an RFC 3339 time such as 2026-11-24T10:00:00Z");
   int64_t y, mo, d, h, mi, se;
-  if (s.size() < 20 || !Digits(s, 0, 4, &y) || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
-      s[7] != '-' || !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-      !Digits(s, 11, 2, &h) || s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' ||
-      !Digits(s, 17, 2, &se)) {
+  if (s.size() < 20 || !ParseDecimalDigits(s, 0, 4, &y) || s[4] != '-' ||
+      !ParseDecimalDigits(s, 5, 2, &mo) || s[7] != '-' || !ParseDecimalDigits(s, 8, 2, &d) ||
+      (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !ParseDecimalDigits(s, 11, 2, &h) ||
+      s[13] != ':' || !ParseDecimalDigits(s, 14, 2, &mi) || s[16] != ':' ||
+      !ParseDecimalDigits(s, 17, 2, &se)) {
     return bad;
   }
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return bad;
@@ -65,8 +42,8 @@ Result<int64_t> ParseRfc3339Ms(std::string_view s) {
     ++pos;
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     int64_t oh, om;
-    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
-        !Digits(s, pos + 4, 2, &om)) {
+    if (!ParseDecimalDigits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
+        !ParseDecimalDigits(s, pos + 4, 2, &om)) {
       return bad;
     }
     offset_min = (oh * 60 + om) * (s[pos] == '+' ? 1 : -1);

@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "codec/civil_time.h"
+#include "codec/civil_time.h"
 #include "codec/json_text.h"
 #include "codec/utf8.h"
 #include "codec/versionstamp.h"
@@ -371,16 +373,7 @@ std::vector<uint32_t> ToLimbs(const std::vector<uint8_t>& magnitude) {
 constexpr double kMaxTime = 8.64e15;
 constexpr int64_t kMsPerDay = 86'400'000;
 
-// Days since 1970-01-01 of a proleptic Gregorian date, and back (month 1..12).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2 ? 1 : 0;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
+// Back from days since 1970-01-01 to a date (DaysFromCivil, civil_time.h, is the other way).
 void CivilFromDays(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
   z += 719468;
   const int64_t era = (z >= 0 ? z : z - 146096) / 146097;

@@ -75,6 +75,7 @@ try {
   await new Promise((r) => out.end(r));
   const dataDir = path.join(dir, "data");
   const target = path.join(dir, "backup");
+  expectCliOk(await runKvconnect(["db", "list", "--data-dir", dataDir]));  // makes the data directory
   await timed(`offline import of ${fmtInt(keys)} keys`, async () =>
     expectCliOk(await runKvconnect(["import", "--db", "default", "--data-dir", dataDir, "-i", input, "--quiet"],
       { timeoutMs: 3_600_000 })));
