@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "codec/civil_time.h"
-#include "codec/civil_time.h"
 #include "codec/json_text.h"
 #include "codec/utf8.h"
 #include "codec/versionstamp.h"

@@ -39,8 +39,8 @@ TEST(Layering, IncludesFollowTheDependencyDirection) {
       {"client", {"client", "common"}},
       {"loadgen", {"loadgen", "client", "codec", "storage", "common"}},
       {"cli",
-       {"cli", "net", "loadgen", "client", "service", "backup", "auth", "codec", "engine", "storage",
-        "common"}},
+       {"cli", "net", "loadgen", "client", "service", "backup", "auth", "codec", "engine",
+        "storage", "common"}},
   };
   int files = 0;
   for (const auto& entry : fs::recursive_directory_iterator(fs::path(KVC_SOURCE_DIR) / "src")) {
