@@ -325,7 +325,9 @@ image_test() {
   local listed
   listed=$(awk '/^FROM/ { s = "" } { s = s " " $0 } END { print s }' "$DEPLOY/Dockerfile" |
     sed 's/\\//g' | grep -o -- '--no-install-recommends[^&]*' | head -1)
-  # In debian:12-slim already, or sanitizer runtimes that a release build does not use.
+  # Only the libraries the binary itself needs (its NEEDED entries): apt installs what those
+  # packages depend on. In debian:12-slim already, or sanitizer runtimes that a release build
+  # does not use:
   local base=" libc6 libstdc++6 libgcc-s1 zlib1g libasan8 libubsan1 libtsan2 "
   local lib pkg missing=()
   while read -r lib; do
@@ -336,7 +338,9 @@ image_test() {
     elif [[ $base != *" $pkg "* && " $listed " != *" $pkg "* ]]; then
       missing+=("$pkg (for $lib)")
     fi
-  done < <(ldd "$BIN" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
+  done < <(ldd "$BIN" 2>/dev/null | awk -v needed=" $(readelf -d "$BIN" 2>/dev/null |
+    sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ') " \
+    '$2 == "=>" && $3 ~ /^\// && index(needed, " " $1 " ") { print $3 }')
   if [ ${#missing[@]} -eq 0 ]; then
     ok "the runtime stage installs every library package the binary needs"
   else
