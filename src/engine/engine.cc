@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 
 #include "codec/versionstamp.h"
@@ -94,7 +95,21 @@ Status Engine::Start() {
   return Status::Ok();
 }
 
-Engine::~Engine() { Shutdown(); }
+namespace {
+// The engine whose reader or writer loop runs on this thread, if any.
+thread_local const Engine* t_loop_owner = nullptr;
+}  // namespace
+
+Engine::~Engine() {
+  if (t_loop_owner == this) {
+    // A callback dropped the last reference on one of our own threads, which cannot join
+    // itself; continuing would free the state that very loop is using. A programming error.
+    spdlog::critical("engine {} destroyed on its own thread; owners must call Shutdown() first",
+                     database_id_);
+    std::abort();
+  }
+  Shutdown();
+}
 
 void Engine::Retire() {
   {
@@ -379,6 +394,7 @@ Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector
 }
 
 void Engine::ReaderLoop(storage::Reader* reader) {
+  t_loop_owner = this;
   while (true) {
     ReadJob job;
     {
@@ -447,6 +463,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
 }
 
 void Engine::WriterLoop() {
+  t_loop_owner = this;
   std::vector<WriteJob> batch;
   while (true) {
     {

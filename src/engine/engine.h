@@ -99,7 +99,10 @@ class Engine {
   // Starts the engine's threads. REQUIRES: backend is not used by anyone else.
   static Result<std::unique_ptr<Engine>> Open(std::unique_ptr<storage::Backend> backend,
                                               const EngineOptions& options);
-  ~Engine();  // calls Shutdown()
+  // Calls Shutdown(). The last reference must not be dropped on one of the engine's own threads
+  // (by a callback that captured it): that thread cannot join itself, so it aborts with a log
+  // line. Owners call Shutdown() first (the Directory does); then the destructor is trivial.
+  ~Engine();
 
   const std::string& database_id() const { return database_id_; }
   const Limits& limits() const { return options_.limits; }

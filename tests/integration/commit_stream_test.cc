@@ -261,6 +261,9 @@ TEST_F(CommitStreamTest, WatchersApplyChangesWithoutReadingStorage) {
   EXPECT_EQ(sinks[0]->last(), codec::EncodeWatchFrame(expected));
   for (auto& s : streams) s->Cancel();
   EXPECT_EQ(shared->watch_count(), 0u);
+  // An engine thread may still hold a stream (and so the engine) for a moment; the owner shuts
+  // the engine down first, as the Directory does, so its last reference can go anywhere.
+  shared->Shutdown();
 }
 
 TEST_F(CommitStreamTest, WatchFirstSnapshotIsNotRefusedWhenTheReadQueueIsFull) {
@@ -282,6 +285,7 @@ TEST_F(CommitStreamTest, WatchFirstSnapshotIsNotRefusedWhenTheReadQueueIsFull) {
   ASSERT_TRUE(Write(*shared, std::move(w)).ok());
   ASSERT_TRUE(sink->WaitFrames(2));
   s->Cancel();
+  shared->Shutdown();
 }
 
 TEST_F(CommitStreamTest, RetiringAnEngineEndsItsWatchStreams) {
@@ -307,6 +311,7 @@ TEST_F(CommitStreamTest, RetiringAnEngineEndsItsWatchStreams) {
   EXPECT_TRUE(Write(*shared, std::move(w)).ok());
   s->Cancel();
   late->Cancel();
+  shared->Shutdown();
 }
 
 TEST_F(CommitStreamTest, ExpiryRunsOnTheInjectedClockWithoutSleeping) {
