@@ -26,8 +26,9 @@ Result<Scope> ParseScope(std::string_view name) {
   if (name == "read") return Scope::kRead;
   if (name == "write") return Scope::kWrite;
   if (name == "admin") return Scope::kAdmin;
+  if (name == "queue") return Scope::kQueue;
   return InvalidArgument("unknown scope '" + std::string(name) +
-                         "'; expected read, write or admin");
+                         "'; expected read, write, admin or queue");
 }
 
 const char* ScopeName(Scope scope) {
@@ -38,6 +39,8 @@ const char* ScopeName(Scope scope) {
       return "write";
     case Scope::kAdmin:
       return "admin";
+    case Scope::kQueue:
+      return "queue";
   }
   return "unknown";
 }
@@ -189,7 +192,7 @@ Result<TokenClaims> TokenSigner::VerifyMac(std::string_view token) const {
   c.database_id = std::string(parts[1]);
   try {
     int scope = std::stoi(std::string(parts[2]));
-    if (scope < 1 || scope > 3) return bad;
+    if (scope < 1 || scope > 4) return bad;
     c.scope = static_cast<Scope>(scope);
     c.expires_at_ms = std::stoll(std::string(parts[4]));
   } catch (...) {

@@ -15,9 +15,10 @@
 
 namespace kvc::auth {
 
-enum class Scope { kRead = 1, kWrite = 2, kAdmin = 3 };  // do not renumber: inside tokens
+// kQueue: the queue API only (docs/queues.md), no KV Connect reads or writes.
+enum class Scope { kRead = 1, kWrite = 2, kAdmin = 3, kQueue = 4 };  // do not renumber: stored
 
-// "read" | "write" | "admin". Errors: InvalidArgument naming the accepted values.
+// "read" | "write" | "admin" | "queue". Errors: InvalidArgument naming the accepted values.
 Result<Scope> ParseScope(std::string_view name);
 const char* ScopeName(Scope scope);
 

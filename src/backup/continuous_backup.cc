@@ -66,8 +66,11 @@ void ContinuousBackup::Attach(const std::string& name, const std::string& id,
   db->name = name;
   db->id = id;
   db->engine = engine;
-  db->status.database = name;
-  db->status.database_id = id;
+  {
+    MutexLock status_lock(db->status_mu);  // not shared yet, but the analysis wants the lock
+    db->status.database = name;
+    db->status.database_id = id;
+  }
   {
     MutexLock lock(mu_);
     dbs_[id] = std::move(db);

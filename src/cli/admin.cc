@@ -183,7 +183,7 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   tc->add_option("--db", c->db, "Database name or id")->required();
   tc->add_option("--scope", c->scope, "read | write | admin")
       ->required()
-      ->check(CLI::IsMember({"read", "write", "admin"}));
+      ->check(CLI::IsMember({"read", "write", "admin", "queue"}));
   tc->add_option("--expires", c->expires, "Lifetime: 30d, 12h, 90m, 45s, 2w or never")
       ->capture_default_str();
   tc->add_option("--name", c->label, "A label to recognise the token by");

@@ -92,6 +92,7 @@ Status Application::Init() {
                    "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created));
 
   c.directory.engine = c.engine;
+  c.directory.engine.task_factories.push_back(queue::Queue::Factory(c.queue));
   if (!c.backup_to.empty()) {
     KVC_ASSIGN_OR_RETURN(auto target, backup::OpenTarget(c.backup_to, backup::TargetOptions{}));
     KVC_ASSIGN_OR_RETURN(c.backup.scratch_dir, storage_->ScratchDirectory());
@@ -159,6 +160,10 @@ Status Application::Init() {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
+  queue_api_ =
+      std::make_unique<service::QueueApi>(c.queue_api, directory_.get(), kv_->authenticator());
+  router_.Add("queue", M::kPrefix, service::QueueApi::kPath, {}, queue_api_.get());
+  router_.Add("queue", M::kPrefix, service::QueueApi::kDatabasePattern, {}, queue_api_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
               admin_api_.get());
   // The web console's files; it answers its own 404s and 405s, with its security headers.

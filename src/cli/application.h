@@ -23,6 +23,7 @@
 #include "service/health.h"
 #include "service/kv_service.h"
 #include "service/metrics.h"
+#include "service/queue_api.h"
 #include "service/router.h"
 #include "storage/storage.h"
 
@@ -79,6 +80,7 @@ class Application {
   std::unique_ptr<service::KvService> kv_;
   std::unique_ptr<service::AdminOps> admin_ops_;
   std::unique_ptr<service::AdminApi> admin_api_;
+  std::unique_ptr<service::QueueApi> queue_api_;
   std::unique_ptr<service::MetricsHandler> metrics_handler_;
   std::unique_ptr<service::HealthHandler> live_handler_;
   std::unique_ptr<service::HealthHandler> ready_handler_;

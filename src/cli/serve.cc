@@ -160,6 +160,23 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Keep backups restorable this far back; older snapshots and log are deleted")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  s->add_option("--queue-max-undelivered", c->queue.max_undelivered,
+                "Refuse enqueues (429) beyond this many undelivered messages per database")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--queue-visibility-timeout-ms", c->queue.default_visibility_ms,
+                "Lease length of a queue delivery when the consumer names none")
+      ->check(CLI::Range(int64_t{1000}, int64_t{12} * 3600 * 1000))
+      ->capture_default_str();
+  s->add_option("--queue-dead-letter-retention-ms", c->queue.dead_letter_retention_ms,
+                "Keep dead-lettered queue messages this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--queue-foreign-poll-ms", c->queue.foreign_poll_ms,
+                "While consumers wait, look this often for messages other processes (Deno on "
+                "the same file) enqueued; 0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_flag("--portable-v8-values", c->service.portable_v8_values,
               "Store and serve V8 values so Deno and Node (@deno/kv) read each other's: format "
               "16 as 15, Node's typed arrays and error field order as V8's, each only when "

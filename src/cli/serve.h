@@ -7,10 +7,12 @@
 #include "backup/continuous_backup.h"
 #include "engine/engine.h"
 #include "net/server.h"
+#include "queue/queue.h"
 #include "service/admin_api.h"
 #include "service/directory.h"
 #include "service/kv_service.h"
 #include "service/metrics.h"
+#include "service/queue_api.h"
 
 namespace kvc::cli {
 
@@ -35,6 +37,9 @@ struct ServeConfig {
   service::ServiceOptions service;
   service::DirectoryOptions directory;
   service::AdminApiOptions admin;
+  // Queue delivery of every database (docs/queues.md).
+  queue::QueueOptions queue;
+  service::QueueApiOptions queue_api;
   // Continuous backup: a directory or s3://bucket/prefix; empty: off.
   std::string backup_to;
   backup::ContinuousBackupOptions backup;

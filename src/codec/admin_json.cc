@@ -324,4 +324,95 @@ Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry)
   return "{\"key\":" + *k + ",\"value\":null,\"versionstamp\":null}";
 }
 
+Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uint32_t v8_format,
+                                                      int64_t now_ms) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "QueueEnqueueRequest", &d));
+  std::vector<Enqueue> out;
+  for (const auto& m : d["messages"].GetArray()) {
+    Enqueue e;
+    auto value = KvValueFromJson(TextOf(m["value"]), v8_format);
+    if (!value.ok()) return About("value", value.status());
+    if (value->encoding != ValueEncoding::kV8) {
+      return InvalidArgument(
+          "'value': a queue message is a V8 value; a top-level Uint8Array or KvU64 cannot be "
+          "one (wrap it in an object).");
+    }
+    e.payload = std::move(value->data);
+    const int64_t delay = m.HasMember("delay") ? m["delay"].GetInt64() : 0;
+    e.deadline_ms = now_ms + delay;
+    if (m.HasMember("backoff_schedule")) {
+      e.backoff_given = true;
+      for (const auto& b : m["backoff_schedule"].GetArray()) {
+        if (!b.IsUint()) {
+          return InvalidArgument("'backoff_schedule': each interval is at most 4294967295 ms.");
+        }
+        e.backoff_schedule.push_back(b.GetUint());
+      }
+    }
+    if (m.HasMember("keys_if_undelivered")) {
+      for (const auto& k : m["keys_if_undelivered"].GetArray()) {
+        auto parts = KeyFromJson(TextOf(k));
+        if (!parts.ok()) return About("keys_if_undelivered", parts.status());
+        e.keys_if_undelivered.push_back(EncodeKey(*parts));
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Result<QueuePullJson> ParseQueuePullRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "QueuePullRequest", &d, /*empty_is_object=*/true));
+  QueuePullJson r;
+  if (d.HasMember("max_messages")) r.max_messages = d["max_messages"].GetInt64();
+  if (d.HasMember("visibility_timeout")) r.visibility_ms = d["visibility_timeout"].GetInt64();
+  if (d.HasMember("wait")) r.wait_ms = d["wait"].GetInt64();
+  if (d.HasMember("format")) r.v8 = StringOf(d["format"]) == "v8";
+  return r;
+}
+
+Result<QueueSettleJson> ParseQueueSettleRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "QueueSettleRequest", &d));
+  QueueSettleJson r;
+  for (const auto& l : d["leases"].GetArray()) r.leases.push_back(StringOf(l));
+  if (d.HasMember("delay")) r.delay_ms = d["delay"].GetInt64();
+  if (d.HasMember("error")) r.error = StringOf(d["error"]);
+  if (d.HasMember("visibility_timeout")) r.visibility_ms = d["visibility_timeout"].GetInt64();
+  return r;
+}
+
+Result<QueueDeadListJson> ParseQueueDeadListRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "QueueDeadListRequest", &d, /*empty_is_object=*/true));
+  QueueDeadListJson r;
+  if (d.HasMember("limit")) r.limit = d["limit"].GetInt64();
+  if (d.HasMember("cursor")) r.cursor = StringOf(d["cursor"]);
+  return r;
+}
+
+Result<QueueDeadJson> ParseQueueDeadRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "QueueDeadRequest", &d));
+  QueueDeadJson r;
+  if (d.HasMember("ids")) {
+    for (const auto& id : d["ids"].GetArray()) r.ids.push_back(StringOf(id));
+  }
+  r.all = d.HasMember("all") && d["all"].GetBool();
+  if (r.all == d.HasMember("ids")) {
+    return InvalidArgument("Name the dead letters with \"ids\", or give \"all\": true.");
+  }
+  return r;
+}
+
+Result<std::string> QueueValueJson(const std::string& payload, bool v8) {
+  if (v8) return std::string("{\"type\":\"v8\",\"value\":\"") + Base64UrlEncode(payload) + "\"}";
+  auto json = KvValueToJson(KvValue{payload, ValueEncoding::kV8});
+  if (!json.ok())
+    return Corruption("stored queue message has no JSON view: " + json.status().message());
+  return json;
+}
+
 }  // namespace kvc::codec

@@ -135,4 +135,37 @@ Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool m
 // One item of a WatchEvent: the entry, or the key with null value and versionstamp.
 Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry);
 
+// Queue API (docs/queues.md; definitions Queue* of the schema).
+// QueueEnqueueRequest: each message becomes an Enqueue due at now_ms + delay; values as
+// KvValueFromJson with `v8_format` (a V8 value is required: Deno's queue carries V8 values).
+Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uint32_t v8_format,
+                                                      int64_t now_ms);
+struct QueuePullJson {
+  int64_t max_messages = 1;
+  int64_t visibility_ms = 0;  // 0: the server's default
+  int64_t wait_ms = 20000;
+  bool v8 = false;  // format "v8"
+};
+Result<QueuePullJson> ParseQueuePullRequest(std::string_view body);
+struct QueueSettleJson {
+  std::vector<std::string> leases;
+  std::optional<int64_t> delay_ms;
+  std::string error;
+  int64_t visibility_ms = 0;
+};
+Result<QueueSettleJson> ParseQueueSettleRequest(std::string_view body);
+struct QueueDeadListJson {
+  int64_t limit = 100;
+  std::string cursor;  // the last id of the previous page
+};
+Result<QueueDeadListJson> ParseQueueDeadListRequest(std::string_view body);
+struct QueueDeadJson {
+  std::vector<std::string> ids;
+  bool all = false;
+};
+// Errors: InvalidArgument unless exactly one of ids and all (true) is given.
+Result<QueueDeadJson> ParseQueueDeadRequest(std::string_view body);
+// A message's V8 payload as a Value: its KvValueJSON, or with `v8` the {"type": "v8"} form.
+Result<std::string> QueueValueJson(const std::string& payload, bool v8);
+
 }  // namespace kvc::codec

@@ -37,9 +37,26 @@ class Engine::TaskContext : public WriterTaskContext {
  public:
   explicit TaskContext(Engine* e) : e_(e) {}
   Status Transact(storage::CommitOrigin origin, const Body& body) override {
+    return e_->Transact(origin, [&](storage::Writer& w, int64_t version) -> Result<StateWrite> {
+      KVC_ASSIGN_OR_RETURN(std::vector<storage::KeyChange> changes, body(w, version));
+      const bool wrote = !changes.empty();
+      return StateWrite{std::move(changes), wrote};
+    });
+  }
+  Status TransactState(storage::CommitOrigin origin, const StateBody& body) override {
     return e_->Transact(origin, body);
   }
   int64_t NowMs() const override { return e_->Now(); }
+
+ private:
+  Engine* e_;
+};
+
+class Engine::TaskHost : public WriterTaskHost {
+ public:
+  explicit TaskHost(Engine* e) : e_(e) {}
+  int64_t NowMs() const override { return e_->Now(); }
+  void Wake() override { e_->WakeWriter(); }
 
  private:
   Engine* e_;
@@ -76,7 +93,13 @@ Status Engine::Start() {
   auto expiry = std::make_shared<ExpiryTask>(Now(), options_.max_sweep_interval_ms);
   AddListener(expiry);
   tasks_.push_back(std::move(expiry));
-  for (const auto& make : options_.task_factories) tasks_.push_back(make());
+  task_host_ = std::make_unique<TaskHost>(this);
+  for (const auto& make : options_.task_factories) {
+    std::shared_ptr<WriterTask> task = make();
+    if (auto listener = std::dynamic_pointer_cast<CommitListener>(task)) AddListener(listener);
+    task->Bind(task_host_.get());
+    tasks_.push_back(std::move(task));
+  }
   if (!sole_writer_) {
     KVC_ASSIGN_OR_RETURN(feed_, backend_->OpenChangeFeed([this](storage::CommitGroup g) {
       OnFeedCommit(std::move(g));
@@ -149,8 +172,16 @@ void Engine::Shutdown() {
   for (auto& t : reader_threads_) {
     if (t.joinable()) t.join();
   }
+  for (const auto& t : tasks_) t->Stop();
   readers_.clear();
   writer_.reset();
+}
+
+std::shared_ptr<WriterTask> Engine::FindTask(std::string_view name) const {
+  for (const auto& t : tasks_) {
+    if (name == t->name()) return t;
+  }
+  return nullptr;
 }
 
 int64_t Engine::committed_version() const { return committed_version_.load(); }
@@ -645,7 +676,8 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
     q.ts = e.deadline_ms;
     q.id = NewUuidV4();
     q.payload = e.payload;
-    q.backoff_schedule = e.backoff_schedule.empty() ? kDefaultBackoffSchedule : e.backoff_schedule;
+    q.backoff_schedule = e.backoff_schedule.empty() && !e.backoff_given ? kDefaultBackoffSchedule
+                                                                        : e.backoff_schedule;
     q.keys_if_undelivered = e.keys_if_undelivered;
     KVC_RETURN_IF_ERROR(writer_->AddQueueMessage(q));
     job.enqueues.push_back(std::move(q));
@@ -691,20 +723,26 @@ void Engine::WithReader(std::function<void(storage::Reader*, const Status&)> fn)
   if (!refused.ok()) (*shared)(nullptr, refused);
 }
 
-Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body) {
+Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::StateBody& body) {
   if (failed_) {
     return Unavailable("The database is unavailable after a storage failure; restart the server.");
   }
   const auto started = std::chrono::steady_clock::now();
   KVC_ASSIGN_OR_RETURN(int64_t base, writer_->Begin());
   const int64_t version = base + 1;
-  Result<std::vector<storage::KeyChange>> changes = body(*writer_, version);
-  if (!changes.ok() || changes->empty()) {
+  Result<WriterTaskContext::StateWrite> w = body(*writer_, version);
+  if (!w.ok() || (w->changes.empty() && !w->wrote)) {
     writer_->Rollback();
-    return changes.status();
+    return w.status();
+  }
+  if (w->changes.empty()) {
+    // State outside the key space only: durable, but no new version and nothing to publish.
+    Status s = writer_->Commit();  // rolls back itself on failure
+    if (!s.ok()) MarkFailed("commit", s);
+    return s;
   }
   std::vector<storage::CommitRecord> records;
-  records.push_back(storage::CommitRecord{version, std::move(*changes)});
+  records.push_back(storage::CommitRecord{version, std::move(w->changes)});
   return CommitAndPublish(origin, base, version, std::move(records), started, Now());
 }
 

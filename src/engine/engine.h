@@ -32,6 +32,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -146,6 +147,9 @@ class Engine {
 
   // Makes the writer re-evaluate its tasks' schedules now (e.g. after a ManualClock moved).
   void WakeWriter();
+  // The writer task named `name` (EngineOptions::task_factories), or nullptr. Thread-safe: the
+  // task list is fixed once the engine has started.
+  std::shared_ptr<WriterTask> FindTask(std::string_view name) const;
 
   // Runs `fn` on a reader thread with that thread's storage connection and no snapshot open
   // (fn opens its own, e.g. Reader::CopySnapshot, or reads the change log). `fn` may take a
@@ -192,6 +196,7 @@ class Engine {
     std::vector<storage::QueueRow> enqueues;
   };
   class TaskContext;
+  class TaskHost;
 
   Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options);
   Status Start();
@@ -213,7 +218,7 @@ class Engine {
   // advances. On error or check failure the caller rolls back to the write's savepoint.
   Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
   // Writer-task transactions (see WriterTaskContext::Transact).
-  Status Transact(storage::CommitOrigin origin, const WriterTaskContext::Body& body);
+  Status Transact(storage::CommitOrigin origin, const WriterTaskContext::StateBody& body);
   // Logs `records` (change_log; the first one follows `base`), sets the data version, commits
   // the open transaction (the read cache bracketed around it) and publishes `records` as one
   // group. On failure the engine refuses writes from then on.
@@ -246,7 +251,8 @@ class Engine {
       KVC_GUARDED_BY(listeners_mu_);
   Mutex publish_mu_;
   std::unique_ptr<storage::ChangeFeed> feed_;
-  std::vector<std::shared_ptr<WriterTask>> tasks_;  // writer thread only after Start
+  std::unique_ptr<WriterTaskHost> task_host_;
+  std::vector<std::shared_ptr<WriterTask>> tasks_;  // fixed after Start; Run on the writer only
 
   std::vector<std::unique_ptr<storage::Reader>> readers_;
   std::vector<std::thread> reader_threads_;

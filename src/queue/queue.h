@@ -9,7 +9,8 @@
 //          letter and removed, all in one transaction.
 // Every delivery gets a new lease token; only the current one settles the message.
 //
-// A Queue belongs to one engine (it is that engine's WriterTask "queue"; QueueFor finds it).
+// A Queue belongs to one engine (it is that engine's WriterTask "queue" and a CommitListener;
+// QueueFor finds it).
 // Requests are queued in memory and carried out by the task on the writer thread, many in one
 // transaction; their callbacks run after the commit (so an answered lease or ack is durable),
 // on the writer thread, and must not block. Waiting pulls are answered when a message becomes
@@ -30,7 +31,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/commit_listener.h"
 #include "engine/writer_task.h"
+#include "storage/queue_rows.h"
 
 namespace kvc::engine {
 class Engine;
@@ -39,17 +42,17 @@ class Engine;
 namespace kvc::queue {
 
 struct QueueOptions {
-  size_t max_undelivered = 100000;             // enqueues beyond it: ResourceExhausted (429)
-  int64_t default_visibility_ms = 30000;       // lease length when a request names none
+  size_t max_undelivered = 100000;        // enqueues beyond it: ResourceExhausted (429)
+  int64_t default_visibility_ms = 30000;  // lease length when a request names none
   int64_t min_visibility_ms = 1000;
   int64_t max_visibility_ms = 12 * 3600 * 1000;
-  size_t max_pull_messages = 100;              // per pull
-  int64_t max_wait_ms = 20000;                 // long-poll bound
-  size_t max_waiters = 10000;                  // waiting pulls + subscriptions per database
-  size_t max_in_flight_per_consumer = 1000;    // subscriptions (SSE, push)
+  size_t max_pull_messages = 100;            // per pull
+  int64_t max_wait_ms = 20000;               // long-poll bound
+  size_t max_waiters = 10000;                // waiting pulls + subscriptions per database
+  size_t max_in_flight_per_consumer = 1000;  // subscriptions (SSE, push)
   int64_t dead_letter_retention_ms = 7LL * 24 * 3600 * 1000;
-  int64_t foreign_poll_ms = 1000;              // re-read while consumers wait (other writers)
-  size_t max_transitions_per_run = 1000;       // bound on one transaction's work
+  int64_t foreign_poll_ms = 1000;         // re-read while consumers wait (other writers)
+  size_t max_transitions_per_run = 1000;  // bound on one transaction's work
 };
 
 // One delivery of a message.
@@ -93,17 +96,12 @@ struct QueueCounts {
   int64_t dead = 0;
 };
 
-struct DeadLetter {
-  std::string id;
-  std::string payload;
-  std::vector<std::string> keys_if_undelivered;
-  int32_t attempts = 0;
-  std::string last_error;
-  int64_t dead_at_ms = 0;
-};
+using DeadLetter = storage::DeadLetterRow;
 
 // A long-lived consumer (SSE stream, push dispatcher): gets deliveries while it has fewer
-// than max_in_flight unsettled ones. Called on the writer thread; must not block.
+// than max_in_flight unsettled ones (a delivery counts until its lease is settled or expires).
+// Called on the writer thread; must not block. Deliver may still come shortly after the
+// Subscription was destroyed (the lease then just expires).
 class ConsumerSink {
  public:
   virtual ~ConsumerSink() = default;
@@ -117,7 +115,9 @@ struct ConsumerOptions {
   int64_t visibility_ms = 0;  // 0: the default
 };
 
-class Queue : public engine::WriterTask, public std::enable_shared_from_this<Queue> {
+class Queue : public engine::WriterTask,
+              public engine::CommitListener,
+              public std::enable_shared_from_this<Queue> {
  public:
   class Subscription {
    public:
@@ -154,18 +154,23 @@ class Queue : public engine::WriterTask, public std::enable_shared_from_this<Que
                 std::function<void(Result<std::vector<DeadLetter>>)> done);
   // Requeues (due now, Deno's default backoff) or deletes the named dead letters (all when
   // `ids` is empty and `all`). Answers how many.
-  void RequeueDead(std::vector<std::string> ids, bool all, std::function<void(Result<int64_t>)> done);
+  void RequeueDead(std::vector<std::string> ids, bool all,
+                   std::function<void(Result<int64_t>)> done);
   void PurgeDead(std::vector<std::string> ids, bool all, std::function<void(Result<int64_t>)> done);
 
   // WriterTask.
   const char* name() const override { return "queue"; }
   int64_t NextRunMs() const override;
   void Run(engine::WriterTaskContext& ctx, int64_t now_ms) override;
-  void Bind(std::function<void()> wake) override;
+  void Bind(engine::WriterTaskHost* host) override;
   void Stop() override;
+  // CommitListener: enqueues wake waiting consumers; retirement ends them (they reconnect).
+  void OnCommit(const storage::CommitGroup& group) override;
+  void OnRetire() override;
+
+  struct State;  // queue.cc
 
  private:
-  struct State;
   const QueueOptions options_;
   std::unique_ptr<State> state_;
 };

@@ -19,6 +19,7 @@
 #include "service/http_status.h"
 #include "service/metrics.h"
 #include "service/query.h"
+#include "service/queue_api.h"
 #include "service/range_walker.h"
 #include "service/watch_stream.h"
 
@@ -421,6 +422,7 @@ void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory:
     return;
   }
   const std::string& method = call->req.method;
+  if (HandleQueueAdmin(*db, rest, call->req, call->respond)) return;
   if (rest.empty()) {
     if (method != "GET" && method != "HEAD") {
       call->Fail(Status(StatusCode::kMethodNotAllowed,

@@ -137,6 +137,10 @@ Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const H
     }
     token_rate = rec->rate_limit;
   }
+  if (claims.scope == auth::Scope::kQueue) {
+    return Fail("queue_only", PermissionDenied("This access token is for the queue API only; "
+                                               "KV reads and writes are not permitted."));
+  }
   if (write && claims.scope == auth::Scope::kRead) {
     return Fail("read_only",
                 PermissionDenied("This access token is read-only; writes are not permitted."));

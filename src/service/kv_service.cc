@@ -12,6 +12,7 @@
 #include "codec/datapath_codec.h"
 #include "codec/metadata_json.h"
 #include "common/clock.h"
+#include "queue/queue.h"
 #include "service/http_status.h"
 #include "service/router.h"
 #include "service/watch_stream.h"
@@ -290,6 +291,15 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
     if (!write.ok()) {
       respond(ErrorResponse(write.status()));
       return;
+    }
+    if (!write->enqueues.empty()) {
+      // The queue's cap on undelivered messages (429), as for the queue API's enqueue.
+      if (auto queue = queue::Queue::QueueFor(*engine)) {
+        if (Status s = queue->AdmitEnqueue(write->enqueues.size()); !s.ok()) {
+          respond(ErrorResponse(s));
+          return;
+        }
+      }
     }
     if (options_.portable_v8_values) portable_.OnWrite(&*write, engine->limits(), engine->now_ms());
     engine->Write(std::move(*write), [respond](Result<CommitResult> r) mutable {

@@ -38,6 +38,8 @@ const char* OriginName(storage::CommitOrigin o) {
       return "expiry";
     case storage::CommitOrigin::kOtherWriter:
       return "other_writer";
+    case storage::CommitOrigin::kQueue:
+      return "queue";
   }
   return "unknown";
 }

@@ -31,14 +31,40 @@ std::string Router::NormalizePath(const std::string& path) {
   return out;
 }
 
+namespace {
+// Does `path` start with `prefix`, where a `*` segment of the prefix matches any one non-empty
+// segment? Returns the length of the matched part of `path`, or 0.
+size_t MatchPrefix(const std::string& path, const std::string& prefix) {
+  size_t p = 0;
+  size_t i = 0;
+  while (i < prefix.size()) {
+    if (prefix[i] == '*' && (i == 0 || prefix[i - 1] == '/')) {
+      const size_t end = path.find('/', p);
+      if (end == p || end == std::string::npos) return 0;
+      p = end;
+      ++i;
+      continue;
+    }
+    if (p >= path.size() || path[p] != prefix[i]) return 0;
+    ++p;
+    ++i;
+  }
+  return p;
+}
+}  // namespace
+
 const Router::Route* Router::Find(const std::string& path) const {
   const Route* best = nullptr;
+  size_t best_len = 0;
   for (const Route& r : routes_) {
     if (r.match == Match::kExact) {
       if (path == r.path) return &r;
-    } else if (path.compare(0, r.path.size(), r.path) == 0 &&
-               (!best || r.path.size() > best->path.size())) {
+      continue;
+    }
+    const size_t len = MatchPrefix(path, r.path);
+    if (len > 0 && (!best || len > best_len)) {
       best = &r;
+      best_len = len;
     }
   }
   return best;

@@ -34,6 +34,8 @@ class RequestObserver {
 class Router : public Handler {
  public:
   enum class Match { kExact, kPrefix };
+  // A prefix may hold `*` segments, each matching one non-empty path segment
+  // ("/databases/*/queue/v1/"); the longest match wins.
   // `methods` lists the accepted methods; empty: any (the handler answers the others).
   // `not_allowed` is the 405 text for other methods.
   void Add(std::string route, Match match, std::string path, std::vector<std::string> methods,

@@ -33,6 +33,7 @@
 #include "storage/change_log.h"
 #include "storage/commit_record.h"
 #include "storage/kv_types.h"
+#include "storage/queue_rows.h"
 
 namespace kvc::storage {
 
@@ -120,6 +121,55 @@ class Writer {
   }
   virtual Status Commit() = 0;
   virtual void Rollback() = 0;
+
+  // Queue delivery (queue/queue.h; rows in queue_rows.h), in the open transaction. Message ids
+  // are unique across the ready and the running table.
+  // Ready messages with ts <= now_ms, by (ts, id), at most `limit`.
+  virtual Result<std::vector<QueuedMessage>> QueueDue(int64_t /*now_ms*/, size_t /*limit*/) {
+    return NoQueue();
+  }
+  // The smallest ts of the ready table, or of the running table (`running`), if any.
+  virtual Result<std::optional<int64_t>> QueueEarliest(bool /*running*/) { return NoQueue(); }
+  // Moves the ready message `row` (as QueueDue returned it) to running until `deadline_ms`, with
+  // `state`.
+  virtual Status QueueLease(const QueueRow& /*row*/, int64_t /*deadline_ms*/,
+                            const QueueDeliveryState& /*state*/) {
+    return NoQueue();
+  }
+  // The running message `id`, if any (a default state when kvconnect has none for it).
+  virtual Result<std::optional<QueuedMessage>> QueueGetRunning(std::string_view /*id*/) {
+    return NoQueue();
+  }
+  // Ids of running messages whose deadline <= now_ms, earliest first, at most `limit`.
+  virtual Result<std::vector<std::string>> QueueRunningDue(int64_t /*now_ms*/, size_t /*limit*/) {
+    return NoQueue();
+  }
+  virtual Status QueueSetDeadline(std::string_view /*id*/, int64_t /*deadline_ms*/) {
+    return NoQueue();
+  }
+  // Removes the running message `id` and its delivery state.
+  virtual Status QueueRemoveRunning(std::string_view /*id*/) { return NoQueue(); }
+  // Moves the running message row.id back to ready as `row` (due at row.ts, with the remaining
+  // backoff schedule), keeping `state`.
+  virtual Status QueueRequeue(const QueueRow& /*row*/, const QueueDeliveryState& /*state*/) {
+    return NoQueue();
+  }
+  virtual Status QueueAddDead(const DeadLetterRow& /*dead*/) { return NoQueue(); }
+  // Dead letters with id > after, by id, at most `limit`.
+  virtual Result<std::vector<DeadLetterRow>> QueueListDead(std::string_view /*after*/,
+                                                           size_t /*limit*/) {
+    return NoQueue();
+  }
+  // Removes the dead letter `id`; returns it if it was there.
+  virtual Result<std::optional<DeadLetterRow>> QueueTakeDead(std::string_view /*id*/) {
+    return NoQueue();
+  }
+  // Removes dead letters with dead_at_ms < before_ms; returns how many.
+  virtual Result<int64_t> QueuePruneDead(int64_t /*before_ms*/) { return NoQueue(); }
+  virtual Result<QueueTableCounts> QueueCounts(int64_t /*now_ms*/) { return NoQueue(); }
+
+ private:
+  static Status NoQueue() { return Internal("this storage backend has no queue delivery"); }
 };
 
 // An open subscription to a backend's commits; closing it (destruction) stops the callbacks:

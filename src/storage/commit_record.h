@@ -55,6 +55,7 @@ enum class CommitOrigin {
   kWrite,        // atomic writes of this process (one group commit)
   kExpiry,       // this process's expiry sweep
   kOtherWriter,  // another writer of the same database, via the backend's change feed
+  kQueue,        // queue delivery (keys_if_undelivered of dead-lettered messages)
 };
 
 // The records of one storage transaction, in increasing version order.

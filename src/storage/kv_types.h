@@ -71,6 +71,9 @@ struct Enqueue {
   int64_t deadline_ms = 0;
   std::vector<std::string> keys_if_undelivered;
   std::vector<uint32_t> backoff_schedule;
+  // An empty schedule means Deno's default unless given explicitly (the queue API's `[]`: no
+  // retries; protobuf cannot tell the two apart).
+  bool backoff_given = false;
 };
 
 struct AtomicWrite {

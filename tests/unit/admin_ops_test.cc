@@ -298,7 +298,7 @@ TEST_F(AdminOpsTest, CreateTokenErrors) {
   EXPECT_EQ(ops_->CreateToken(req).status(), NotFound("Database 'nope' not found."));
   req.database = "default";
   EXPECT_EQ(ops_->CreateToken(req).status(),
-            InvalidArgument("unknown scope 'root'; expected read, write or admin"));
+            InvalidArgument("unknown scope 'root'; expected read, write, admin or queue"));
   req.scope = "write";
   EXPECT_EQ(ops_->CreateToken(req).status(),
             InvalidArgument("invalid --expires '5x': use e.g. 30d, 12h, 90m, 45s, 2w or never"));

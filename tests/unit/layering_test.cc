@@ -34,12 +34,13 @@ TEST(Layering, IncludesFollowTheDependencyDirection) {
       {"engine", {"engine", "codec", "storage", "common"}},
       {"auth", {"auth", "common"}},
       {"backup", {"backup", "engine", "codec", "storage", "common"}},
-      {"service", {"service", "backup", "auth", "codec", "engine", "storage", "common"}},
+      {"queue", {"queue", "engine", "codec", "storage", "common"}},
+      {"service", {"service", "backup", "queue", "auth", "codec", "engine", "storage", "common"}},
       {"net", {"net", "service", "common"}},
       {"client", {"client", "common"}},
       {"loadgen", {"loadgen", "client", "codec", "storage", "common"}},
       {"cli",
-       {"cli", "net", "loadgen", "client", "service", "backup", "auth", "codec", "engine",
+       {"cli", "net", "loadgen", "client", "service", "backup", "queue", "auth", "codec", "engine",
         "storage", "common"}},
   };
   int files = 0;

@@ -39,6 +39,18 @@ constexpr const char* kCreateChangeLogTable =
     "create table if not exists kvconnect_changelog (version integer primary key, "
     "prev_version integer not null, time_ms integer not null, record blob not null)";
 
+// Queue delivery (queue/queue.h): per-message delivery state and dead letters, plus lookups by
+// id on Deno's two queue tables (Deno's own statements ignore the extra indexes).
+constexpr const char* kCreateQueueTables =
+    "create table if not exists kvconnect_queue_state (id text primary key, "
+    "attempts integer not null, lease text not null, last_error text not null) without rowid;"
+    "create table if not exists kvconnect_queue_dead (id text primary key, "
+    "dead_at integer not null, attempts integer not null, last_error text not null, "
+    "data blob not null, keys_if_undelivered text not null) without rowid;"
+    "create index if not exists kvconnect_queue_dead_at on kvconnect_queue_dead (dead_at);"
+    "create index if not exists kvconnect_queue_id on queue (id);"
+    "create index if not exists kvconnect_queue_running_id on queue_running (id);";
+
 Status UnknownEncoding(int64_t enc) {
   return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
 }
@@ -65,6 +77,89 @@ std::string KeysJson(const std::vector<std::string>& keys) {
     out += "]";
   }
   return out + "]";
+}
+
+// Readers of those text forms. Deno writes `null` for a schedule it never had; anything else
+// that is not a plain array of byte values is Corruption.
+class ListParser {
+ public:
+  explicit ListParser(std::string_view text) : t_(text) {}
+  // An array of integers in [0, max]; "null" reads as empty.
+  bool Numbers(uint64_t max, std::vector<uint64_t>* out) {
+    Space();
+    if (t_.substr(i_, 4) == "null") {
+      i_ += 4;
+      return End();
+    }
+    return Array(max, out) && End();
+  }
+  // An array of arrays of byte values.
+  bool Keys(std::vector<std::string>* out) {
+    Space();
+    if (!Eat('[')) return false;
+    Space();
+    if (Eat(']')) return End();
+    do {
+      std::vector<uint64_t> bytes;
+      if (!Array(255, &bytes)) return false;
+      out->emplace_back(bytes.begin(), bytes.end());
+      Space();
+    } while (Eat(','));
+    return Eat(']') && End();
+  }
+
+ private:
+  bool Array(uint64_t max, std::vector<uint64_t>* out) {
+    Space();
+    if (!Eat('[')) return false;
+    Space();
+    if (Eat(']')) return true;
+    do {
+      Space();
+      uint64_t v = 0;
+      size_t digits = 0;
+      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9' && digits < 19) {
+        v = v * 10 + static_cast<uint64_t>(t_[i_++] - '0');
+        ++digits;
+      }
+      if (digits == 0 || v > max) return false;
+      out->push_back(v);
+      Space();
+    } while (Eat(','));
+    return Eat(']');
+  }
+  bool Eat(char c) {
+    if (i_ < t_.size() && t_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void Space() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\t')) ++i_;
+  }
+  bool End() {
+    Space();
+    return i_ == t_.size();
+  }
+  std::string_view t_;
+  size_t i_ = 0;
+};
+
+Result<std::vector<uint32_t>> ParseBackoffSchedule(std::string_view text) {
+  std::vector<uint64_t> v;
+  if (!ListParser(text).Numbers(UINT32_MAX, &v)) {
+    return Corruption("a queue message has an unreadable backoff schedule");
+  }
+  return std::vector<uint32_t>(v.begin(), v.end());
+}
+
+Result<std::vector<std::string>> ParseKeys(std::string_view text) {
+  std::vector<std::string> keys;
+  if (!ListParser(text).Keys(&keys)) {
+    return Corruption("a queue message has unreadable keys_if_undelivered");
+  }
+  return keys;
 }
 
 using sqlite::Connection;
@@ -336,7 +431,171 @@ class SqliteWriter : public Writer {
                                                  "?2, ?3, ?4)"));
     KVC_ASSIGN_OR_RETURN(log_prune_,
                          conn_.Prepare("delete from kvconnect_changelog where version <= ?1"));
-    return Status::Ok();
+    return PrepareQueue();
+  }
+
+  Result<std::vector<QueuedMessage>> QueueDue(int64_t now_ms, size_t limit) override {
+    Stmt s(q_due_);
+    s.BindInt64(1, now_ms).BindInt64(2, static_cast<int64_t>(limit));
+    std::vector<QueuedMessage> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      QueuedMessage m;
+      m.row.ts = s.ColumnInt64(0);
+      m.row.id = s.ColumnText(1);
+      m.row.payload = s.ColumnBlob(2);
+      KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(s.ColumnText(3)));
+      KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(s.ColumnText(4)));
+      m.state.attempts = static_cast<int32_t>(s.ColumnInt64(5));
+      m.state.lease = s.ColumnText(6);
+      m.state.last_error = s.ColumnText(7);
+      out.push_back(std::move(m));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("queue due");
+    return out;
+  }
+
+  Result<std::optional<int64_t>> QueueEarliest(bool running) override {
+    Stmt s(running ? q_earliest_running_ : q_earliest_ready_);
+    const int rc = s.Step();
+    if (rc == SQLITE_DONE) return std::optional<int64_t>();
+    if (rc != SQLITE_ROW) return conn_.Error("queue earliest");
+    return std::optional<int64_t>(s.ColumnInt64(0));
+  }
+
+  Status QueueLease(const QueueRow& row, int64_t deadline_ms,
+                    const QueueDeliveryState& state) override {
+    {
+      Stmt s(q_del_ready_);
+      s.BindText(1, row.id);
+      KVC_RETURN_IF_ERROR(StepDone(s, "queue lease"));
+    }
+    KVC_RETURN_IF_ERROR(InsertQueueRow(q_add_running_, row, deadline_ms, "queue lease"));
+    return PutState(row.id, state);
+  }
+
+  Result<std::optional<QueuedMessage>> QueueGetRunning(std::string_view id) override {
+    Stmt s(q_get_running_);
+    s.BindText(1, id);
+    const int rc = s.Step();
+    if (rc == SQLITE_DONE) return std::optional<QueuedMessage>();
+    if (rc != SQLITE_ROW) return conn_.Error("queue get running");
+    QueuedMessage m;
+    m.row.ts = s.ColumnInt64(0);
+    m.row.id = std::string(id);
+    m.row.payload = s.ColumnBlob(1);
+    KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(s.ColumnText(2)));
+    KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(s.ColumnText(3)));
+    m.state.attempts = static_cast<int32_t>(s.ColumnInt64(4));
+    m.state.lease = s.ColumnText(5);
+    m.state.last_error = s.ColumnText(6);
+    return std::optional<QueuedMessage>(std::move(m));
+  }
+
+  Result<std::vector<std::string>> QueueRunningDue(int64_t now_ms, size_t limit) override {
+    Stmt s(q_running_due_);
+    s.BindInt64(1, now_ms).BindInt64(2, static_cast<int64_t>(limit));
+    std::vector<std::string> ids;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) ids.push_back(s.ColumnText(0));
+    if (rc != SQLITE_DONE) return conn_.Error("queue running due");
+    return ids;
+  }
+
+  Status QueueSetDeadline(std::string_view id, int64_t deadline_ms) override {
+    Stmt s(q_set_deadline_);
+    s.BindText(1, id).BindInt64(2, deadline_ms);
+    return StepDone(s, "queue extend");
+  }
+
+  Status QueueRemoveRunning(std::string_view id) override {
+    {
+      Stmt s(q_del_running_);
+      s.BindText(1, id);
+      KVC_RETURN_IF_ERROR(StepDone(s, "queue remove"));
+    }
+    Stmt s(q_del_state_);
+    s.BindText(1, id);
+    return StepDone(s, "queue remove state");
+  }
+
+  Status QueueRequeue(const QueueRow& row, const QueueDeliveryState& state) override {
+    {
+      Stmt s(q_del_running_);
+      s.BindText(1, row.id);
+      KVC_RETURN_IF_ERROR(StepDone(s, "queue requeue"));
+    }
+    KVC_RETURN_IF_ERROR(InsertQueueRow(queue_add_, row, row.ts, "queue requeue"));
+    return PutState(row.id, state);
+  }
+
+  Status QueueAddDead(const DeadLetterRow& d) override {
+    const std::string keys = KeysJson(d.keys_if_undelivered);
+    {
+      Stmt s(q_add_dead_);
+      s.BindText(1, d.id).BindInt64(2, d.dead_at_ms).BindInt64(3, d.attempts);
+      s.BindText(4, d.last_error).BindBlob(5, d.payload).BindText(6, keys);
+      KVC_RETURN_IF_ERROR(StepDone(s, "queue dead letter"));
+    }
+    Stmt s(q_del_state_);
+    s.BindText(1, d.id);
+    return StepDone(s, "queue remove state");
+  }
+
+  Result<std::vector<DeadLetterRow>> QueueListDead(std::string_view after, size_t limit) override {
+    Stmt s(q_list_dead_);
+    s.BindText(1, after).BindInt64(2, static_cast<int64_t>(limit));
+    std::vector<DeadLetterRow> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(s));
+      out.push_back(std::move(d));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("queue list dead letters");
+    return out;
+  }
+
+  Result<std::optional<DeadLetterRow>> QueueTakeDead(std::string_view id) override {
+    std::optional<DeadLetterRow> found;
+    {
+      Stmt s(q_get_dead_);
+      s.BindText(1, id);
+      const int rc = s.Step();
+      if (rc == SQLITE_ROW) {
+        KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(s));
+        found = std::move(d);
+      } else if (rc != SQLITE_DONE) {
+        return conn_.Error("queue get dead letter");
+      }
+    }
+    if (!found) return found;
+    Stmt s(q_del_dead_);
+    s.BindText(1, id);
+    KVC_RETURN_IF_ERROR(StepDone(s, "queue delete dead letter"));
+    return found;
+  }
+
+  Result<int64_t> QueuePruneDead(int64_t before_ms) override {
+    Stmt s(q_prune_dead_);
+    s.BindInt64(1, before_ms);
+    KVC_RETURN_IF_ERROR(StepDone(s, "queue prune dead letters"));
+    const int64_t n = sqlite3_changes64(conn_.db());
+    // Delivery state of messages a Deno process took and finished itself.
+    Stmt orphans(q_prune_state_);
+    KVC_RETURN_IF_ERROR(StepDone(orphans, "queue prune delivery state"));
+    return n;
+  }
+
+  Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    Stmt s(q_counts_);
+    s.BindInt64(1, now_ms);
+    if (s.Step() != SQLITE_ROW) return conn_.Error("queue counts");
+    QueueTableCounts c;
+    c.ready = s.ColumnInt64(0);
+    c.delayed = s.ColumnInt64(1);
+    c.running = s.ColumnInt64(2);
+    c.dead = s.ColumnInt64(3);
+    return c;
   }
 
   Status AppendChangeLog(const ChangeLogRow& row) override {
@@ -424,6 +683,94 @@ class SqliteWriter : public Writer {
   }
 
  private:
+  Status PrepareQueue() {
+    KVC_ASSIGN_OR_RETURN(
+        q_due_, conn_.Prepare("select q.ts, q.id, q.data, q.backoff_schedule, "
+                              "q.keys_if_undelivered, coalesce(s.attempts, 0), "
+                              "coalesce(s.lease, ''), coalesce(s.last_error, '') from queue q "
+                              "left join kvconnect_queue_state s on s.id = q.id where q.ts <= ?1 "
+                              "order by q.ts, q.id limit ?2"));
+    KVC_ASSIGN_OR_RETURN(q_earliest_ready_,
+                         conn_.Prepare("select ts from queue order by ts limit 1"));
+    KVC_ASSIGN_OR_RETURN(q_earliest_running_,
+                         conn_.Prepare("select deadline from queue_running order by deadline "
+                                       "limit 1"));
+    KVC_ASSIGN_OR_RETURN(q_del_ready_, conn_.Prepare("delete from queue where id = ?1"));
+    KVC_ASSIGN_OR_RETURN(q_add_running_,
+                         conn_.Prepare("insert into queue_running (deadline, id, data, "
+                                       "backoff_schedule, keys_if_undelivered) values (?1, ?2, "
+                                       "?3, ?4, ?5)"));
+    KVC_ASSIGN_OR_RETURN(q_put_state_,
+                         conn_.Prepare("insert into kvconnect_queue_state (id, attempts, lease, "
+                                       "last_error) values (?1, ?2, ?3, ?4) on conflict(id) do "
+                                       "update set attempts = ?2, lease = ?3, last_error = ?4"));
+    KVC_ASSIGN_OR_RETURN(
+        q_get_running_,
+        conn_.Prepare("select r.deadline, r.data, r.backoff_schedule, r.keys_if_undelivered, "
+                      "coalesce(s.attempts, 0), coalesce(s.lease, ''), "
+                      "coalesce(s.last_error, '') from queue_running r left join "
+                      "kvconnect_queue_state s on s.id = r.id where r.id = ?1 limit 1"));
+    KVC_ASSIGN_OR_RETURN(q_running_due_,
+                         conn_.Prepare("select id from queue_running where deadline <= ?1 "
+                                       "order by deadline limit ?2"));
+    KVC_ASSIGN_OR_RETURN(q_set_deadline_,
+                         conn_.Prepare("update queue_running set deadline = ?2 where id = ?1"));
+    KVC_ASSIGN_OR_RETURN(q_del_running_, conn_.Prepare("delete from queue_running where id = ?1"));
+    KVC_ASSIGN_OR_RETURN(q_del_state_,
+                         conn_.Prepare("delete from kvconnect_queue_state where id = ?1"));
+    KVC_ASSIGN_OR_RETURN(q_add_dead_,
+                         conn_.Prepare("insert or replace into kvconnect_queue_dead (id, "
+                                       "dead_at, attempts, last_error, data, "
+                                       "keys_if_undelivered) values (?1, ?2, ?3, ?4, ?5, ?6)"));
+    KVC_ASSIGN_OR_RETURN(q_list_dead_,
+                         conn_.Prepare("select id, dead_at, attempts, last_error, data, "
+                                       "keys_if_undelivered from kvconnect_queue_dead where id > "
+                                       "?1 order by id limit ?2"));
+    KVC_ASSIGN_OR_RETURN(q_get_dead_,
+                         conn_.Prepare("select id, dead_at, attempts, last_error, data, "
+                                       "keys_if_undelivered from kvconnect_queue_dead where id = "
+                                       "?1"));
+    KVC_ASSIGN_OR_RETURN(q_del_dead_,
+                         conn_.Prepare("delete from kvconnect_queue_dead where id = ?1"));
+    KVC_ASSIGN_OR_RETURN(q_prune_dead_,
+                         conn_.Prepare("delete from kvconnect_queue_dead where dead_at < ?1"));
+    KVC_ASSIGN_OR_RETURN(q_prune_state_,
+                         conn_.Prepare("delete from kvconnect_queue_state where id not in "
+                                       "(select id from queue) and id not in (select id from "
+                                       "queue_running)"));
+    KVC_ASSIGN_OR_RETURN(
+        q_counts_, conn_.Prepare("select (select count(*) from queue where ts <= ?1), (select "
+                                 "count(*) from queue where ts > ?1), (select count(*) from "
+                                 "queue_running), (select count(*) from kvconnect_queue_dead)"));
+    return Status::Ok();
+  }
+
+  Status InsertQueueRow(sqlite3_stmt* stmt, const QueueRow& row, int64_t ts, const char* what) {
+    const std::string schedule = BackoffScheduleJson(row.backoff_schedule);
+    const std::string keys = KeysJson(row.keys_if_undelivered);
+    Stmt s(stmt);
+    s.BindInt64(1, ts).BindText(2, row.id).BindBlob(3, row.payload);
+    s.BindText(4, schedule).BindText(5, keys);
+    return StepDone(s, what);
+  }
+
+  Status PutState(std::string_view id, const QueueDeliveryState& st) {
+    Stmt s(q_put_state_);
+    s.BindText(1, id).BindInt64(2, st.attempts).BindText(3, st.lease).BindText(4, st.last_error);
+    return StepDone(s, "queue delivery state");
+  }
+
+  static Result<DeadLetterRow> ReadDead(const Stmt& s) {
+    DeadLetterRow d;
+    d.id = s.ColumnText(0);
+    d.dead_at_ms = s.ColumnInt64(1);
+    d.attempts = static_cast<int32_t>(s.ColumnInt64(2));
+    d.last_error = s.ColumnText(3);
+    d.payload = s.ColumnBlob(4);
+    KVC_ASSIGN_OR_RETURN(d.keys_if_undelivered, ParseKeys(s.ColumnText(5)));
+    return d;
+  }
+
   Status Step(sqlite3_stmt* stmt, const char* what) {
     Stmt s(stmt);
     return StepDone(s, what);
@@ -441,6 +788,12 @@ class SqliteWriter : public Writer {
   sqlite3_stmt *get_ = nullptr, *put_ = nullptr, *del_ = nullptr, *set_version_ = nullptr;
   sqlite3_stmt *queue_add_ = nullptr, *delete_expired_ = nullptr, *earliest_ = nullptr;
   sqlite3_stmt *log_add_ = nullptr, *log_prune_ = nullptr;
+  sqlite3_stmt *q_due_ = nullptr, *q_earliest_ready_ = nullptr, *q_earliest_running_ = nullptr;
+  sqlite3_stmt *q_del_ready_ = nullptr, *q_add_running_ = nullptr, *q_put_state_ = nullptr;
+  sqlite3_stmt *q_get_running_ = nullptr, *q_running_due_ = nullptr, *q_set_deadline_ = nullptr;
+  sqlite3_stmt *q_del_running_ = nullptr, *q_del_state_ = nullptr, *q_add_dead_ = nullptr;
+  sqlite3_stmt *q_list_dead_ = nullptr, *q_get_dead_ = nullptr, *q_del_dead_ = nullptr;
+  sqlite3_stmt *q_prune_dead_ = nullptr, *q_prune_state_ = nullptr, *q_counts_ = nullptr;
 };
 
 }  // namespace
@@ -476,6 +829,7 @@ Status SqliteBackend::Initialize() {
           c.Exec(("replace into migration_state (k, version) values (0, " + std::to_string(v) + ")")
                      .c_str()));
     }
+    KVC_RETURN_IF_ERROR(c.Exec(kCreateQueueTables));
     KVC_ASSIGN_OR_RETURN(Stmt get,
                          c.PrepareOnce("select v from kvconnect_meta where k = 'database_id'"));
     if (get.Step() == SQLITE_ROW) {

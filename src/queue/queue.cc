@@ -1,0 +1,764 @@
+#include "queue/queue.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "common/mutex.h"
+#include "common/random.h"
+#include "engine/engine.h"
+
+namespace kvc::queue {
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr int64_t kPruneEveryMs = 3600 * 1000;
+constexpr int64_t kRecountEveryMs = 10 * 1000;
+constexpr size_t kMaxSettleLeases = 100;
+constexpr size_t kMaxErrorText = 1024;
+// Deno's default when an enqueue names no schedule (requeued dead letters get it too).
+const std::vector<uint32_t> kDefaultBackoff = {100, 1000, 5000, 30000, 60000};
+
+Status Stopped() {
+  return Unavailable("The queue is not being served here right now, try again later.");
+}
+
+// A lease token: the message id, a dot, 128 random bits. The id lets a settle find its message
+// by primary key; the random part is what only the current holder knows.
+std::string NewLease(const std::string& id) { return id + "." + HexEncode(RandomBytes(16)); }
+
+std::string_view LeaseMessageId(std::string_view lease) {
+  const size_t dot = lease.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : lease.substr(0, dot);
+}
+
+}  // namespace
+
+const char* SettleStatusName(SettleStatus s) {
+  switch (s) {
+    case SettleStatus::kOk:
+      return "ok";
+    case SettleStatus::kStale:
+      return "stale";
+    case SettleStatus::kDead:
+      return "dead";
+  }
+  return "stale";
+}
+
+struct Queue::State {
+  struct Waiter {
+    size_t max = 1;
+    int64_t visibility_ms = 0;
+    int64_t deadline_ms = 0;
+    PullCallback done;
+    std::vector<Delivery> got;
+  };
+  struct Consumer {
+    ConsumerOptions options;
+    std::shared_ptr<ConsumerSink> sink;
+    size_t in_flight = 0;
+    bool closed = false;
+  };
+  struct SettleJob {
+    SettleRequest request;
+    SettleCallback done;
+    std::vector<SettleResult> results;
+  };
+  // An admin operation: runs in the transaction, then `done` gets its status.
+  struct Txn;
+  struct AdminJob {
+    std::function<Status(Txn&)> body;
+    std::function<void(const Status&)> done;
+  };
+  // What one Run's transaction sees and produces.
+  struct Txn {
+    storage::Writer* w = nullptr;
+    int64_t now = 0;
+    int64_t version = 0;
+    bool wrote = false;
+    std::vector<storage::KeyChange> changes;
+    int64_t undelivered_delta = 0;
+    std::vector<std::string> freed_leases;  // settled or expired leases (consumer accounting)
+  };
+
+  Mutex mu;
+  engine::WriterTaskHost* host = nullptr;  // set in Bind, before any other call
+  bool stopped KVC_GUARDED_BY(mu) = false;
+  std::deque<Waiter> waiters KVC_GUARDED_BY(mu);
+  std::vector<SettleJob> settles KVC_GUARDED_BY(mu);
+  std::vector<AdminJob> admin KVC_GUARDED_BY(mu);
+  std::map<uint64_t, std::shared_ptr<Consumer>> consumers KVC_GUARDED_BY(mu);
+  std::unordered_map<std::string, std::shared_ptr<Consumer>> lease_owner KVC_GUARDED_BY(mu);
+  uint64_t next_consumer_id KVC_GUARDED_BY(mu) = 1;
+  int64_t earliest_ready KVC_GUARDED_BY(mu) = 0;  // 0 at start: look at once
+  int64_t earliest_deadline KVC_GUARDED_BY(mu) = 0;
+  int64_t next_poll KVC_GUARDED_BY(mu) = 0;
+  int64_t next_prune KVC_GUARDED_BY(mu) = 0;
+  int64_t next_recount KVC_GUARDED_BY(mu) = 0;
+  std::atomic<int64_t> undelivered{0};
+
+  // Demand for deliveries right now. REQUIRES: mu.
+  bool HasDemand() KVC_REQUIRES(mu) {
+    if (!waiters.empty()) return true;
+    for (const auto& [id, c] : consumers) {
+      if (!c->closed && c->in_flight < c->options.max_in_flight) return true;
+    }
+    return false;
+  }
+
+  void Wake() {
+    if (host) host->Wake();
+  }
+};
+
+Queue::Queue(QueueOptions options) : options_(options), state_(std::make_unique<State>()) {}
+
+Queue::~Queue() = default;
+
+std::function<std::unique_ptr<engine::WriterTask>()> Queue::Factory(QueueOptions options) {
+  return [options]() -> std::unique_ptr<engine::WriterTask> {
+    return std::make_unique<Queue>(options);
+  };
+}
+
+std::shared_ptr<Queue> Queue::QueueFor(engine::Engine& engine) {
+  return std::dynamic_pointer_cast<Queue>(engine.FindTask("queue"));
+}
+
+void Queue::Bind(engine::WriterTaskHost* host) { state_->host = host; }
+
+int64_t Queue::undelivered() const { return state_->undelivered.load(std::memory_order_relaxed); }
+
+Status Queue::AdmitEnqueue(size_t n) const {
+  if (n == 0) return Status::Ok();
+  if (undelivered() + static_cast<int64_t>(n) > static_cast<int64_t>(options_.max_undelivered)) {
+    return ResourceExhausted("Too many undelivered messages in the queue (limit " +
+                             std::to_string(options_.max_undelivered) + "); try again later.");
+  }
+  return Status::Ok();
+}
+
+void Queue::Pull(PullRequest request, PullCallback done) {
+  if (request.max_messages < 1 || request.max_messages > options_.max_pull_messages) {
+    done(InvalidArgument("max_messages must be between 1 and " +
+                         std::to_string(options_.max_pull_messages) + "."));
+    return;
+  }
+  if (request.visibility_ms == 0) request.visibility_ms = options_.default_visibility_ms;
+  if (request.visibility_ms < options_.min_visibility_ms ||
+      request.visibility_ms > options_.max_visibility_ms) {
+    done(InvalidArgument("visibility_timeout must be between " +
+                         std::to_string(options_.min_visibility_ms) + " and " +
+                         std::to_string(options_.max_visibility_ms) + " ms."));
+    return;
+  }
+  if (request.wait_ms < 0 || request.wait_ms > options_.max_wait_ms) {
+    done(InvalidArgument("wait must be between 0 and " + std::to_string(options_.max_wait_ms) +
+                         " ms."));
+    return;
+  }
+  State& st = *state_;
+  Status refused;
+  {
+    MutexLock lock(st.mu);
+    if (st.stopped) {
+      refused = Stopped();
+    } else if (st.waiters.size() + st.consumers.size() >= options_.max_waiters) {
+      refused = Unavailable("Too many consumers are waiting on this queue, try again later.");
+    } else {
+      State::Waiter w;
+      w.max = request.max_messages;
+      w.visibility_ms = request.visibility_ms;
+      w.deadline_ms = st.host->NowMs() + request.wait_ms;
+      w.done = std::move(done);
+      st.waiters.push_back(std::move(w));
+    }
+  }
+  if (!refused.ok()) {
+    done(refused);  // NOLINT(bugprone-use-after-move): moved only when `refused` is OK
+    return;
+  }
+  st.Wake();
+}
+
+void Queue::Settle(SettleRequest request, SettleCallback done) {
+  if (request.leases.empty() || request.leases.size() > kMaxSettleLeases) {
+    done(InvalidArgument("leases must name between 1 and " + std::to_string(kMaxSettleLeases) +
+                         " leases."));
+    return;
+  }
+  if (request.kind == SettleKind::kExtend) {
+    if (request.visibility_ms == 0) request.visibility_ms = options_.default_visibility_ms;
+    if (request.visibility_ms < options_.min_visibility_ms ||
+        request.visibility_ms > options_.max_visibility_ms) {
+      done(InvalidArgument("visibility_timeout must be between " +
+                           std::to_string(options_.min_visibility_ms) + " and " +
+                           std::to_string(options_.max_visibility_ms) + " ms."));
+      return;
+    }
+  }
+  if (request.delay_ms &&
+      (*request.delay_ms < 0 || *request.delay_ms > options_.max_visibility_ms)) {
+    done(InvalidArgument("delay must be between 0 and " +
+                         std::to_string(options_.max_visibility_ms) + " ms."));
+    return;
+  }
+  if (request.error.size() > kMaxErrorText) request.error.resize(kMaxErrorText);
+  State& st = *state_;
+  Status refused;
+  {
+    MutexLock lock(st.mu);
+    if (st.stopped) {
+      refused = Stopped();
+    } else {
+      st.settles.push_back(State::SettleJob{std::move(request), std::move(done), {}});
+    }
+  }
+  if (!refused.ok()) {
+    done(refused);  // NOLINT(bugprone-use-after-move): moved only when `refused` is OK
+    return;
+  }
+  st.Wake();
+}
+
+namespace {
+class SubscriptionImpl : public Queue::Subscription {
+ public:
+  explicit SubscriptionImpl(std::function<void()> end) : end_(std::move(end)) {}
+  ~SubscriptionImpl() override { end_(); }
+
+ private:
+  std::function<void()> end_;
+};
+}  // namespace
+
+Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions options,
+                                                              std::shared_ptr<ConsumerSink> sink) {
+  if (options.max_in_flight < 1 || options.max_in_flight > options_.max_in_flight_per_consumer) {
+    return InvalidArgument("max_in_flight must be between 1 and " +
+                           std::to_string(options_.max_in_flight_per_consumer) + ".");
+  }
+  if (options.visibility_ms == 0) options.visibility_ms = options_.default_visibility_ms;
+  if (options.visibility_ms < options_.min_visibility_ms ||
+      options.visibility_ms > options_.max_visibility_ms) {
+    return InvalidArgument("visibility_timeout must be between " +
+                           std::to_string(options_.min_visibility_ms) + " and " +
+                           std::to_string(options_.max_visibility_ms) + " ms.");
+  }
+  State& st = *state_;
+  uint64_t id = 0;
+  {
+    MutexLock lock(st.mu);
+    if (st.stopped) return Stopped();
+    if (st.waiters.size() + st.consumers.size() >= options_.max_waiters) {
+      return Unavailable("Too many consumers are waiting on this queue, try again later.");
+    }
+    auto c = std::make_shared<State::Consumer>();
+    c->options = options;
+    c->sink = std::move(sink);
+    id = st.next_consumer_id++;
+    st.consumers.emplace(id, std::move(c));
+  }
+  st.Wake();
+  std::weak_ptr<Queue> weak = weak_from_this();
+  return std::unique_ptr<Subscription>(std::make_unique<SubscriptionImpl>([weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    MutexLock lock(self->state_->mu);
+    auto it = self->state_->consumers.find(id);
+    if (it == self->state_->consumers.end()) return;
+    it->second->closed = true;
+    self->state_->consumers.erase(it);
+  }));
+}
+
+void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
+  auto out = std::make_shared<QueueCounts>();
+  State::AdminJob job;
+  job.body = [out](State::Txn& t) -> Status {
+    KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.w->QueueCounts(t.now));
+    *out = QueueCounts{c.ready, c.delayed, c.running, c.dead};
+    return Status::Ok();
+  };
+  job.done = [out, done = std::move(done)](const Status& s) {
+    if (s.ok()) {
+      done(*out);
+    } else {
+      done(s);
+    }
+  };
+  State& st = *state_;
+  {
+    MutexLock lock(st.mu);
+    if (!st.stopped) {
+      st.admin.push_back(std::move(job));
+      job.done = nullptr;
+    }
+  }
+  if (job.done) {
+    job.done(Stopped());
+    return;
+  }
+  st.Wake();
+}
+
+void Queue::ListDead(std::string after, size_t limit,
+                     std::function<void(Result<std::vector<DeadLetter>>)> done) {
+  auto out = std::make_shared<std::vector<DeadLetter>>();
+  State::AdminJob job;
+  job.body = [out, after = std::move(after), limit](State::Txn& t) -> Status {
+    KVC_ASSIGN_OR_RETURN(*out, t.w->QueueListDead(after, limit));
+    return Status::Ok();
+  };
+  job.done = [out, done = std::move(done)](const Status& s) {
+    if (s.ok()) {
+      done(std::move(*out));
+    } else {
+      done(s);
+    }
+  };
+  State& st = *state_;
+  {
+    MutexLock lock(st.mu);
+    if (!st.stopped) {
+      st.admin.push_back(std::move(job));
+      job.done = nullptr;
+    }
+  }
+  if (job.done) {
+    job.done(Stopped());
+    return;
+  }
+  st.Wake();
+}
+
+namespace {
+// Runs `fn` for each named dead letter, or for every one (in pages) when `all`.
+Status ForDead(Queue::State::Txn& t, const std::vector<std::string>& ids, bool all,
+               const std::function<Status(const DeadLetter&)>& fn, int64_t* count) {
+  if (!all) {
+    for (const std::string& id : ids) {
+      KVC_ASSIGN_OR_RETURN(std::optional<DeadLetter> d, t.w->QueueTakeDead(id));
+      if (!d) continue;
+      KVC_RETURN_IF_ERROR(fn(*d));
+      ++*count;
+    }
+    return Status::Ok();
+  }
+  std::string after;
+  while (true) {
+    KVC_ASSIGN_OR_RETURN(std::vector<DeadLetter> page, t.w->QueueListDead(after, 1000));
+    if (page.empty()) return Status::Ok();
+    for (const DeadLetter& d : page) {
+      KVC_RETURN_IF_ERROR(t.w->QueueTakeDead(d.id).status());
+      KVC_RETURN_IF_ERROR(fn(d));
+      ++*count;
+    }
+    after = page.back().id;
+  }
+}
+}  // namespace
+
+void Queue::RequeueDead(std::vector<std::string> ids, bool all,
+                        std::function<void(Result<int64_t>)> done) {
+  auto n = std::make_shared<int64_t>(0);
+  State::AdminJob job;
+  job.body = [n, ids = std::move(ids), all](State::Txn& t) -> Status {
+    KVC_RETURN_IF_ERROR(ForDead(
+        t, ids, all,
+        [&t](const DeadLetter& d) -> Status {
+          storage::QueueRow row;
+          row.ts = t.now;
+          row.id = d.id;
+          row.payload = d.payload;
+          row.backoff_schedule = kDefaultBackoff;
+          row.keys_if_undelivered = d.keys_if_undelivered;
+          ++t.undelivered_delta;
+          return t.w->AddQueueMessage(row);
+        },
+        n.get()));
+    if (*n > 0) t.wrote = true;
+    return Status::Ok();
+  };
+  job.done = [n, done = std::move(done)](const Status& s) {
+    if (s.ok()) {
+      done(*n);
+    } else {
+      done(s);
+    }
+  };
+  State& st = *state_;
+  {
+    MutexLock lock(st.mu);
+    if (!st.stopped) {
+      st.admin.push_back(std::move(job));
+      job.done = nullptr;
+      st.earliest_ready = 0;  // look again after the requeue
+    }
+  }
+  if (job.done) {
+    job.done(Stopped());
+    return;
+  }
+  st.Wake();
+}
+
+void Queue::PurgeDead(std::vector<std::string> ids, bool all,
+                      std::function<void(Result<int64_t>)> done) {
+  auto n = std::make_shared<int64_t>(0);
+  State::AdminJob job;
+  job.body = [n, ids = std::move(ids), all](State::Txn& t) -> Status {
+    KVC_RETURN_IF_ERROR(ForDead(
+        t, ids, all, [](const DeadLetter&) { return Status::Ok(); }, n.get()));
+    if (*n > 0) t.wrote = true;
+    return Status::Ok();
+  };
+  job.done = [n, done = std::move(done)](const Status& s) {
+    if (s.ok()) {
+      done(*n);
+    } else {
+      done(s);
+    }
+  };
+  State& st = *state_;
+  {
+    MutexLock lock(st.mu);
+    if (!st.stopped) {
+      st.admin.push_back(std::move(job));
+      job.done = nullptr;
+    }
+  }
+  if (job.done) {
+    job.done(Stopped());
+    return;
+  }
+  st.Wake();
+}
+
+int64_t Queue::NextRunMs() const {
+  State& st = *state_;
+  MutexLock lock(st.mu);
+  if (st.stopped) return -1;
+  if (!st.settles.empty() || !st.admin.empty()) return 0;
+  int64_t at = std::min(st.earliest_deadline, st.next_prune);
+  if (st.HasDemand()) {
+    at = std::min({at, st.earliest_ready, st.next_poll});
+    for (const auto& w : st.waiters) at = std::min(at, w.deadline_ms);
+  }
+  return at == kNever ? -1 : at;
+}
+
+namespace {
+
+// A delivery failed (nack, or its lease expired): the next backoff step, or dead.
+Result<SettleStatus> FailDelivery(Queue::State::Txn& t, storage::QueuedMessage m,
+                                  const std::string& error, std::optional<int64_t> delay_ms) {
+  t.wrote = true;
+  if (!m.row.backoff_schedule.empty()) {
+    const int64_t step = m.row.backoff_schedule.front();
+    m.row.backoff_schedule.erase(m.row.backoff_schedule.begin());
+    m.row.ts = t.now + (delay_ms ? *delay_ms : step);
+    m.state.lease.clear();
+    m.state.last_error = error;
+    KVC_RETURN_IF_ERROR(t.w->QueueRequeue(m.row, m.state));
+    return SettleStatus::kOk;
+  }
+  // No step left: keys_if_undelivered, the dead letter and the removal, in this transaction.
+  for (const std::string& key : m.row.keys_if_undelivered) {
+    storage::StoredRow row{m.row.payload, ValueEncoding::kV8, t.version, -1};
+    KVC_RETURN_IF_ERROR(t.w->Put(key, row));
+    t.changes.push_back(storage::KeyChange{key, std::move(row)});
+  }
+  storage::DeadLetterRow dead;
+  dead.id = m.row.id;
+  dead.payload = std::move(m.row.payload);
+  dead.keys_if_undelivered = std::move(m.row.keys_if_undelivered);
+  dead.attempts = m.state.attempts;
+  dead.last_error = error;
+  dead.dead_at_ms = t.now;
+  KVC_RETURN_IF_ERROR(t.w->QueueRemoveRunning(dead.id));
+  KVC_RETURN_IF_ERROR(t.w->QueueAddDead(dead));
+  --t.undelivered_delta;
+  return SettleStatus::kDead;
+}
+
+}  // namespace
+
+void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
+  State& st = *state_;
+  // Take the work: settles and admin jobs, the waiters and consumers' free capacity.
+  std::vector<State::SettleJob> settles;
+  std::vector<State::AdminJob> admin;
+  std::deque<State::Waiter> waiters;
+  struct Want {
+    std::shared_ptr<State::Consumer> consumer;  // or the waiter at `waiter`
+    size_t waiter = 0;
+    size_t n = 0;
+    int64_t visibility_ms = 0;
+  };
+  std::vector<Want> wants;
+  size_t total_want = 0;
+  bool prune = false;
+  bool recount = false;
+  {
+    MutexLock lock(st.mu);
+    if (st.stopped) return;
+    settles.swap(st.settles);
+    admin.swap(st.admin);
+    waiters.swap(st.waiters);
+    for (size_t i = 0; i < waiters.size(); ++i) {
+      wants.push_back(Want{nullptr, i, waiters[i].max, waiters[i].visibility_ms});
+      total_want += waiters[i].max;
+    }
+    for (const auto& [id, c] : st.consumers) {
+      if (c->closed || c->in_flight >= c->options.max_in_flight) continue;
+      const size_t n = c->options.max_in_flight - c->in_flight;
+      wants.push_back(Want{c, 0, n, c->options.visibility_ms});
+      total_want += n;
+    }
+    prune = now_ms >= st.next_prune;
+    recount = now_ms >= st.next_recount;
+  }
+  total_want = std::min(total_want, options_.max_transitions_per_run);
+
+  State::Txn txn;
+  txn.now = now_ms;
+  std::vector<std::pair<size_t, Delivery>> delivered;  // index into `wants`
+  std::vector<Status> admin_status(admin.size());
+  int64_t earliest_ready = kNever;
+  int64_t earliest_deadline = kNever;
+  int64_t recounted = -1;
+  Status s = ctx.TransactState(
+      storage::CommitOrigin::kQueue,
+      [&](storage::Writer& w, int64_t version) -> Result<engine::WriterTaskContext::StateWrite> {
+        txn.w = &w;
+        txn.version = version;
+        txn.wrote = false;
+        txn.changes.clear();
+        txn.undelivered_delta = 0;
+        txn.freed_leases.clear();
+        delivered.clear();
+        // 1. Expired leases: back to ready after the next step, or dead.
+        KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                             w.QueueRunningDue(now_ms, options_.max_transitions_per_run));
+        for (const std::string& id : expired) {
+          KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, w.QueueGetRunning(id));
+          if (!m) continue;
+          if (!m->state.lease.empty()) txn.freed_leases.push_back(m->state.lease);
+          KVC_RETURN_IF_ERROR(
+              FailDelivery(txn, std::move(*m), "the lease expired before a settle", std::nullopt)
+                  .status());
+        }
+        // 2. Settles, in arrival order; only the current lease of a message counts.
+        for (State::SettleJob& job : settles) {
+          job.results.clear();
+          for (const std::string& lease : job.request.leases) {
+            SettleResult r;
+            r.lease = lease;
+            const std::string_view id = LeaseMessageId(lease);
+            std::optional<storage::QueuedMessage> m;
+            if (!id.empty()) {
+              KVC_ASSIGN_OR_RETURN(m, w.QueueGetRunning(id));
+            }
+            if (!m || m->state.lease.empty() || m->state.lease != lease) {
+              r.status = SettleStatus::kStale;
+              job.results.push_back(std::move(r));
+              continue;
+            }
+            switch (job.request.kind) {
+              case SettleKind::kAck:
+                KVC_RETURN_IF_ERROR(w.QueueRemoveRunning(m->row.id));
+                txn.wrote = true;
+                --txn.undelivered_delta;
+                txn.freed_leases.push_back(lease);
+                r.status = SettleStatus::kOk;
+                break;
+              case SettleKind::kNack: {
+                std::string error =
+                    job.request.error.empty() ? std::string("nacked") : job.request.error;
+                txn.freed_leases.push_back(lease);
+                KVC_ASSIGN_OR_RETURN(r.status,
+                                     FailDelivery(txn, std::move(*m), error, job.request.delay_ms));
+                break;
+              }
+              case SettleKind::kExtend:
+                r.lease_expires_ms = now_ms + job.request.visibility_ms;
+                KVC_RETURN_IF_ERROR(w.QueueSetDeadline(m->row.id, r.lease_expires_ms));
+                txn.wrote = true;
+                r.status = SettleStatus::kOk;
+                break;
+            }
+            job.results.push_back(std::move(r));
+          }
+        }
+        // 3. Admin jobs.
+        for (size_t i = 0; i < admin.size(); ++i) {
+          admin_status[i] = admin[i].body(txn);
+          if (!admin_status[i].ok() && (admin_status[i].code() == StatusCode::kIoError ||
+                                        admin_status[i].code() == StatusCode::kCorruption)) {
+            return admin_status[i];
+          }
+        }
+        // 4. Deliveries: due messages in (ts, id) order, to waiters first (in arrival order),
+        // then to consumers.
+        if (total_want > 0) {
+          KVC_ASSIGN_OR_RETURN(std::vector<storage::QueuedMessage> due,
+                               w.QueueDue(now_ms, total_want));
+          size_t wi = 0;
+          size_t given = 0;
+          for (storage::QueuedMessage& m : due) {
+            while (wi < wants.size() && given >= wants[wi].n) {
+              ++wi;
+              given = 0;
+            }
+            if (wi == wants.size()) break;
+            storage::QueueDeliveryState state = m.state;
+            state.attempts += 1;
+            state.lease = NewLease(m.row.id);
+            const int64_t deadline = now_ms + wants[wi].visibility_ms;
+            KVC_RETURN_IF_ERROR(w.QueueLease(m.row, deadline, state));
+            txn.wrote = true;
+            delivered.emplace_back(wi, Delivery{m.row.id, state.lease, std::move(m.row.payload),
+                                                state.attempts, deadline});
+            ++given;
+          }
+        }
+        // 5. Housekeeping: dead letters past retention, and the counts.
+        if (prune) {
+          KVC_ASSIGN_OR_RETURN(int64_t pruned,
+                               w.QueuePruneDead(now_ms - options_.dead_letter_retention_ms));
+          if (pruned > 0) txn.wrote = true;
+        }
+        if (recount) {
+          KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, w.QueueCounts(now_ms));
+          recounted = c.ready + c.delayed + c.running;
+        }
+        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, w.QueueEarliest(false));
+        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, w.QueueEarliest(true));
+        earliest_ready = er.value_or(kNever);
+        earliest_deadline = ed.value_or(kNever);
+        return engine::WriterTaskContext::StateWrite{std::move(txn.changes), txn.wrote};
+      });
+
+  // Outcome: answer what was answered, keep waiting what still waits.
+  std::vector<std::function<void()>> calls;
+  {
+    MutexLock lock(st.mu);
+    if (!s.ok()) {
+      spdlog::error("queue transaction failed: {}", s.ToString());
+      const Status fail =
+          s.code() == StatusCode::kUnavailable
+              ? s
+              : Unavailable("The queue is temporarily unavailable, try again later.");
+      for (auto& job : settles) calls.push_back([d = std::move(job.done), fail] { d(fail); });
+      for (auto& job : admin) calls.push_back([d = std::move(job.done), fail] { d(fail); });
+      for (auto& w : waiters) calls.push_back([d = std::move(w.done), fail] { d(fail); });
+      // Look again after a while rather than spinning on a failing storage.
+      st.earliest_ready = st.earliest_deadline = now_ms + 1000;
+    } else {
+      st.undelivered.fetch_add(txn.undelivered_delta, std::memory_order_relaxed);
+      if (recounted >= 0) st.undelivered.store(recounted, std::memory_order_relaxed);
+      st.earliest_ready = earliest_ready;
+      st.earliest_deadline = earliest_deadline;
+      if (prune) st.next_prune = now_ms + kPruneEveryMs;
+      if (recount) st.next_recount = now_ms + kRecountEveryMs;
+      for (const std::string& lease : txn.freed_leases) {
+        auto it = st.lease_owner.find(lease);
+        if (it == st.lease_owner.end()) continue;
+        if (it->second->in_flight > 0) --it->second->in_flight;
+        st.lease_owner.erase(it);
+      }
+      for (auto& [wi, d] : delivered) {
+        const Want& want = wants[wi];
+        if (want.consumer) {
+          ++want.consumer->in_flight;
+          st.lease_owner.emplace(d.lease, want.consumer);
+          if (!want.consumer->closed) {
+            calls.push_back([sink = want.consumer->sink, d = std::move(d)]() mutable {
+              sink->Deliver(std::move(d));
+            });
+          }
+        } else {
+          waiters[want.waiter].got.push_back(std::move(d));
+        }
+      }
+      for (auto& job : settles) {
+        calls.push_back(
+            [d = std::move(job.done), r = std::move(job.results)]() mutable { d(std::move(r)); });
+      }
+      for (size_t i = 0; i < admin.size(); ++i) {
+        calls.push_back([d = std::move(admin[i].done), r = admin_status[i]] { d(r); });
+      }
+      // Waiters: answered if they got something or their wait is over; the rest wait on, ahead
+      // of any that arrived meanwhile.
+      std::deque<State::Waiter> still;
+      for (auto& w : waiters) {
+        if (!w.got.empty() || w.deadline_ms <= now_ms) {
+          calls.push_back(
+              [d = std::move(w.done), got = std::move(w.got)]() mutable { d(std::move(got)); });
+        } else {
+          still.push_back(std::move(w));
+        }
+      }
+      for (auto& w : st.waiters) still.push_back(std::move(w));
+      st.waiters.swap(still);
+    }
+    st.next_poll = options_.foreign_poll_ms > 0 ? now_ms + options_.foreign_poll_ms : kNever;
+  }
+  for (auto& call : calls) call();
+}
+
+void Queue::OnCommit(const storage::CommitGroup& group) {
+  int64_t earliest = kNever;
+  int64_t added = 0;
+  for (const storage::CommitRecord& r : group.records) {
+    for (const storage::QueueRow& q : r.enqueues) {
+      earliest = std::min(earliest, q.ts);
+      ++added;
+    }
+  }
+  if (added == 0) return;
+  State& st = *state_;
+  bool wake = false;
+  {
+    MutexLock lock(st.mu);
+    st.undelivered.fetch_add(added, std::memory_order_relaxed);
+    if (earliest < st.earliest_ready) st.earliest_ready = earliest;
+    wake = st.HasDemand();
+  }
+  if (wake) st.Wake();
+}
+
+void Queue::OnRetire() { Stop(); }
+
+void Queue::Stop() {
+  State& st = *state_;
+  std::vector<std::function<void()>> calls;
+  {
+    MutexLock lock(st.mu);
+    if (st.stopped) return;
+    st.stopped = true;
+    const Status fail = Stopped();
+    for (auto& job : st.settles) calls.push_back([d = std::move(job.done), fail] { d(fail); });
+    for (auto& job : st.admin) calls.push_back([d = std::move(job.done), fail] { d(fail); });
+    for (auto& w : st.waiters) calls.push_back([d = std::move(w.done), fail] { d(fail); });
+    for (auto& [id, c] : st.consumers) {
+      c->closed = true;
+      calls.push_back([sink = c->sink, fail] { sink->Closed(fail); });
+    }
+    st.settles.clear();
+    st.admin.clear();
+    st.waiters.clear();
+    st.consumers.clear();
+    st.lease_owner.clear();
+  }
+  for (auto& call : calls) call();
+}
+
+}  // namespace kvc::queue
