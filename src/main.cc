@@ -7,6 +7,7 @@
 #include "cli/backup.h"
 #include "cli/bench.h"
 #include "cli/dump.h"
+#include "cli/queue.h"
 #include "cli/serve.h"
 
 // CLI11 throws outside parse() only for misdeclared options, a bug best ended by terminate().
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   kvc::cli::AddDumpCommands(app, &dump);
   kvc::cli::BackupConfig backup;
   kvc::cli::AddBackupCommands(app, &backup);
+  kvc::cli::QueueCliConfig queue;
+  kvc::cli::AddQueueCommands(app, &queue);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -45,5 +48,6 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   if (app.got_subcommand("backup") || app.got_subcommand("restore")) {
     return kvc::cli::RunBackup(app, backup);
   }
+  if (app.got_subcommand("queue")) return kvc::cli::RunQueue(app, queue);
   return kvc::cli::RunAdmin(app, admin);
 }
