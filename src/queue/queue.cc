@@ -85,6 +85,8 @@ struct Queue::State {
     std::vector<storage::KeyChange> changes;
     int64_t undelivered_delta = 0;
     std::vector<std::string> freed_leases;  // settled or expired leases (consumer accounting)
+    uint64_t expired = 0;                   // leases that ran out
+    uint64_t dead = 0;                      // messages dead-lettered
   };
 
   Mutex mu;
@@ -134,6 +136,11 @@ std::shared_ptr<Queue> Queue::QueueFor(engine::Engine& engine) {
 void Queue::Bind(engine::WriterTaskHost* host) { state_->host = host; }
 
 int64_t Queue::undelivered() const { return state_->undelivered.load(std::memory_order_relaxed); }
+
+size_t Queue::consumers() const {
+  MutexLock lock(state_->mu);
+  return state_->waiters.size() + state_->consumers.size();
+}
 
 Status Queue::AdmitEnqueue(size_t n) const {
   if (n == 0) return Status::Ok();
@@ -485,6 +492,7 @@ Result<SettleStatus> FailDelivery(Queue::State::Txn& t, storage::QueuedMessage m
   KVC_RETURN_IF_ERROR(t.w->QueueRemoveRunning(dead.id));
   KVC_RETURN_IF_ERROR(t.w->QueueAddDead(dead));
   --t.undelivered_delta;
+  ++t.dead;
   return SettleStatus::kDead;
 }
 
@@ -543,6 +551,8 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         txn.changes.clear();
         txn.undelivered_delta = 0;
         txn.freed_leases.clear();
+        txn.expired = 0;
+        txn.dead = 0;
         delivered.clear();
         // 1. Expired leases: back to ready after the next step, or dead.
         KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
@@ -551,6 +561,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
           KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, w.QueueGetRunning(id));
           if (!m) continue;
           if (!m->state.lease.empty()) txn.freed_leases.push_back(m->state.lease);
+          ++txn.expired;
           KVC_RETURN_IF_ERROR(
               FailDelivery(txn, std::move(*m), "the lease expired before a settle", std::nullopt)
                   .status());
@@ -663,6 +674,20 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
       st.earliest_ready = st.earliest_deadline = now_ms + 1000;
     } else {
       st.undelivered.fetch_add(txn.undelivered_delta, std::memory_order_relaxed);
+      counters_.delivered.fetch_add(delivered.size(), std::memory_order_relaxed);
+      counters_.expired.fetch_add(txn.expired, std::memory_order_relaxed);
+      counters_.dead.fetch_add(txn.dead, std::memory_order_relaxed);
+      for (const auto& job : settles) {
+        for (const SettleResult& r : job.results) {
+          if (r.status == SettleStatus::kStale) {
+            counters_.stale.fetch_add(1, std::memory_order_relaxed);
+          } else if (job.request.kind == SettleKind::kAck) {
+            counters_.acked.fetch_add(1, std::memory_order_relaxed);
+          } else if (job.request.kind == SettleKind::kNack) {
+            counters_.nacked.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      }
       if (recounted >= 0) st.undelivered.store(recounted, std::memory_order_relaxed);
       st.earliest_ready = earliest_ready;
       st.earliest_deadline = earliest_deadline;

@@ -23,6 +23,7 @@
 // Thread-safety: public methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -89,6 +90,16 @@ struct PullRequest {
   int64_t wait_ms = 0;
 };
 
+// Monotonic counters for metrics.
+struct QueueCounters {
+  std::atomic<uint64_t> delivered{0};  // deliveries (leases handed out)
+  std::atomic<uint64_t> acked{0};
+  std::atomic<uint64_t> nacked{0};
+  std::atomic<uint64_t> expired{0};  // leases that ran out (a Deno process's included)
+  std::atomic<uint64_t> dead{0};     // messages dead-lettered
+  std::atomic<uint64_t> stale{0};    // settles with a lease that was not the current one
+};
+
 struct QueueCounts {
   int64_t ready = 0;    // due now
   int64_t delayed = 0;  // due later
@@ -145,6 +156,9 @@ class Queue : public engine::WriterTask,
   // Messages not yet delivered for good (ready, delayed and leased), as last counted; for the
   // enqueue cap.
   int64_t undelivered() const;
+  const QueueCounters& counters() const { return counters_; }
+  // Waiting pulls and subscribed consumers.
+  size_t consumers() const;
   // Refusal for `n` more messages, if the cap is reached: ResourceExhausted with the text.
   Status AdmitEnqueue(size_t n) const;
 
@@ -173,6 +187,7 @@ class Queue : public engine::WriterTask,
  private:
   const QueueOptions options_;
   std::unique_ptr<State> state_;
+  QueueCounters counters_;
 };
 
 }  // namespace kvc::queue

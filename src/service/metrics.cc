@@ -7,7 +7,10 @@
 #include <prometheus/text_serializer.h>
 
 #include <array>
+#include <atomic>
 #include <unordered_map>
+
+#include "queue/queue.h"
 
 namespace kvc::service {
 namespace {
@@ -346,10 +349,31 @@ std::string Metrics::Render() {
   auto refused =
       Family("kvconnect_overload_refusals_total",
              "Requests refused with 503 because a queue was full, by kind", MetricType::Counter);
+  auto q_undelivered = Family("kvconnect_queue_undelivered",
+                              "Queue messages not yet delivered for good (ready, delayed, leased)",
+                              MetricType::Gauge);
+  auto q_consumers = Family("kvconnect_queue_consumers",
+                            "Waiting pulls and subscribed queue consumers", MetricType::Gauge);
+  auto q_events = Family("kvconnect_queue_events_total",
+                         "Queue deliveries and their outcomes, by event", MetricType::Counter);
   if (directory_) {
     auto snap = directory_->snapshot();
     for (const auto& [id, db] : snap->by_id) {
       const engine::Engine& e = *db.engine;
+      if (auto q = queue::Queue::QueueFor(*db.engine)) {
+        const std::string& name = db.record.name;
+        AddValue(q_undelivered, static_cast<double>(std::max<int64_t>(0, q->undelivered())),
+                 {{"database", name}});
+        AddValue(q_consumers, static_cast<double>(q->consumers()), {{"database", name}});
+        const queue::QueueCounters& qc = q->counters();
+        const std::pair<const char*, const std::atomic<uint64_t>*> events[] = {
+            {"delivered", &qc.delivered}, {"acked", &qc.acked}, {"nacked", &qc.nacked},
+            {"expired", &qc.expired},     {"dead", &qc.dead},   {"stale", &qc.stale}};
+        for (const auto& [event, value] : events) {
+          AddValue(q_events, static_cast<double>(value->load()),
+                   {{"database", name}, {"event", event}});
+        }
+      }
       std::vector<ClientMetric::Label> l = {{"database", db.record.name}};
       if (auto it = db_stats.find(id); it != db_stats.end()) {
         if (it->second.keys >= 0) AddValue(keys, static_cast<double>(it->second.keys), l);
@@ -371,7 +395,7 @@ std::string Metrics::Render() {
     }
   }
   for (auto* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-                  &storage_reads, &refused}) {
+                  &storage_reads, &refused, &q_undelivered, &q_consumers, &q_events}) {
     families.push_back(std::move(*f));
   }
   if (backup_source) RenderBackup(backup_source(), &families);
