@@ -136,3 +136,45 @@ test("a Deno listenQueue on the served file competes with kvconnect's consumers;
     await server.kill();
   }
 });
+
+test("@deno/kv's kv.enqueue over KV Connect is delivered, with its delay and keysIfUndelivered", { timeout: 60_000, skip }, async () => {
+  const { openKv } = await import("@deno/kv");
+  const v8 = await import("node:v8");
+  const server = await startServer();
+  let kv;
+  try {
+    kv = await openKv(server.url, { accessToken: server.token, encodeV8: v8.serialize, decodeV8: v8.deserialize });
+    const sent = Date.now();
+    const r = await kv.enqueue({ from: "node", n: 7n }, { delay: 1000, keysIfUndelivered: [["undelivered", "node"]] });
+    assert.equal(r.ok, true);
+    const first = await api(server, "pull", { wait: 0 });
+    assert.deepEqual(first.messages, [], "not before its delay");
+    const { messages } = await api(server, "pull", { wait: 5000, visibility_timeout: 1000 });
+    assert.ok(Date.now() - sent >= 1000, "delivered after the delay");
+    assert.equal(messages.length, 1);
+    assert.deepEqual(messages[0].value, {
+      type: "object", value: { from: { type: "string", value: "node" }, n: { type: "bigint", value: "7" } },
+    });
+    // @deno/kv sends the schedule [100, 200, 400, 800]: four nacks retry, the fifth dead-letters
+    // and writes the key, which @deno/kv then reads.
+    let lease = messages[0].lease;
+    const statuses = [];
+    for (let i = 0; i < 5; i++) {
+      const nack = await api(server, "nack", { leases: [lease], error: `attempt ${i + 1}` });
+      statuses.push(nack.results[0].status);
+      if (nack.results[0].status === "dead") break;
+      const again = await api(server, "pull", { wait: 5000, visibility_timeout: 1000 });
+      assert.equal(again.messages.length, 1);
+      assert.equal(again.messages[0].attempt, i + 2);
+      lease = again.messages[0].lease;
+    }
+    assert.deepEqual(statuses, ["ok", "ok", "ok", "ok", "dead"]);
+    const entry = await kv.get(["undelivered", "node"]);
+    assert.deepEqual(entry.value, { from: "node", n: 7n });
+  } catch (e) {
+    throw annotate(e, server);
+  } finally {
+    kv?.close();
+    await server.kill();
+  }
+});
