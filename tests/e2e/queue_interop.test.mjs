@@ -178,3 +178,42 @@ test("@deno/kv's kv.enqueue over KV Connect is delivered, with its delay and key
     await server.kill();
   }
 });
+
+test("a queue-scope token uses the queue API and nothing else; a read token gets 403", { timeout: 60_000, skip }, async () => {
+  const server = await startServer();
+  try {
+    const create = async (scope) => {
+      const res = await server.tokenCmd("create", "--db", "default", "--scope", scope);
+      assert.equal(res.code, 0, res.stderr);
+      return res.stdout.trim();
+    };
+    const queueToken = await create("queue");
+    const readToken = await create("read");
+    const call = async (token, op, body) => {
+      for (let i = 0; i < 50; i++) {  // the server learns of new tokens within its catalog poll
+        const res = await fetch(`${server.url}/queue/v1/${op}`, {
+          method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(body),
+        });
+        const text = await res.text();
+        if (res.status !== 401) return { status: res.status, text };
+        await sleep(100);
+      }
+      return { status: 401 };
+    };
+    const enq = await call(queueToken, "enqueue", { messages: [{ value: { type: "string", value: "q" } }] });
+    assert.equal(enq.status, 200, enq.text);
+    const pulled = await call(queueToken, "pull", { wait: 2000 });
+    assert.equal(pulled.status, 200, pulled.text);
+    assert.equal(JSON.parse(pulled.text).messages[0].value.value, "q");
+    const refused = await call(readToken, "pull", { wait: 0 });
+    assert.equal(refused.status, 403);
+    assert.match(refused.text, /read-only/);
+    const res = await runDeno("queue_scope.ts", { kvUrl: server.url, token: queueToken, timeoutMs: 45_000 });
+    const summary = expectDenoOk(res, server);
+    assert.match(summary.message, /queue API only/);
+  } catch (e) {
+    throw annotate(e, server);
+  } finally {
+    await server.kill();
+  }
+});
