@@ -31,6 +31,8 @@ export interface ListenQueueOptions {
   concurrency?: number;
   /** Lease of a delivery in ms (default 30000); renewed every third of it while the handler runs. */
   visibilityTimeout?: number;
+  /** Long-poll time of one pull in ms, 0..20000 (default 5000): how long close() may take. */
+  pullWait?: number;
   /** Aborting it closes this listener as Queue.close does. */
   signal?: AbortSignal;
 }
@@ -57,7 +59,10 @@ export class Queue {
    * handler finished and was settled; rejects with a QueueError when the server refuses it.
    */
   listenQueue(handler: (value: unknown) => unknown, options?: ListenQueueOptions): Promise<void>;
-  /** Closes every listener of this queue (their promises resolve once they drained). */
+  /**
+   * Closes every listener of this queue. A listener finishes the pull under way (at most
+   * `pullWait`), runs and settles the handlers of what it holds, then its promise resolves.
+   */
   close(): void;
 }
 

@@ -15,7 +15,6 @@ import { deserialize, serialize } from "./v8.js";
 
 export { keyToJSONText } from "./keys.js";
 
-const PULL_WAIT_MS = 20_000;
 const MAX_LEASES_PER_REQUEST = 100;
 const MAX_ERROR_TEXT = 4096;
 
@@ -105,21 +104,26 @@ export class Queue {
     if (this.#closed) return Promise.reject(new Error("already closed"));
     const concurrency = options.concurrency ?? 10;
     const visibilityTimeout = options.visibilityTimeout ?? 30_000;
+    const pullWait = options.pullWait ?? 5_000;
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       return Promise.reject(new TypeError("concurrency must be a positive integer"));
+    }
+    if (!Number.isInteger(pullWait) || pullWait < 0 || pullWait > 20_000) {
+      return Promise.reject(new TypeError("pullWait must be an integer from 0 to 20000"));
     }
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     if (options.signal?.aborted) stop.abort();
     options.signal?.addEventListener("abort", onAbort, { once: true });
     this.#listeners.add(stop);
-    return this.#listen(handler, concurrency, visibilityTimeout, stop).finally(() => {
+    return this.#listen(handler, concurrency, visibilityTimeout, pullWait, stop).finally(() => {
       options.signal?.removeEventListener("abort", onAbort);
       this.#listeners.delete(stop);
     });
   }
 
-  /** Closes every listener of this queue (their promises resolve once they drained). */
+  /** Closes every listener of this queue. A listener finishes the pull under way (at most
+   * `pullWait`), runs and settles the handlers of what it holds, then its promise resolves. */
   close() {
     this.#closed = true;
     for (const stop of this.#listeners) stop.abort();
@@ -129,9 +133,10 @@ export class Queue {
    * @param {(value: unknown) => unknown} handler
    * @param {number} concurrency
    * @param {number} visibilityTimeout
+   * @param {number} pullWait
    * @param {AbortController} stop
    */
-  async #listen(handler, concurrency, visibilityTimeout, stop) {
+  async #listen(handler, concurrency, visibilityTimeout, pullWait, stop) {
     /** @type {Map<string, Promise<void>>} lease -> handler and settle */
     const running = new Map();
     /** @type {(() => void) | undefined} */
@@ -192,7 +197,7 @@ export class Queue {
         const body = JSON.stringify({
           max_messages: Math.min(concurrency - running.size, MAX_LEASES_PER_REQUEST),
           visibility_timeout: visibilityTimeout,
-          wait: PULL_WAIT_MS,
+          wait: pullWait,
           format: "v8",
         });
         /** @type {PulledMessage[]} */
@@ -204,6 +209,7 @@ export class Queue {
           if (!stop.signal.aborted) failWith(e);
           break;
         }
+        // Leased to this listener: handled even when it was closed meanwhile.
         for (const m of messages) deliver(m);
       }
     } finally {
@@ -240,7 +246,9 @@ export class Queue {
     for (let attempt = 1; ; attempt++) {
       let delay = backoff(attempt);
       try {
-        const res = await this.#fetch(`${this.#base}/queue/v1/${op}`, { method: "POST", headers, body, signal });
+        // No signal on the fetch itself: a pull cut off after the server leased messages
+        // would strand them until their leases expire (and cost each a backoff step).
+        const res = await this.#fetch(`${this.#base}/queue/v1/${op}`, { method: "POST", headers, body });
         const text = await res.text();
         if (res.ok) return JSON.parse(text);
         const err = errorOf(res.status, text, op);
@@ -251,6 +259,7 @@ export class Queue {
         if (e instanceof QueueError || signal?.aborted || attempt >= attempts) throw e;
       }
       await sleep(delay, signal);
+      if (signal?.aborted) throw new Error(`queue ${op}: closed while retrying`);
     }
   }
 }

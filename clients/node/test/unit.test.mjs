@@ -68,12 +68,13 @@ test("V8: every Deno KV value type round-trips", () => {
 function fakeServer(routes) {
   const calls = [];
   const fetch = async (url, init) => {
+    assert.equal(init.signal, undefined, "requests are never cut off");
     const op = url.replace(/^.*\/queue\/v1\//, "");
     const body = JSON.parse(init.body);
     calls.push({ url, op, body, auth: init.headers.authorization });
     const route = routes[op];
     if (!route) return new Response('{"error":"no route","code":"not_found"}', { status: 404 });
-    const [status, answer, headers] = await route(body, calls.length, init.signal);
+    const [status, answer, headers] = await route(body, calls.length);
     return new Response(JSON.stringify(answer), { status, headers });
   };
   return { fetch, calls };
@@ -123,13 +124,10 @@ test("listenQueue: handler result acks, a throw nacks with its text, close drain
     { id: "2", lease: "L2", value: v8wire({ n: 2, fail: true }), attempt: 1 },
   ];
   const srv = fakeServer({
-    pull: async (body, _n, signal) => {
+    pull: async (body) => {
       assert.equal(body.format, "v8");
       const messages = queue.splice(0, body.max_messages);
-      if (messages.length === 0) {
-        await new Promise((resolve) => signal.addEventListener("abort", resolve));
-        throw new DOMException("aborted", "AbortError");
-      }
+      if (messages.length === 0) await new Promise((r) => setTimeout(r, 20)); // a short long poll
       return [200, { messages }];
     },
     ack: (b) => [200, { results: b.leases.map((lease) => ({ lease, status: "ok" })) }],
@@ -154,13 +152,13 @@ test("listenQueue: handler result acks, a throw nacks with its text, close drain
 test("listenQueue: a running handler's lease is extended; close waits for it and settles it", async () => {
   let delivered = false;
   const srv = fakeServer({
-    pull: async (_b, _n, signal) => {
+    pull: async () => {
       if (!delivered) {
         delivered = true;
         return [200, { messages: [{ id: "1", lease: "L1", value: v8wire("slow"), attempt: 1 }] }];
       }
-      await new Promise((resolve) => signal.addEventListener("abort", resolve));
-      throw new DOMException("aborted", "AbortError");
+      await new Promise((r) => setTimeout(r, 20));
+      return [200, { messages: [] }];
     },
     extend: (b) => [200, { results: b.leases.map((lease) => ({ lease, status: "ok" })) }],
     ack: (b) => [200, { results: b.leases.map((lease) => ({ lease, status: "ok" })) }],
@@ -198,15 +196,42 @@ test("listenQueue: a refused pull rejects with the server's text; 5xx are retrie
 
 test("listenQueue: an aborted signal stops the listener", async () => {
   const srv = fakeServer({
-    pull: async (_b, _n, signal) => {
-      await new Promise((resolve) => signal.addEventListener("abort", resolve));
-      throw new DOMException("aborted", "AbortError");
+    pull: async (body) => {
+      assert.equal(body.wait, 200);
+      await new Promise((r) => setTimeout(r, body.wait));
+      return [200, { messages: [] }];
     },
   });
   const q = openQueue({ url: "http://h:1", fetch: srv.fetch });
   const ctrl = new AbortController();
-  const done = q.listenQueue(() => {}, { signal: ctrl.signal });
+  const t0 = Date.now();
+  const done = q.listenQueue(() => {}, { signal: ctrl.signal, pullWait: 200 });
   setTimeout(() => ctrl.abort(), 50);
   await done;
-  assert.equal(srv.calls.length, 1);
+  assert.equal(srv.calls.length, 1, "no pull after the abort");
+  assert.ok(Date.now() - t0 >= 190, "the pull under way was finished, not cut off");
+  await assert.rejects(q.listenQueue(() => {}, { pullWait: 20_001 }), TypeError);
+});
+
+test("listenQueue: messages of the pull under way at close are still handled and acked", async () => {
+  let pulls = 0;
+  let closeNow;
+  const closing = new Promise((r) => (closeNow = r));
+  const srv = fakeServer({
+    pull: async () => {
+      if (++pulls > 1) throw new Error("pulled after close");
+      closeNow();
+      await new Promise((r) => setTimeout(r, 100)); // close() is called meanwhile
+      return [200, { messages: [{ id: "1", lease: "L1", value: v8wire("late"), attempt: 1 }] }];
+    },
+    ack: (b) => [200, { results: b.leases.map((lease) => ({ lease, status: "ok" })) }],
+  });
+  const q = openQueue({ url: "http://h:1", fetch: srv.fetch });
+  const got = [];
+  const done = q.listenQueue((v) => got.push(v));
+  await closing;
+  q.close();
+  await done;
+  assert.deepEqual(got, ["late"]);
+  assert.deepEqual(srv.calls.map((c) => c.op), ["pull", "ack"]);
 });
