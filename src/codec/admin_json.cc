@@ -339,7 +339,16 @@ Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uin
           "one (wrap it in an object).");
     }
     e.payload = std::move(value->data);
-    const int64_t delay = m.HasMember("delay") ? m["delay"].GetInt64() : 0;
+    int64_t delay = 0;
+    if (m.HasMember("delay")) {
+      // As Deno's kv.enqueue: a number of ms (a fraction is cut off), 0 to 30 days.
+      const double d = m["delay"].GetDouble();
+      if (!(d >= 0)) return InvalidArgument("'delay': Delay must be >= 0.");
+      if (d > static_cast<double>(kMaxQueueDelayMs)) {
+        return InvalidArgument("'delay': Delay cannot be greater than 30 days.");
+      }
+      delay = static_cast<int64_t>(d);
+    }
     e.deadline_ms = now_ms + delay;
     if (m.HasMember("backoff_schedule")) {
       e.backoff_given = true;

@@ -136,6 +136,7 @@ Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool m
 Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry);
 
 // Queue API (docs/queues.md; definitions Queue* of the schema).
+inline constexpr int64_t kMaxQueueDelayMs = 30LL * 24 * 3600 * 1000;
 // QueueEnqueueRequest: each message becomes an Enqueue due at now_ms + delay; values as
 // KvValueFromJson with `v8_format` (a V8 value is required: Deno's queue carries V8 values).
 Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uint32_t v8_format,

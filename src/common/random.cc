@@ -43,6 +43,18 @@ std::string NewUuidV4() {
          "-" + h.substr(20, 12);
 }
 
+std::string NewUuidV7(int64_t unix_ms, uint16_t seq) {
+  std::string b = RandomBytes(16);
+  const auto ms = static_cast<uint64_t>(unix_ms);
+  for (int i = 0; i < 6; ++i) b[i] = static_cast<char>((ms >> (40 - 8 * i)) & 0xff);
+  b[6] = static_cast<char>(0x70 | ((seq >> 8) & 0x0f));
+  b[7] = static_cast<char>(seq & 0xff);
+  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);
+  std::string h = HexEncode(b);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
+
 namespace {
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 }

@@ -674,7 +674,7 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
   for (const Enqueue& e : w.enqueues) {
     storage::QueueRow q;
     q.ts = e.deadline_ms;
-    q.id = NewUuidV4();
+    q.id = NextMessageId(now_ms);
     q.payload = e.payload;
     q.backoff_schedule = e.backoff_schedule.empty() && !e.backoff_given ? kDefaultBackoffSchedule
                                                                         : e.backoff_schedule;
@@ -685,6 +685,20 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
   result.ok = true;
   result.version = version;
   return result;
+}
+
+std::string Engine::NextMessageId(int64_t now_ms) {
+  // Time-ordered ids, so messages due in the same millisecond are delivered in enqueue order
+  // (the queue hands out due messages by (ts, id)); strictly increasing even if the clock
+  // steps back or 4096 arrive in one millisecond.
+  if (now_ms > id_ms_) {
+    id_ms_ = now_ms;
+    id_seq_ = 0;
+  } else if (++id_seq_ > 0xfff) {
+    ++id_ms_;
+    id_seq_ = 0;
+  }
+  return NewUuidV7(id_ms_, static_cast<uint16_t>(id_seq_));
 }
 
 Status Engine::LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,

@@ -217,6 +217,8 @@ class Engine {
   // Applies one write inside the open transaction at a version above *version, which it
   // advances. On error or check failure the caller rolls back to the write's savepoint.
   Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
+  // The id of a new queue message: a UUIDv7 above every earlier one. Writer thread only.
+  std::string NextMessageId(int64_t now_ms);
   // Writer-task transactions (see WriterTaskContext::Transact).
   Status Transact(storage::CommitOrigin origin, const WriterTaskContext::StateBody& body);
   // Logs `records` (change_log; the first one follows `base`), sets the data version, commits
@@ -275,6 +277,8 @@ class Engine {
   std::atomic<int64_t> committed_version_{0};
   std::atomic<int64_t> log_prune_through_{0};  // PruneChangeLogThrough
   int64_t log_pruned_through_ = 0;             // writer thread only
+  int64_t id_ms_ = 0;                          // NextMessageId, writer thread only
+  uint32_t id_seq_ = 0;
 
   std::atomic<size_t> scans_running_{0};
   std::atomic<bool> scans_stop_{false};  // set by Retire: running scans end after their page
