@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/random.h"
 
 namespace kvc::cli {
@@ -110,6 +111,14 @@ Status Application::Init() {
                                                  const std::shared_ptr<engine::Engine>& e) {
     e->AddListener(m->commit_listener());
   });
+  KVC_RETURN_IF_ERROR(ParsePushOptions());
+  if (!push_options_.empty()) {
+    directory_->AddEngineHook(
+        [this](const storage::DatabaseRecord& rec, const std::shared_ptr<engine::Engine>& e) {
+          auto it = push_options_.find(rec.name);
+          if (it != push_options_.end()) StartPush(rec.name, it->second, *e);
+        });
+  }
   if (backup_) {
     directory_->AddEngineHook([b = backup_.get()](const storage::DatabaseRecord& rec,
                                                   const std::shared_ptr<engine::Engine>& e) {
@@ -211,8 +220,91 @@ void Application::Shutdown() {
   if (server_) (void)server_->Stop(std::chrono::milliseconds(config_.shutdown_grace_ms));
   if (metrics_server_) (void)metrics_server_->Stop(std::chrono::milliseconds(0));
   if (metrics_) metrics_->Stop();
+  StopPushes();
   if (backup_) backup_->Stop();  // ships what is pending, while the engines still run
   if (directory_) directory_->Stop();
+}
+
+Status Application::ParsePushOptions() {
+  const ServeConfig& c = config_;
+  auto split = [](const std::string& item,
+                  const char* flag) -> Result<std::pair<std::string, std::string>> {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      return InvalidArgument(std::string(flag) + " takes NAME=VALUE, got '" + item + "'");
+    }
+    return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
+  };
+  for (const std::string& item : c.queue_push) {
+    KVC_ASSIGN_OR_RETURN(auto kv, split(item, "--queue-push"));
+    queue::PushOptions& o = push_options_[kv.first];
+    o.url = kv.second;
+    o.allow_hosts = c.queue_push_allow;
+    o.concurrency = c.queue_push_concurrency;
+    o.timeout_ms = c.queue_push_timeout_ms;
+    o.visibility_ms = std::max(o.visibility_ms, c.queue_push_timeout_ms * 2);
+    o.format = c.queue_push_format;
+  }
+  for (const std::string& item : c.queue_push_secrets) {
+    KVC_ASSIGN_OR_RETURN(auto kv, split(item, "--queue-push-secret"));
+    auto it = push_options_.find(kv.first);
+    if (it == push_options_.end()) {
+      return InvalidArgument("--queue-push-secret names database '" + kv.first +
+                             "', which has no --queue-push URL");
+    }
+    it->second.secrets.push_back(kv.second);
+  }
+  for (const auto& [name, o] : push_options_) {
+    Status s = queue::ValidatePushOptions(o);
+    if (!s.ok()) return InvalidArgument("push delivery of '" + name + "': " + s.message());
+  }
+  return Status::Ok();
+}
+
+void Application::StartPush(const std::string& name, const queue::PushOptions& options,
+                            engine::Engine& engine) {
+  std::shared_ptr<queue::Queue> q = queue::Queue::QueueFor(engine);
+  if (!q) return;
+  std::weak_ptr<queue::Queue> weak = q;  // the queue holds the dispatcher: no cycle
+  const bool v8 = options.format == "v8";
+  auto d = queue::PushDispatcher::Start(
+      options,
+      [weak](queue::SettleRequest r, queue::Queue::SettleCallback cb) {
+        if (auto queue = weak.lock()) {
+          queue->Settle(std::move(r), std::move(cb));
+        } else {
+          cb(Unavailable("The queue stopped."));
+        }
+      },
+      [v8](const queue::Delivery& m) -> Result<std::string> {
+        KVC_ASSIGN_OR_RETURN(std::string value, service::QueueValueOf(m.payload, v8));
+        return queue::PushBody(m, value, NowUnixMs());
+      });
+  if (!d.ok()) {
+    spdlog::error("push delivery of '{}' did not start: {}", name, d.status().ToString());
+    return;
+  }
+  auto sub = q->Subscribe((*d)->consumer_options(), *d);
+  if (!sub.ok()) {
+    spdlog::error("push delivery of '{}' did not start: {}", name, sub.status().ToString());
+    (*d)->Stop();
+    return;
+  }
+  spdlog::info("pushing the queue of '{}' to {}", name, options.url);
+  MutexLock lock(push_mu_);
+  pushes_.push_back(Push{std::move(*d), std::move(*sub)});
+}
+
+void Application::StopPushes() {
+  std::vector<Push> pushes;
+  {
+    MutexLock lock(push_mu_);
+    pushes.swap(pushes_);
+  }
+  for (Push& p : pushes) {
+    p.subscription.reset();
+    p.dispatcher->Stop();
+  }
 }
 
 Status Application::ReloadTls() {

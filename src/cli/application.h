@@ -11,11 +11,15 @@
 // Thread-safety: Open/Start/Shutdown from one controlling thread; ReloadTls from that thread.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "cli/serve.h"
+#include "common/mutex.h"
 #include "net/server.h"
+#include "queue/push.h"
+#include "queue/queue.h"
 #include "service/admin_api.h"
 #include "service/admin_ops.h"
 #include "service/console.h"
@@ -64,6 +68,12 @@ class Application {
  private:
   explicit Application(ServeConfig config) : config_(std::move(config)) {}
   Status Init();
+  // --queue-push*: the options of every database that pushes. Errors: InvalidArgument.
+  Status ParsePushOptions();
+  // Starts pushing `name`'s queue (an engine hook: each time the database opens).
+  void StartPush(const std::string& name, const queue::PushOptions& options, engine::Engine& engine)
+      KVC_EXCLUDES(push_mu_);
+  void StopPushes() KVC_EXCLUDES(push_mu_);
 
   ServeConfig config_;
   std::unique_ptr<storage::Storage> storage_;  // outlives everything that uses its catalog
@@ -81,6 +91,14 @@ class Application {
   std::unique_ptr<service::AdminOps> admin_ops_;
   std::unique_ptr<service::AdminApi> admin_api_;
   std::unique_ptr<service::QueueApi> queue_api_;
+  // Push delivery per database name (--queue-push), and the dispatchers running.
+  struct Push {
+    std::shared_ptr<queue::PushDispatcher> dispatcher;
+    std::unique_ptr<queue::Queue::Subscription> subscription;
+  };
+  std::map<std::string, queue::PushOptions> push_options_;
+  Mutex push_mu_;
+  std::vector<Push> pushes_ KVC_GUARDED_BY(push_mu_);
   std::unique_ptr<service::MetricsHandler> metrics_handler_;
   std::unique_ptr<service::HealthHandler> live_handler_;
   std::unique_ptr<service::HealthHandler> ready_handler_;

@@ -177,6 +177,29 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "the same file) enqueued; 0: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  s->add_option("--queue-push", c->queue_push,
+                "Push a database's queue messages to a URL as Standard Webhooks: NAME=URL "
+                "(repeatable; in a config file, comma-separated)")
+      ->delimiter(',');
+  s->add_option("--queue-push-secret", c->queue_push_secrets,
+                "Signing secret of a database's push: NAME=whsec_BASE64 (repeatable; two for a "
+                "rotation)")
+      ->delimiter(',');
+  s->add_option("--queue-push-allow", c->queue_push_allow,
+                "Address or CIDR that push may reach although private or loopback (repeatable)")
+      ->delimiter(',');
+  s->add_option("--queue-push-concurrency", c->queue_push_concurrency,
+                "Push requests in flight per database")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  s->add_option("--queue-push-timeout-ms", c->queue_push_timeout_ms,
+                "A push request that takes longer fails (and is retried per the backoff schedule)")
+      ->check(CLI::Range(int64_t{100}, int64_t{600000}))
+      ->capture_default_str();
+  s->add_option("--queue-push-format", c->queue_push_format,
+                "The value in a push body: json (KvValueJSON) or v8 (V8 bytes, base64url)")
+      ->check(CLI::IsMember({"json", "v8"}))
+      ->capture_default_str();
   s->add_flag("--portable-v8-values", c->service.portable_v8_values,
               "Store and serve V8 values so Deno and Node (@deno/kv) read each other's: format "
               "16 as 15, Node's typed arrays and error field order as V8's, each only when "

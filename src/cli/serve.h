@@ -40,6 +40,14 @@ struct ServeConfig {
   // Queue delivery of every database (docs/queues.md).
   queue::QueueOptions queue;
   service::QueueApiOptions queue_api;
+  // Push delivery (docs/queues.md): NAME=URL per database, NAME=whsec_... secrets (two during a
+  // rotation), literal addresses or CIDRs allowed although private or loopback.
+  std::vector<std::string> queue_push;
+  std::vector<std::string> queue_push_secrets;
+  std::vector<std::string> queue_push_allow;
+  size_t queue_push_concurrency = 4;
+  int64_t queue_push_timeout_ms = 30000;
+  std::string queue_push_format = "json";
   // Continuous backup: a directory or s3://bucket/prefix; empty: off.
   std::string backup_to;
   backup::ContinuousBackupOptions backup;

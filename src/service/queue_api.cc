@@ -30,12 +30,9 @@ HttpResponse Json(std::string body) {
   return r;
 }
 
-// A delivery as the API shows it (docs/queues.md). Payloads still in V8 format 16 (enqueued
-// by a local Deno) leave in the form every runtime reads, as KV Connect reads do.
+// A delivery as the API shows it (docs/queues.md).
 Result<std::string> DeliveryJson(const queue::Delivery& d, bool v8) {
-  std::optional<std::string> portable = codec::PortableV8(d.payload);
-  KVC_ASSIGN_OR_RETURN(std::string value,
-                       codec::QueueValueJson(portable ? *portable : d.payload, v8));
+  KVC_ASSIGN_OR_RETURN(std::string value, QueueValueOf(d.payload, v8));
   std::string out = "{\"id\":" + codec::JsonQuote(d.id) +
                     ",\"lease\":" + codec::JsonQuote(d.lease) + ",\"value\":" + value +
                     ",\"attempt\":" + std::to_string(d.attempt) +
@@ -140,6 +137,11 @@ Result<int64_t> IntParam(const QueryParams& params, const char* name, int64_t fa
 }
 
 }  // namespace
+
+Result<std::string> QueueValueOf(const std::string& payload, bool v8) {
+  std::optional<std::string> portable = codec::PortableV8(payload);
+  return codec::QueueValueJson(portable ? *portable : payload, v8);
+}
 
 struct QueueApi::Call {
   HttpRequest req;

@@ -54,6 +54,10 @@ class QueueApi : public Handler {
   PortableValues portable_;
 };
 
+// A message's payload as the API shows it: its KvValueJSON, or with `v8` the {"type": "v8"} form
+// of its bytes; format-16 payloads (from a local Deno) first become the form every runtime reads.
+Result<std::string> QueueValueOf(const std::string& payload, bool v8);
+
 // The admin API's queue resources of `db` (`rest` is the path after /databases/NAME/):
 // GET queue (counts), POST queue/dead/list, queue/dead/requeue, queue/dead/purge. Answers
 // through `respond` with the admin API's JSON (errors included). False if `rest` is not a

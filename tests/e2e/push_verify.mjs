@@ -5,7 +5,8 @@
 //   verifyPush(secrets, body, headers): the parsed body if one of `secrets` ("whsec_...")
 //     verifies the request, and its webhook-id is the message id in the body; throws otherwise.
 //   startPushReceiver({secrets, port, status}): an HTTP server on 127.0.0.1 that verifies every
-//     POST, answers 204 (`status` to override) or 401, and records what it saw:
+//     POST, answers 204 (`status` to override: a number, or a function of the verified message
+//     returning one) or 401, and records what it saw:
 //     {port, url, received: [{ok, id, attempt, value, error, headers}], close()}.
 import http from "node:http";
 import { Webhook } from "standardwebhooks";
@@ -48,7 +49,7 @@ export function startPushReceiver({ secrets, port = 0, status = 204 }) {
         const message = verifyPush(secrets, body, headers);
         received.push({ ok: true, id: message.data.id, attempt: message.data.attempt,
                         value: message.data.value, headers });
-        res.writeHead(status).end();
+        res.writeHead(typeof status === "function" ? status(message) : status).end();
       } catch (e) {
         received.push({ ok: false, error: String(e?.message ?? e), headers });
         res.writeHead(401, { "content-type": "text/plain" }).end(String(e?.message ?? e));
