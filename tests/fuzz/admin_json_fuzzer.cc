@@ -1,6 +1,7 @@
 // The admin API's request parsers (JSON, schema validation, keys and values in their JSON
 // views, selectors and cursors) on untrusted bytes. Whatever parses must hold its invariants:
-// a range never runs backwards, a check is empty or 10 bytes, a parsed value re-encodes.
+// a range never runs backwards, a check is empty or 10 bytes, a parsed value re-encodes. The
+// queue API's requests (docs/queues.md) too: delays within 0..30 days, bounded lists.
 #include <cstdlib>
 #include <string_view>
 
@@ -34,5 +35,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto del = ParseAdminDeleteRequest(in); del.ok()) {
     Require(!del->check || del->check->empty() || del->check->size() == 10);
   }
+  if (auto enq = ParseQueueEnqueueRequest(in, 15, 1'000'000); enq.ok()) {
+    Require(!enq->empty() && enq->size() <= 1000);
+    for (const kvc::Enqueue& e : *enq) {
+      Require(e.deadline_ms >= 1'000'000 && e.deadline_ms - 1'000'000 <= kMaxQueueDelayMs);
+      Require(!e.payload.empty() && static_cast<uint8_t>(e.payload[0]) == 0xff);
+    }
+  }
+  if (auto pull = ParseQueuePullRequest(in); pull.ok()) {
+    Require(pull->max_messages >= 1 && pull->wait_ms >= 0);
+  }
+  if (auto settle = ParseQueueSettleRequest(in); settle.ok()) {
+    Require(!settle->leases.empty() && settle->leases.size() <= 100);
+    Require(!settle->delay_ms || *settle->delay_ms >= 0);
+  }
+  (void)ParseQueueDeadListRequest(in);
+  if (auto dead = ParseQueueDeadRequest(in); dead.ok()) Require(dead->all == dead->ids.empty() || dead->all);
   return 0;
 }
