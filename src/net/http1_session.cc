@@ -3,9 +3,12 @@
 // responses use chunked transfer encoding, and a read kept pending during a stream notices when
 // the client goes away.
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <deque>
 #include <optional>
 #include <type_traits>
@@ -189,13 +192,40 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       r.headers.emplace_back(std::move(name), std::string(f.value()));
     }
     r.body = std::move(req.body());
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    r.client_gone = gone;
     state_ = State::kHandling;
     beast::get_lowest_layer(stream_).expires_never();
+    WatchForHangup(std::move(gone));
     auto self = this->shared_from_this();
     ctx_->handler->Handle(std::move(r), [self](service::HttpResponse resp) {
       asio::post(self->stream_.get_executor(),
                  [self, resp = std::move(resp)]() mutable { self->OnResponse(std::move(resp)); });
     });
+  }
+
+  // While the handler works, notices a client that closes its connection (the socket turns
+  // readable with nothing to read) and sets `gone`. Only waits: the bytes of a pipelined next
+  // request stay where the next read finds them, and the wait ends harmlessly whenever the
+  // socket turns readable later (or is closed).
+  void WatchForHangup(std::shared_ptr<std::atomic<bool>> gone) {
+    auto& sock = beast::get_lowest_layer(stream_).socket();
+    sock.async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this(), gone = std::move(gone),
+                                 seq = requests_](beast::error_code ec) {
+          if (ec == asio::error::operation_aborted) return;
+          if (self->state_ != State::kHandling || self->requests_ != seq) return;
+          if (ec) {
+            gone->store(true);
+            return;
+          }
+          char byte = 0;
+          const ssize_t n = ::recv(beast::get_lowest_layer(self->stream_).socket().native_handle(),
+                                   &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            gone->store(true);
+          }
+        });
   }
 
   void OnResponse(service::HttpResponse resp) {

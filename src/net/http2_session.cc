@@ -24,6 +24,7 @@ struct H2Stream {
   bool headers_too_large = false;
   bool dispatched = false;
   bool responded = false;
+  std::shared_ptr<std::atomic<bool>> client_gone;  // HttpRequest::client_gone
   // Response body.
   std::string out;
   size_t out_off = 0;
@@ -56,6 +57,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     // release their sources, which hold engine subscriptions.
     ctx_->h2_streams_open -= static_cast<int64_t>(streams_.size());
     for (auto& [id, st] : streams_) {
+      if (st->client_gone && !st->responded) st->client_gone->store(true);
       if (!st->dispatched) ReleaseBody(st.get());
       if (st->source) st->source->Cancel();
     }
@@ -329,6 +331,8 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     st->req.tls = kIsTls<Stream>;
     st->req.http2 = true;
     st->req.peer = peer_;
+    st->client_gone = std::make_shared<std::atomic<bool>>(false);
+    st->req.client_gone = st->client_gone;
     auto self = this->shared_from_this();
     const int32_t id = st->id;
     ++inflight_;
@@ -572,6 +576,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (it == self->streams_.end()) return 0;
     H2Stream* st = it->second.get();
     --self->ctx_->h2_streams_open;
+    if (st->client_gone && !st->responded) st->client_gone->store(true);
     if (!st->dispatched) self->ReleaseBody(st);
     if (st->source) {
       st->source->Cancel();

@@ -53,6 +53,7 @@ const char* SettleStatusName(SettleStatus s) {
 
 struct Queue::State {
   struct Waiter {
+    std::shared_ptr<const std::atomic<bool>> gone;
     size_t max = 1;
     int64_t visibility_ms = 0;
     int64_t deadline_ms = 0;
@@ -180,6 +181,7 @@ void Queue::Pull(PullRequest request, PullCallback done) {
       refused = Unavailable("Too many consumers are waiting on this queue, try again later.");
     } else {
       State::Waiter w;
+      w.gone = std::move(request.gone);
       w.max = request.max_messages;
       w.visibility_ms = request.visibility_ms;
       w.deadline_ms = st.host->NowMs() + request.wait_ms;
@@ -504,6 +506,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
   std::vector<State::SettleJob> settles;
   std::vector<State::AdminJob> admin;
   std::deque<State::Waiter> waiters;
+  std::vector<State::Waiter> gone_waiters;
   struct Want {
     std::shared_ptr<State::Consumer> consumer;  // or the waiter at `waiter`
     size_t waiter = 0;
@@ -519,7 +522,15 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
     if (st.stopped) return;
     settles.swap(st.settles);
     admin.swap(st.admin);
-    waiters.swap(st.waiters);
+    // Waiters whose client went away take nothing (their leases would only expire).
+    for (auto& w : st.waiters) {
+      if (w.gone && w.gone->load()) {
+        gone_waiters.push_back(std::move(w));
+      } else {
+        waiters.push_back(std::move(w));
+      }
+    }
+    st.waiters.clear();
     for (size_t i = 0; i < waiters.size(); ++i) {
       wants.push_back(Want{nullptr, i, waiters[i].max, waiters[i].visibility_ms});
       total_want += waiters[i].max;
@@ -735,6 +746,9 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
       st.waiters.swap(still);
     }
     st.next_poll = options_.foreign_poll_ms > 0 ? now_ms + options_.foreign_poll_ms : kNever;
+  }
+  for (auto& w : gone_waiters) {
+    calls.push_back([d = std::move(w.done)] { d(Unavailable("The client went away.")); });
   }
   for (auto& call : calls) call();
 }

@@ -88,6 +88,9 @@ struct PullRequest {
   size_t max_messages = 1;
   int64_t visibility_ms = 0;  // 0: the default
   int64_t wait_ms = 0;
+  // Set once the client went away (HttpRequest::client_gone): a waiting pull that sees it takes
+  // nothing more. May be null.
+  std::shared_ptr<const std::atomic<bool>> gone;
 };
 
 // Monotonic counters for metrics.

@@ -6,6 +6,7 @@
 // session: Start() once, then Cancel() exactly once when the stream ends for any reason.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -29,6 +30,11 @@ struct HttpRequest {
   std::string peer;    // remote address, for logs
   bool http2 = false;  // which session produced it (for metrics)
   bool tls = false;
+  // Set (by the session, on its thread) once the client went away before the answer: an HTTP/2
+  // stream reset or closed, an HTTP/1.1 connection closed (plain TCP; seen through TLS only
+  // when the connection breaks). Best effort, for handlers that wait long (queue pulls); may be
+  // null.
+  std::shared_ptr<const std::atomic<bool>> client_gone;
 
   // First value of a header (name lowercase), or empty.
   std::string_view Header(std::string_view name) const {

@@ -256,6 +256,7 @@ void QueueApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
     pr.max_messages = static_cast<size_t>(req->max_messages);
     pr.visibility_ms = req->visibility_ms;
     pr.wait_ms = req->wait_ms;
+    pr.gone = call->req.client_gone;
     q->Pull(pr, [call, v8 = req->v8](Result<std::vector<queue::Delivery>> r) {
       Guarded(call->respond, [&] {
         if (!r.ok()) {

@@ -113,3 +113,29 @@ test("stream: bad parameters are 400 with a text; POST is 405", { timeout: 30_00
     await server.kill();
   }
 });
+
+test("a pull whose client went away takes nothing: the next message goes to a live pull at once", { timeout: 60_000, skip }, async () => {
+  const server = await startServer();
+  try {
+    // Node's fetch closes the connection when a request is aborted.
+    const ac = new AbortController();
+    const abandoned = fetch(`${server.url}/queue/v1/pull`, {
+      method: "POST", headers: { authorization: `Bearer ${server.token}` },
+      body: JSON.stringify({ wait: 15000, visibility_timeout: 30000 }), signal: ac.signal,
+    }).catch(() => "aborted");
+    await sleep(300);
+    ac.abort();
+    assert.equal(await abandoned, "aborted");
+    await sleep(300);
+    const live = api(server, "pull", { wait: 5000 });
+    await sleep(200);
+    await api(server, "enqueue", { messages: [{ value: { type: "string", value: "for the living" } }] });
+    const { messages } = await live;
+    assert.equal(messages.length, 1, "the message went to the pull whose client is still there");
+    assert.equal(messages[0].attempt, 1, "first delivery: no lease was wasted on the gone client");
+  } catch (e) {
+    throw annotate(e, server);
+  } finally {
+    await server.kill();
+  }
+});
