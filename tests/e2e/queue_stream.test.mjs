@@ -4,6 +4,7 @@
 // are delivered again.
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import { annotate, LOCAL_BACKEND, removeTempDirs, sleep, startServer } from "./harness.mjs";
 
 after(removeTempDirs);
@@ -136,6 +137,32 @@ test("a pull whose client went away takes nothing: the next message goes to a li
   } catch (e) {
     throw annotate(e, server);
   } finally {
+    await server.kill();
+  }
+});
+
+test("over HTTP/2 too: a pull whose stream was reset takes nothing", { timeout: 60_000, skip }, async () => {
+  const server = await startServer();
+  const session = http2.connect(server.url);  // h2c with prior knowledge, as Deno speaks it
+  try {
+    const req = session.request({
+      ":method": "POST", ":path": "/queue/v1/pull", authorization: `Bearer ${server.token}`,
+    });
+    req.on("error", () => {});
+    req.end(JSON.stringify({ wait: 15000, visibility_timeout: 30000 }));
+    await sleep(300);
+    req.close(http2.constants.NGHTTP2_CANCEL);  // RST_STREAM, the connection stays
+    await sleep(300);
+    const live = api(server, "pull", { wait: 5000 });
+    await sleep(200);
+    await api(server, "enqueue", { messages: [{ value: { type: "string", value: "h2" } }] });
+    const { messages } = await live;
+    assert.equal(messages.length, 1);
+    assert.equal(messages[0].attempt, 1, "no lease was wasted on the reset stream");
+  } catch (e) {
+    throw annotate(e, server);
+  } finally {
+    session.destroy();
     await server.kill();
   }
 });
