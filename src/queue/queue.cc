@@ -117,7 +117,7 @@ struct Queue::State {
   }
 };
 
-Queue::Queue(QueueOptions options) : options_(options), state_(std::make_unique<State>()) {}
+Queue::Queue(QueueOptions options) : options_(options), state_(std::make_shared<State>()) {}
 
 Queue::~Queue() = default;
 
@@ -266,15 +266,15 @@ Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions op
     st.consumers.emplace(id, std::move(c));
   }
   st.Wake();
-  std::weak_ptr<Queue> weak = weak_from_this();
+  std::weak_ptr<State> weak = state_;
   return std::unique_ptr<Subscription>(std::make_unique<SubscriptionImpl>([weak, id] {
-    auto self = weak.lock();
-    if (!self) return;
-    MutexLock lock(self->state_->mu);
-    auto it = self->state_->consumers.find(id);
-    if (it == self->state_->consumers.end()) return;
+    auto state = weak.lock();
+    if (!state) return;
+    MutexLock lock(state->mu);
+    auto it = state->consumers.find(id);
+    if (it == state->consumers.end()) return;
     it->second->closed = true;
-    self->state_->consumers.erase(it);
+    state->consumers.erase(it);
   }));
 }
 
