@@ -566,7 +566,9 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
             if (!id.empty()) {
               KVC_ASSIGN_OR_RETURN(m, w.QueueGetRunning(id));
             }
-            if (!m || m->state.lease.empty() || m->state.lease != lease) {
+            // A lease past its deadline is stale even if step 1 has not expired it yet (more
+            // expiries than one run takes).
+            if (!m || m->state.lease.empty() || m->state.lease != lease || m->row.ts <= now_ms) {
               r.status = SettleStatus::kStale;
               job.results.push_back(std::move(r));
               continue;

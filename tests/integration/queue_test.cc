@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -189,6 +190,17 @@ class QueueTest : public ::testing::Test {
       if (page.size() < static_cast<size_t>(r.limit)) return out;
       r.start = page.back().key + std::string(1, '\0');
     }
+  }
+  // A point read of `key` (may be answered from the engine's read cache): its value, if any.
+  std::optional<std::string> Get(const std::string& key) {
+    ReadRange r;
+    r.start = key;
+    r.end = key + std::string(1, '\0');
+    r.limit = 1;
+    auto res = testutil::ReadSync(*engine_, {r});
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    if (!res.ok() || res->ranges[0].empty()) return std::nullopt;
+    return res->ranges[0][0].value;
   }
   // Moves the clock and lets the writer see it (the next queue call runs after that).
   void Advance(int64_t ms) {
@@ -529,6 +541,10 @@ TEST_F(QueueTest, ExactBackoffScheduleThenDeadLetterInOneCommit) {
     lease = (*again)[0].lease;
   }
   EXPECT_TRUE(Scan("dl/").empty());
+  // Point reads, twice: the read cache now knows these keys as absent.
+  for (int i = 0; i < 2; ++i) {
+    for (const std::string& k : keys) EXPECT_FALSE(Get(k).has_value()) << k;
+  }
   const size_t groups_before = rec_->groups().size();
   ASSERT_EQ(SettleOne(SettleKind::kNack, lease, 0, std::nullopt, "boom 4"), SettleStatus::kDead);
 
@@ -554,6 +570,7 @@ TEST_F(QueueTest, ExactBackoffScheduleThenDeadLetterInOneCommit) {
     EXPECT_EQ(e.version, rows[0].version);
   }
   EXPECT_EQ(engine_->committed_version(), rows[0].version);
+  for (const std::string& k : keys) EXPECT_EQ(Get(k), "the payload") << "stale cache: " << k;
   // One published commit holds all three keys; nothing else of the queue was published.
   const std::vector<storage::CommitGroup> groups = rec_->groups();
   ASSERT_EQ(groups.size(), groups_before + 1);
@@ -617,6 +634,35 @@ TEST_F(QueueTest, StaleLeaseCannotSettle) {
   c = Counts();
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->ready + c->delayed + c->leased + c->dead, 0);
+}
+
+// Past its deadline a lease is stale even when the run that expires leases has more of them
+// than it may take in one transaction (max_transitions_per_run).
+TEST_F(QueueTest, ExpiredLeaseIsStaleWhileExpiriesAreBacklogged) {
+  QueueOptions qo;
+  qo.max_transitions_per_run = 2;
+  Open(qo);
+  Enqueue({{"a", 0, std::vector<uint32_t>{0}, {}},
+           {"b", 0, std::vector<uint32_t>{0}, {}},
+           {"c", 0, std::vector<uint32_t>{0}, {}}});
+  auto d = Pull(2, 1000);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 2u);
+  auto last = Pull(1, 1000);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 1u);
+  // Same deadline for all three; the one with the largest id is expired last.
+  std::vector<Delivery> all = *d;
+  all.push_back((*last)[0]);
+  std::sort(all.begin(), all.end(),
+            [](const Delivery& x, const Delivery& y) { return x.id < y.id; });
+  Advance(1000);
+  EXPECT_EQ(SettleOne(SettleKind::kAck, all[2].lease), SettleStatus::kStale);
+  EXPECT_EQ(SettleOne(SettleKind::kExtend, all[2].lease, 5000), SettleStatus::kStale);
+  auto c = Counts();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->leased, 0);
+  EXPECT_EQ(c->ready, 3);
 }
 
 // A transaction that fails at the dead-letter step leaves nothing of it: no keys, no dead
@@ -785,6 +831,49 @@ TEST_F(QueueTest, LongPollAnsweredByEnqueueOrDeadline) {
   got = f.get();
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->empty());
+}
+
+// A waiting pull is answered (Unavailable) when the engine shuts down, not left hanging.
+TEST_F(QueueTest, ShutdownAnswersWaitingPull) {
+  Open();
+  auto p = std::make_shared<std::promise<Result<std::vector<Delivery>>>>();
+  auto f = p->get_future();
+  PullRequest r;
+  r.wait_ms = 10000;
+  queue_->Pull(r, [p](Result<std::vector<Delivery>> d) { p->set_value(std::move(d)); });
+  ASSERT_TRUE(Counts().ok());
+  auto q = queue_;
+  Close();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto got = f.get();
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  // The Queue outlives its engine safely: requests are refused.
+  auto late = Await<std::vector<Delivery>>([&](auto done) { q->Pull({}, std::move(done)); });
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+}
+
+// Dead letters are kept for dead_letter_retention_ms (pruned by the hourly housekeeping).
+TEST_F(QueueTest, DeadLettersPrunedAfterRetention) {
+  QueueOptions qo;
+  qo.dead_letter_retention_ms = 2LL * 3600 * 1000;
+  Open(qo);
+  Enqueue1({"old", 0, std::vector<uint32_t>{}, {}});
+  auto d = Pull();
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 1u);
+  EXPECT_EQ(SettleOne(SettleKind::kNack, (*d)[0].lease), SettleStatus::kDead);
+  Advance(qo.dead_letter_retention_ms);  // a housekeeping run; dead_at == now - retention: kept
+  auto kept = Counts();
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->dead, 1);
+  Advance(3600 * 1000);
+  ASSERT_TRUE(Counts().ok());  // the housekeeping run
+  auto dead = Dead();
+  ASSERT_TRUE(dead.ok());
+  EXPECT_TRUE(dead->empty());
+  auto c = Counts();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->dead, 0);
 }
 
 // More than max_undelivered undelivered messages: refused; ack and dead letters make room.
