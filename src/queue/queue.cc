@@ -115,6 +115,26 @@ struct Queue::State {
   void Wake() {
     if (host) host->Wake();
   }
+
+  // Queues an admin job for the next run (`look_again`: it may make messages ready), or
+  // answers it Unavailable when stopped.
+  void AddAdmin(AdminJob job, bool look_again) KVC_EXCLUDES(mu) {
+    std::function<void(const Status&)> refuse;
+    {
+      MutexLock lock(mu);
+      if (stopped) {
+        refuse = std::move(job.done);
+      } else {
+        admin.push_back(std::move(job));
+        if (look_again) earliest_ready = 0;
+      }
+    }
+    if (refuse) {
+      refuse(Stopped());
+      return;
+    }
+    Wake();
+  }
 };
 
 Queue::Queue(QueueOptions options) : options_(options), state_(std::make_shared<State>()) {}
@@ -293,19 +313,7 @@ void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 void Queue::ListDead(std::string after, size_t limit,
@@ -323,19 +331,7 @@ void Queue::ListDead(std::string after, size_t limit,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 namespace {
@@ -393,20 +389,7 @@ void Queue::RequeueDead(std::vector<std::string> ids, bool all,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-      st.earliest_ready = 0;  // look again after the requeue
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/true);  // look again after the requeue
 }
 
 void Queue::PurgeDead(std::vector<std::string> ids, bool all,
@@ -426,19 +409,7 @@ void Queue::PurgeDead(std::vector<std::string> ids, bool all,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 int64_t Queue::NextRunMs() const {
