@@ -736,6 +736,36 @@ TEST_F(QueueTest, DeadLetterIsAtomicUnderStorageFaults) {
   }
 }
 
+// A commit whose fsync failed after the data reached the file: the caller hears of a failure,
+// yet after reopening the transition is there, whole (keys and dead letter together).
+TEST_F(QueueTest, DeadLetterKeptByAFailedFsyncIsWhole) {
+  auto plan = std::make_shared<testutil::FaultPlan>();
+  Open({}, plan);
+  const std::string id = Enqueue1({"kept", 0, std::vector<uint32_t>{}, {"kk/1", "kk/2"}});
+  auto d = Pull(1, 5000);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->size(), 1u);
+  plan->FailNextOp(testutil::WriterOp::kCommit, testutil::FaultKind::kCommitKept);
+  SettleRequest nack;
+  nack.kind = SettleKind::kNack;
+  nack.leases = {(*d)[0].lease};
+  EXPECT_FALSE(Settle(nack).ok());
+  EXPECT_FALSE(engine_->writable());
+  Close();
+  Open();
+  const std::vector<Entry> rows = Scan("kk/");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].version, rows[1].version);
+  auto dead = Dead();
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].id, id);
+  auto c = Counts();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->leased + c->ready + c->delayed, 0);
+  EXPECT_EQ(SettleOne(SettleKind::kAck, (*d)[0].lease), SettleStatus::kStale);
+}
+
 // Leases, acks and dead letters are durable: a leased message survives a restart and is
 // redelivered after its deadline, an acked one stays gone, a dead letter stays.
 TEST_F(QueueTest, StateSurvivesRestart) {
