@@ -118,9 +118,29 @@ struct Queue::State {
   void Wake() {
     if (host) host->Wake();
   }
+
+  // Queues an admin job for the next run (`look_again`: it may make messages ready), or
+  // answers it Unavailable when stopped.
+  void AddAdmin(AdminJob job, bool look_again) KVC_EXCLUDES(mu) {
+    std::function<void(const Status&)> refuse;
+    {
+      MutexLock lock(mu);
+      if (stopped) {
+        refuse = std::move(job.done);
+      } else {
+        admin.push_back(std::move(job));
+        if (look_again) earliest_ready = 0;
+      }
+    }
+    if (refuse) {
+      refuse(Stopped());
+      return;
+    }
+    Wake();
+  }
 };
 
-Queue::Queue(QueueOptions options) : options_(options), state_(std::make_unique<State>()) {}
+Queue::Queue(QueueOptions options) : options_(options), state_(std::make_shared<State>()) {}
 
 Queue::~Queue() = default;
 
@@ -275,15 +295,15 @@ Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions op
     st.consumers.emplace(id, std::move(c));
   }
   st.Wake();
-  std::weak_ptr<Queue> weak = weak_from_this();
+  std::weak_ptr<State> weak = state_;
   return std::unique_ptr<Subscription>(std::make_unique<SubscriptionImpl>([weak, id] {
-    auto self = weak.lock();
-    if (!self) return;
-    MutexLock lock(self->state_->mu);
-    auto it = self->state_->consumers.find(id);
-    if (it == self->state_->consumers.end()) return;
+    auto state = weak.lock();
+    if (!state) return;
+    MutexLock lock(state->mu);
+    auto it = state->consumers.find(id);
+    if (it == state->consumers.end()) return;
     it->second->closed = true;
-    self->state_->consumers.erase(it);
+    state->consumers.erase(it);
   }));
 }
 
@@ -302,19 +322,7 @@ void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 void Queue::ListDead(std::string after, size_t limit,
@@ -332,19 +340,7 @@ void Queue::ListDead(std::string after, size_t limit,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 namespace {
@@ -402,20 +398,7 @@ void Queue::RequeueDead(std::vector<std::string> ids, bool all,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-      st.earliest_ready = 0;  // look again after the requeue
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/true);  // look again after the requeue
 }
 
 void Queue::PurgeDead(std::vector<std::string> ids, bool all,
@@ -435,19 +418,7 @@ void Queue::PurgeDead(std::vector<std::string> ids, bool all,
       done(s);
     }
   };
-  State& st = *state_;
-  {
-    MutexLock lock(st.mu);
-    if (!st.stopped) {
-      st.admin.push_back(std::move(job));
-      job.done = nullptr;
-    }
-  }
-  if (job.done) {
-    job.done(Stopped());
-    return;
-  }
-  st.Wake();
+  state_->AddAdmin(std::move(job), /*look_again=*/false);
 }
 
 int64_t Queue::NextRunMs() const {
@@ -588,7 +559,9 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
             if (!id.empty()) {
               KVC_ASSIGN_OR_RETURN(m, w.QueueGetRunning(id));
             }
-            if (!m || m->state.lease.empty() || m->state.lease != lease) {
+            // A lease past its deadline is stale even if step 1 has not expired it yet (more
+            // expiries than one run takes).
+            if (!m || m->state.lease.empty() || m->state.lease != lease || m->row.ts <= now_ms) {
               r.status = SettleStatus::kStale;
               job.results.push_back(std::move(r));
               continue;

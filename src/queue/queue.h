@@ -129,9 +129,7 @@ struct ConsumerOptions {
   int64_t visibility_ms = 0;  // 0: the default
 };
 
-class Queue : public engine::WriterTask,
-              public engine::CommitListener,
-              public std::enable_shared_from_this<Queue> {
+class Queue : public engine::WriterTask, public engine::CommitListener {
  public:
   class Subscription {
    public:
@@ -189,7 +187,9 @@ class Queue : public engine::WriterTask,
 
  private:
   const QueueOptions options_;
-  std::unique_ptr<State> state_;
+  // Shared with the Subscriptions (weakly): the engine makes its tasks shared from a
+  // unique_ptr<WriterTask>, so enable_shared_from_this<Queue> would never be armed.
+  std::shared_ptr<State> state_;
   QueueCounters counters_;
 };
 

@@ -34,6 +34,8 @@ enum class WriterOp {
   kDeleteExpired,
   kEarliestExpiry,
   kCommit,
+  kQueueDelivery,  // the Writer::Queue* primitives but QueueAddDead
+  kQueueAddDead,
 };
 
 class FaultPlan {
@@ -46,11 +48,13 @@ class FaultPlan {
     target_ = n;
   }
   // Fails the next call of `op`, once.
-  void FailNextOp(WriterOp op, FaultKind kind) {
+  void FailNextOp(WriterOp op, FaultKind kind) { FailNthOp(op, 1, kind); }
+  // Fails the n-th (1-based) call of `op` from now on, once.
+  void FailNthOp(WriterOp op, int64_t n, FaultKind kind) {
     kind_ = kind;
     calls_ = 0;
     only_op_ = static_cast<int>(op);
-    target_ = 1;
+    target_ = n;
   }
   void Disarm() { target_ = -1; }
   int64_t fired() const { return fired_; }
@@ -131,6 +135,61 @@ class FaultyWriter : public storage::Writer {
     }
   }
   void Rollback() override { inner_->Rollback(); }
+
+  // Queue delivery: forwarded (the base class has none), each call one kQueueDelivery (or
+  // kQueueAddDead) call.
+  Result<std::vector<storage::QueuedMessage>> QueueDue(int64_t now_ms, size_t limit) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueDue(now_ms, limit);
+  }
+  Result<std::optional<int64_t>> QueueEarliest(bool running) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueEarliest(running);
+  }
+  Status QueueLease(const storage::QueueRow& row, int64_t deadline_ms,
+                    const storage::QueueDeliveryState& state) override {
+    return Guard(WriterOp::kQueueDelivery,
+                 [&] { return inner_->QueueLease(row, deadline_ms, state); });
+  }
+  Result<std::optional<storage::QueuedMessage>> QueueGetRunning(std::string_view id) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueGetRunning(id);
+  }
+  Result<std::vector<std::string>> QueueRunningDue(int64_t now_ms, size_t limit) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueRunningDue(now_ms, limit);
+  }
+  Status QueueSetDeadline(std::string_view id, int64_t deadline_ms) override {
+    return Guard(WriterOp::kQueueDelivery,
+                 [&] { return inner_->QueueSetDeadline(id, deadline_ms); });
+  }
+  Status QueueRemoveRunning(std::string_view id) override {
+    return Guard(WriterOp::kQueueDelivery, [&] { return inner_->QueueRemoveRunning(id); });
+  }
+  Status QueueRequeue(const storage::QueueRow& row,
+                      const storage::QueueDeliveryState& state) override {
+    return Guard(WriterOp::kQueueDelivery, [&] { return inner_->QueueRequeue(row, state); });
+  }
+  Status QueueAddDead(const storage::DeadLetterRow& dead) override {
+    return Guard(WriterOp::kQueueAddDead, [&] { return inner_->QueueAddDead(dead); });
+  }
+  Result<std::vector<storage::DeadLetterRow>> QueueListDead(std::string_view after,
+                                                            size_t limit) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueListDead(after, limit);
+  }
+  Result<std::optional<storage::DeadLetterRow>> QueueTakeDead(std::string_view id) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueTakeDead(id);
+  }
+  Result<int64_t> QueuePruneDead(int64_t before_ms) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueuePruneDead(before_ms);
+  }
+  Result<storage::QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
+    return inner_->QueueCounts(now_ms);
+  }
 
  private:
   Status Injected() const {
