@@ -50,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(!settle->delay_ms || *settle->delay_ms >= 0);
   }
   (void)ParseQueueDeadListRequest(in);
-  if (auto dead = ParseQueueDeadRequest(in); dead.ok()) Require(dead->all == dead->ids.empty() || dead->all);
+  if (auto dead = ParseQueueDeadRequest(in); dead.ok())
+    Require(dead->all == dead->ids.empty() || dead->all);
   return 0;
 }
