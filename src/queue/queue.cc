@@ -138,6 +138,23 @@ struct Queue::State {
     }
     Wake();
   }
+
+  // An admin job whose body fills a T, which `done` then gets (or the failure).
+  template <typename T>
+  void AddAdminFor(std::function<Status(Txn&, T*)> body, std::function<void(Result<T>)> done,
+                   bool look_again) KVC_EXCLUDES(mu) {
+    auto out = std::make_shared<T>();
+    AdminJob job;
+    job.body = [out, body = std::move(body)](Txn& t) { return body(t, out.get()); };
+    job.done = [out, done = std::move(done)](const Status& s) {
+      if (s.ok()) {
+        done(std::move(*out));
+      } else {
+        done(s);
+      }
+    };
+    AddAdmin(std::move(job), look_again);
+  }
 };
 
 Queue::Queue(QueueOptions options) : options_(options), state_(std::make_shared<State>()) {}
@@ -308,39 +325,23 @@ Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions op
 }
 
 void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
-  auto out = std::make_shared<QueueCounts>();
-  State::AdminJob job;
-  job.body = [out](State::Txn& t) -> Status {
-    KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.w->QueueCounts(t.now));
-    *out = QueueCounts{c.ready, c.delayed, c.running, c.dead};
-    return Status::Ok();
-  };
-  job.done = [out, done = std::move(done)](const Status& s) {
-    if (s.ok()) {
-      done(*out);
-    } else {
-      done(s);
-    }
-  };
-  state_->AddAdmin(std::move(job), /*look_again=*/false);
+  state_->AddAdminFor<QueueCounts>(
+      [](State::Txn& t, QueueCounts* out) -> Status {
+        KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.w->QueueCounts(t.now));
+        *out = QueueCounts{c.ready, c.delayed, c.running, c.dead};
+        return Status::Ok();
+      },
+      std::move(done), /*look_again=*/false);
 }
 
 void Queue::ListDead(std::string after, size_t limit,
                      std::function<void(Result<std::vector<DeadLetter>>)> done) {
-  auto out = std::make_shared<std::vector<DeadLetter>>();
-  State::AdminJob job;
-  job.body = [out, after = std::move(after), limit](State::Txn& t) -> Status {
-    KVC_ASSIGN_OR_RETURN(*out, t.w->QueueListDead(after, limit));
-    return Status::Ok();
-  };
-  job.done = [out, done = std::move(done)](const Status& s) {
-    if (s.ok()) {
-      done(std::move(*out));
-    } else {
-      done(s);
-    }
-  };
-  state_->AddAdmin(std::move(job), /*look_again=*/false);
+  state_->AddAdminFor<std::vector<DeadLetter>>(
+      [after = std::move(after), limit](State::Txn& t, std::vector<DeadLetter>* out) -> Status {
+        KVC_ASSIGN_OR_RETURN(*out, t.w->QueueListDead(after, limit));
+        return Status::Ok();
+      },
+      std::move(done), /*look_again=*/false);
 }
 
 namespace {
@@ -372,53 +373,37 @@ Status ForDead(Queue::State::Txn& t, const std::vector<std::string>& ids, bool a
 
 void Queue::RequeueDead(std::vector<std::string> ids, bool all,
                         std::function<void(Result<int64_t>)> done) {
-  auto n = std::make_shared<int64_t>(0);
-  State::AdminJob job;
-  job.body = [n, ids = std::move(ids), all](State::Txn& t) -> Status {
-    KVC_RETURN_IF_ERROR(ForDead(
-        t, ids, all,
-        [&t](const DeadLetter& d) -> Status {
-          storage::QueueRow row;
-          row.ts = t.now;
-          row.id = d.id;
-          row.payload = d.payload;
-          row.backoff_schedule = kDefaultBackoff;
-          row.keys_if_undelivered = d.keys_if_undelivered;
-          ++t.undelivered_delta;
-          return t.w->AddQueueMessage(row);
-        },
-        n.get()));
-    if (*n > 0) t.wrote = true;
-    return Status::Ok();
-  };
-  job.done = [n, done = std::move(done)](const Status& s) {
-    if (s.ok()) {
-      done(*n);
-    } else {
-      done(s);
-    }
-  };
-  state_->AddAdmin(std::move(job), /*look_again=*/true);  // look again after the requeue
+  state_->AddAdminFor<int64_t>(
+      [ids = std::move(ids), all](State::Txn& t, int64_t* n) -> Status {
+        KVC_RETURN_IF_ERROR(ForDead(
+            t, ids, all,
+            [&t](const DeadLetter& d) -> Status {
+              storage::QueueRow row;
+              row.ts = t.now;
+              row.id = d.id;
+              row.payload = d.payload;
+              row.backoff_schedule = kDefaultBackoff;
+              row.keys_if_undelivered = d.keys_if_undelivered;
+              ++t.undelivered_delta;
+              return t.w->AddQueueMessage(row);
+            },
+            n));
+        if (*n > 0) t.wrote = true;
+        return Status::Ok();
+      },
+      std::move(done), /*look_again=*/true);  // look again after the requeue
 }
 
 void Queue::PurgeDead(std::vector<std::string> ids, bool all,
                       std::function<void(Result<int64_t>)> done) {
-  auto n = std::make_shared<int64_t>(0);
-  State::AdminJob job;
-  job.body = [n, ids = std::move(ids), all](State::Txn& t) -> Status {
-    KVC_RETURN_IF_ERROR(ForDead(
-        t, ids, all, [](const DeadLetter&) { return Status::Ok(); }, n.get()));
-    if (*n > 0) t.wrote = true;
-    return Status::Ok();
-  };
-  job.done = [n, done = std::move(done)](const Status& s) {
-    if (s.ok()) {
-      done(*n);
-    } else {
-      done(s);
-    }
-  };
-  state_->AddAdmin(std::move(job), /*look_again=*/false);
+  state_->AddAdminFor<int64_t>(
+      [ids = std::move(ids), all](State::Txn& t, int64_t* n) -> Status {
+        KVC_RETURN_IF_ERROR(ForDead(
+            t, ids, all, [](const DeadLetter&) { return Status::Ok(); }, n));
+        if (*n > 0) t.wrote = true;
+        return Status::Ok();
+      },
+      std::move(done), /*look_again=*/false);
 }
 
 int64_t Queue::NextRunMs() const {

@@ -310,33 +310,28 @@ void AdminApi::Handle(HttpRequest request, Responder respond) {
   }
   call->token = std::move(*token);
   call->req = std::move(request);
-  Authenticate(call, *directory_->snapshot(), /*may_refresh=*/true);
+  Authenticate(call);
 }
 
-void AdminApi::Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                            bool may_refresh) {
-  auto who = auth_->AuthenticateAccessToken(call->token, snap, NowUnixMs(), may_refresh);
-  if (!who.ok()) {
-    call->Fail(who.status());
-    return;
-  }
-  if (!who->has_value()) {  // perhaps created since the last catalog poll
-    directory_->RefreshThen([this, call](const std::shared_ptr<const Directory::Snapshot>& fresh) {
-      Authenticate(call, *fresh, false);
-    });
-    return;
-  }
-  call->who = **who;
-  if (Status s = auth_->AdmitAdmin(call->who); !s.ok()) {
-    call->Fail(s);
-    return;
-  }
-  try {
-    Route(call, snap);
-  } catch (const std::exception& e) {
-    spdlog::error("admin handler failed: {}", e.what());
-    call->Fail(Internal("An internal server error occurred."));
-  }
+void AdminApi::Authenticate(const std::shared_ptr<Call>& call) {
+  std::string token = call->token;
+  auth_->AuthenticateThen(std::move(token), [this, call](Result<Principal> who, const auto& snap) {
+    if (!who.ok()) {
+      call->Fail(who.status());
+      return;
+    }
+    call->who = std::move(*who);
+    if (Status s = auth_->AdmitAdmin(call->who); !s.ok()) {
+      call->Fail(s);
+      return;
+    }
+    try {
+      Route(call, *snap);
+    } catch (const std::exception& e) {
+      spdlog::error("admin handler failed: {}", e.what());
+      call->Fail(Internal("An internal server error occurred."));
+    }
+  });
 }
 
 void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap) {

@@ -73,9 +73,8 @@ class AdminApi : public Handler {
   struct Call;
   using Work = std::function<void()>;
 
-  // Authenticates, then routes. `may_refresh`: as Authenticator::AuthenticateAccessToken.
-  void Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                    bool may_refresh);
+  // Authenticates (rereading the catalog once for a token it does not know yet), then routes.
+  void Authenticate(const std::shared_ptr<Call>& call);
   void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap);
   // `may_refresh`: an unknown database makes the directory reread the catalog once.
   void RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/clock.h"
+
 namespace kvc::service {
 
 Authenticator::Authenticator(AuthOptions options, std::string secret, Directory* directory)
@@ -64,6 +66,27 @@ Status Authenticator::CheckDatabase(const Principal& who, const Directory::Datab
                                                    requested + "'."));
   }
   return Status::Ok();
+}
+
+void Authenticator::AuthenticateThen(std::string token, AuthenticatedCallback done) {
+  auto attempt = [this](const std::string& t,
+                        const std::shared_ptr<const Directory::Snapshot>& snap, bool may_refresh,
+                        const AuthenticatedCallback& cb) -> bool {
+    auto who = AuthenticateAccessToken(t, *snap, NowUnixMs(), may_refresh);
+    if (!who.ok()) {
+      cb(who.status(), snap);
+    } else if (who->has_value()) {
+      cb(**who, snap);
+    } else {
+      return false;  // perhaps created since the last catalog poll
+    }
+    return true;
+  };
+  if (attempt(token, directory_->snapshot(), /*may_refresh=*/true, done)) return;
+  directory_->RefreshThen([attempt, token = std::move(token), done = std::move(done)](
+                              const std::shared_ptr<const Directory::Snapshot>& fresh) {
+    (void)attempt(token, fresh, /*may_refresh=*/false, done);
+  });
 }
 
 Status Authenticator::AdmitToDatabase(const Principal& who, const Directory::Database& db,

@@ -61,6 +61,13 @@ class Authenticator {
   Result<std::optional<Principal>> AuthenticateAccessToken(std::string_view token,
                                                            const Directory::Snapshot& snap,
                                                            int64_t now_ms, bool may_refresh);
+  // AuthenticateAccessToken against the directory's snapshot, rereading the catalog once when
+  // the token may be newer than the snapshot; `done` gets the principal (or the refusal) and
+  // the snapshot it was checked against, inline or on the directory thread. For the JSON APIs.
+  using AuthenticatedCallback =
+      std::function<void(Result<Principal>, const std::shared_ptr<const Directory::Snapshot>&)>;
+  void AuthenticateThen(std::string token, AuthenticatedCallback done);
+
   // May `who` open database `db` (named `requested` in the URL) now? Errors: PermissionDenied
   // (another database), Throttled (rate limit).
   Status AdmitToDatabase(const Principal& who, const Directory::Database& db,

@@ -188,24 +188,19 @@ void QueueApi::Handle(HttpRequest request, Responder respond) {
   }
   call->token = std::move(*token);
   call->req = std::move(request);
-  Authenticate(call, *directory_->snapshot(), /*may_refresh=*/true);
+  Authenticate(call);
 }
 
-void QueueApi::Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                            bool may_refresh) {
-  auto who = auth_->AuthenticateAccessToken(call->token, snap, NowUnixMs(), may_refresh);
-  if (!who.ok()) {
-    call->Fail(who.status());
-    return;
-  }
-  if (!who->has_value()) {  // perhaps created since the last catalog poll
-    directory_->RefreshThen([this, call](const std::shared_ptr<const Directory::Snapshot>& fresh) {
-      Authenticate(call, *fresh, false);
-    });
-    return;
-  }
-  call->who = **who;
-  Guarded(call->respond, [&] { Route(call, snap, /*may_refresh=*/true); });
+void QueueApi::Authenticate(const std::shared_ptr<Call>& call) {
+  std::string token = call->token;
+  auth_->AuthenticateThen(std::move(token), [this, call](Result<Principal> who, const auto& snap) {
+    if (!who.ok()) {
+      call->Fail(who.status());
+      return;
+    }
+    call->who = std::move(*who);
+    Guarded(call->respond, [&] { Route(call, *snap, /*may_refresh=*/true); });
+  });
 }
 
 void QueueApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,

@@ -43,8 +43,7 @@ class QueueApi : public Handler {
 
  private:
   struct Call;
-  void Authenticate(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                    bool may_refresh);
+  void Authenticate(const std::shared_ptr<Call>& call);
   void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap, bool may_refresh);
   void Enqueue(const std::shared_ptr<Call>& call, const Directory::Database& db);
 
