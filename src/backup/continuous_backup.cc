@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "backup/layout.h"
@@ -169,23 +171,67 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
                            " belong to another database (id " + manifest.database_id +
                            "); move them away or back up to another target");
   }
-  // The chain that continues the newest snapshot; its last segment is checked (a crash of the
-  // target may have left it damaged), and shipped again if it is.
-  std::vector<SegmentRef> chain = b.ChainFrom(newest.version);
-  while (!chain.empty()) {
-    auto bytes = target_->Get(chain.back().name);
-    if (!bytes.ok()) return bytes.status();
-    auto seg = DecodeSegment(*bytes);
-    if (seg.ok() && seg->prev_version == chain.back().prev_version &&
-        seg->last_version == chain.back().last_version) {
+  // Every retained snapshot's log must reach the present, so a point-in-time restore can start
+  // from any of them. A crash may have left a damaged segment at the end of a chain (a target
+  // without atomic uploads), or the chain of an older snapshot stopping short of a newer one.
+  // The last segment of each chain is checked (a damaged one is deleted and its entries shipped
+  // again), and shipping resumes from the lowest head; if the change log no longer holds what
+  // follows it, the gap starts a new snapshot.
+  DatabaseBackups live = b;
+  std::set<std::string> verified;
+  std::map<int64_t, int64_t> heads;  // chain head -> its time
+  for (const SnapshotRef& snap : b.snapshots) {
+    for (;;) {
+      const std::vector<SegmentRef> c = live.ChainFrom(snap.version);
+      const int64_t h = c.empty() ? snap.version : c.back().last_version;
+      bool good = c.empty() || verified.count(c.back().name) > 0;
+      if (!good) {
+        auto bytes = target_->Get(c.back().name);
+        if (!bytes.ok()) return bytes.status();
+        auto seg = DecodeSegment(*bytes);
+        good = seg.ok() && seg->prev_version == c.back().prev_version &&
+               seg->last_version == c.back().last_version;
+        if (!good) {
+          spdlog::warn("backup: segment {} is damaged ({}); shipping its entries again",
+                       c.back().name, seg.ok() ? "bounds differ" : seg.status().message());
+          KVC_RETURN_IF_ERROR(target_->Delete(c.back().name));
+          const std::string bad = c.back().name;
+          live.segments.erase(std::remove_if(live.segments.begin(), live.segments.end(),
+                                             [&](const SegmentRef& r) { return r.name == bad; }),
+                              live.segments.end());
+          continue;
+        }
+        verified.insert(c.back().name);
+      }
+      heads.emplace(h, c.empty() ? snap.time_ms : c.back().last_time_ms);
       break;
     }
-    spdlog::warn("backup: segment {} is damaged ({}); shipping its entries again",
-                 chain.back().name, seg.ok() ? "bounds differ" : seg.status().message());
-    KVC_RETURN_IF_ERROR(target_->Delete(chain.back().name));
-    chain.pop_back();
   }
-  const int64_t head = chain.empty() ? newest.version : chain.back().last_version;
+  const std::vector<SegmentRef> chain = live.ChainFrom(newest.version);
+  int64_t head = chain.empty() ? newest.version : chain.back().last_version;
+  int64_t head_time_ms = chain.empty() ? newest.time_ms : chain.back().last_time_ms;
+  // The lowest head below it that the change log still continues (a hole a crash left); a
+  // head the log cannot continue is a permanent gap, not filled on every start.
+  for (const auto& [h, t] : heads) {
+    if (h >= head) break;
+    KVC_ASSIGN_OR_RETURN(
+        std::vector<storage::ChangeLogRow> next,
+        OnReader<std::vector<storage::ChangeLogRow>>(
+            *engine, [h = h](storage::Reader& r) -> Result<std::vector<storage::ChangeLogRow>> {
+              std::vector<storage::ChangeLogRow> out;
+              KVC_RETURN_IF_ERROR(r.ReadChangeLog(h, 1, &out));
+              return out;
+            }));
+    if (!next.empty() && next.front().prev_version == h) {
+      spdlog::info(
+          "backup: the log of an older snapshot of '{}' stops at version {}; shipping "
+          "again from there",
+          db.name, h);
+      head = h;
+      head_time_ms = t;
+      break;
+    }
+  }
   if (head > engine->committed_version()) {
     return InvalidArgument(
         "the backups of '" + db.name + "' in " + target_->Describe() + " reach version " +
@@ -200,7 +246,7 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   {
     MutexLock status_lock(db.status_mu);
     db.status.shipped_version = head;
-    db.status.shipped_time_ms = chain.empty() ? newest.time_ms : chain.back().last_time_ms;
+    db.status.shipped_time_ms = head_time_ms;
     db.status.last_snapshot_version = newest.version;
     db.status.last_snapshot_ms = newest.time_ms;
   }

@@ -11,6 +11,7 @@
 // encoding and versionstamp must equal the model's.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -222,8 +223,9 @@ TEST_F(BackupTest, SegmentsRefuseDamage) {
 }
 
 TEST_F(BackupTest, RestoreMatchesModelAtRandomPoints) {
-  const uint64_t seed = static_cast<uint64_t>(EnvInt("KVC_BACKUP_SEED", 0)) != 0
-                            ? static_cast<uint64_t>(EnvInt("KVC_BACKUP_SEED", 0))
+  const char* seed_env = std::getenv("KVC_BACKUP_SEED");
+  const uint64_t seed = seed_env != nullptr && *seed_env != '\0'
+                            ? std::strtoull(seed_env, nullptr, 10)
                             : std::random_device{}();
   SCOPED_TRACE("KVC_BACKUP_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
