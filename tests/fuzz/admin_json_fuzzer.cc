@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(!settle->delay_ms || *settle->delay_ms >= 0);
   }
   (void)ParseQueueDeadListRequest(in);
-  if (auto dead = ParseQueueDeadRequest(in); dead.ok())
-    Require(dead->all == dead->ids.empty() || dead->all);
+  if (auto dead = ParseQueueDeadRequest(in); dead.ok()) {
+    Require(!(dead->all && !dead->ids.empty()));  // one of the two ways, never both
+  }
   return 0;
 }
