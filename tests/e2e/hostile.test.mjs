@@ -332,6 +332,36 @@ describe("hostile input", { timeout: 300_000 }, () => {
     });
   });
 
+  // --- queue API (docs/queues.md) ---------------------------------------------
+
+  /** A queue API call over HTTP/1.1 (fetch); returns {status, text}. */
+  async function queueCall(op, body, { token = server.token, method = "POST", query = "" } = {}) {
+    const res = await fetch(`${server.url}/queue/v1/${op}${query}`, {
+      method, headers: { authorization: `Bearer ${token}` }, body,
+    });
+    return { status: res.status, text: await res.text() };
+  }
+  const queueRows = [
+    ["queue pull with a body that is not JSON", () => queueCall("pull", "{max_messages:"), 400, /not valid JSON/],
+    ["queue ack naming 101 leases", () => queueCall("ack", JSON.stringify({ leases: Array(101).fill("x") })), 400, /schema/],
+    ["queue pull waiting 10 minutes", () => queueCall("pull", JSON.stringify({ wait: 600000 })), 400, /wait must be between/],
+    ["queue enqueue of a 70 KB value", () => queueCall("enqueue", JSON.stringify({ messages: [{ value: { type: "string", value: "x".repeat(70000) } }] })), 400, /value size limit/],
+    ["queue enqueue delayed 31 days", () => queueCall("enqueue", JSON.stringify({ messages: [{ value: { type: "null" }, delay: 31 * 86400000 }] })), 400, /30 days/],
+    ["queue enqueue of a top-level Uint8Array", () => queueCall("enqueue", JSON.stringify({ messages: [{ value: { type: "Uint8Array", value: "AQID" } }] })), 400, /V8 value/],
+    ["queue nack with a forged lease", () => queueCall("nack", JSON.stringify({ leases: ["00000000-0000-0000-0000-000000000000.ffff"] })), 200, /"stale"/],
+    ["queue pull with a wrong token", () => queueCall("pull", "{}", { token: "kvt_0000000000000000_" + "0".repeat(64) }), 401, /access token/i],
+    ["queue stream with max_in_flight=0", () => queueCall("stream", undefined, { method: "GET", query: "?max_in_flight=0" }), 400, /max_in_flight/],
+    ["queue operation that does not exist", () => queueCall("dequeue", "{}"), 404, /No queue API resource/],
+  ];
+  for (const [input, call, status, text] of queueRows) {
+    row(input, async (obs) => {
+      const r = await call();
+      obs.text = `${r.status} ${r.text.slice(0, 90)}`;
+      assert.equal(r.status, status);
+      assert.match(r.text, text);
+    });
+  }
+
   // --- rate limits -------------------------------------------------------------
 
   /** Counts answers by status (or error) and checks every throttled one: 503 + Retry-After. */
