@@ -19,7 +19,7 @@ PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compile
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml
   clang clang-tidy libclang-rt-14-dev ccache prometheus-cpp-dev prometheus curl
-  chromium fonts-dejavu-core libcurl4-openssl-dev)
+  chromium fonts-dejavu-core libcurl4-openssl-dev postgresql-15 libpq-dev)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

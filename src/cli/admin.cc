@@ -158,6 +158,8 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   auto data_dir = [c](CLI::App* s) {
     s->add_option("--data-dir", c->data_dir, "Data directory (as for serve)")
         ->capture_default_str();
+    s->add_option("--postgres", c->postgres, "PostgreSQL conninfo (as for serve)")
+        ->envname("KVCONNECT_POSTGRES");
   };
   CLI::App* db = app.add_subcommand("db", "Manage databases (create, list, rename, delete)");
   db->require_subcommand(1);
@@ -211,6 +213,10 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
   }
   storage::StorageOptions so;
   so.location = c.data_dir;
+  if (!c.postgres.empty()) {
+    so.kind = "postgres";
+    so.location = c.postgres;
+  }
   auto storage = storage::OpenStorage(so);
   if (!storage.ok()) return PrintError(storage.status());
   service::AdminOps ops(&(*storage)->catalog(), storage->get());

@@ -12,6 +12,7 @@ namespace kvc::cli {
 
 struct AdminConfig {
   std::string data_dir = "./kvconnect-data";
+  std::string postgres;  // PostgreSQL conninfo instead of data_dir
   bool json = false;
   bool yes = false;
   std::string name;      // db create / delete

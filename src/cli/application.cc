@@ -43,6 +43,13 @@ storage::StorageOptions StorageOptionsOf(const ServeConfig& c) {
                                 : storage::SyncMode::kOff;
   o.mmap_bytes = c.sqlite_mmap_bytes;
   o.default_database_file = c.sqlite_path;
+  if (!c.postgres.empty()) {
+    o.kind = "postgres";
+    o.location = c.postgres;
+    o.read_location = c.postgres_read;
+    o.change_retention_ms = c.pg_change_retention_ms;
+    o.feed_poll_ms = c.pg_feed_poll_ms;
+  }
   return o;
 }
 
@@ -58,6 +65,18 @@ Application::~Application() { Shutdown(); }
 
 Status Application::Init() {
   ServeConfig& c = config_;
+  if (!c.postgres.empty()) {
+    if (!c.sqlite_path.empty()) {
+      return InvalidArgument("--sqlite-path and --postgres exclude each other");
+    }
+    if (!c.backup_to.empty()) {
+      return InvalidArgument(
+          "--backup-to is for SQLite storage; with --postgres use PostgreSQL's own backups "
+          "(pg_basebackup and WAL archiving)");
+    }
+  } else if (!c.postgres_read.empty()) {
+    return InvalidArgument("--postgres-read needs --postgres");
+  }
   // Storage: catalog, a backend per database, and secrets (storage/storage.h).
   KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(StorageOptionsOf(c)));
   auto lock = storage_->LockWriters();

@@ -42,6 +42,35 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--sqlite-path", c->sqlite_path,
                 "Serve this SQLite file as the default database (e.g. one made by "
                 "Deno.openKv(\"./x.sqlite\"))");
+  s->add_option("--postgres", c->postgres,
+                "Keep everything in PostgreSQL instead of --data-dir: a libpq conninfo or "
+                "postgresql:// URI (several hosts allowed); every node given the same one serves "
+                "the same databases")
+      ->envname("KVCONNECT_POSTGRES");
+  s->add_option("--postgres-read", c->postgres_read,
+                "With --postgres: serve reads from this streaming standby as an eventual endpoint "
+                "(read_is_strongly_consistent=false); writes still go to --postgres");
+  s->add_option("--advertise-url", c->advertise_url,
+                "With --postgres: the URL other nodes list for this node in the metadata "
+                "exchange (default: the URL the client used)");
+  s->add_option("--region", c->region, "With --postgres: a region label for the node registry");
+  s->add_option("--max-replica-lag-ms", c->max_replica_lag_ms,
+                "With --postgres-read: above this replay lag, reads go to the primary instead")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--node-heartbeat-ms", c->node_heartbeat_ms,
+                "With --postgres: how often this node refreshes its registry row (live for 5x)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--pg-change-retention-ms", c->pg_change_retention_ms,
+                "With --postgres: keep commit records for other nodes' change feeds this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--pg-feed-poll-ms", c->pg_feed_poll_ms,
+                "With --postgres: re-read the commit records this often when no notification "
+                "came (a safety net)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s->add_option("--access-token", c->access_token,
                 "Access token clients send (>= 12 characters); also from "
                 "KVCONNECT_ACCESS_TOKEN or DENO_KV_ACCESS_TOKEN; generated if absent");

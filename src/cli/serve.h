@@ -24,6 +24,15 @@ struct ServeConfig {
   std::string tls_key;
   std::string data_dir = "./kvconnect-data";
   std::string sqlite_path;  // empty: <data_dir>/default.sqlite3
+  // PostgreSQL storage instead of the data directory (a libpq conninfo); see README "Scaling out".
+  std::string postgres;
+  std::string postgres_read;  // reads from this streaming standby (an eventual node)
+  std::string advertise_url;  // this node's URL in endpoint lists; empty: as clients reach it
+  std::string region;
+  int64_t max_replica_lag_ms = 5000;
+  int64_t node_heartbeat_ms = 2000;
+  int64_t pg_change_retention_ms = 10 * 60 * 1000;
+  int64_t pg_feed_poll_ms = 1000;
   std::string access_token;
   std::string sync = "full";  // full | normal | off
   int64_t sqlite_mmap_bytes = int64_t{4} << 30;

@@ -610,7 +610,9 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     if (!s.ok()) {
       for (WriteJob& j : batch) {
         if (j.result.ok() && j.result->ok) {
-          j.result = Unavailable("The write could not be made durable; restart the server.");
+          j.result = Unavailable(sole_writer_
+                                     ? "The write could not be made durable; restart the server."
+                                     : "The write could not be committed, try again later.");
         }
       }
     }
@@ -703,7 +705,8 @@ std::string Engine::NextMessageId(int64_t now_ms) {
 
 Status Engine::LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,
                           int64_t now_ms) {
-  if (!options_.change_log) return Status::Ok();
+  // A backend with other writers learns of every commit from its change log.
+  if (!options_.change_log && sole_writer_) return Status::Ok();
   int64_t prev = base;
   for (const storage::CommitRecord& r : records) {
     storage::ChangeLogRow row;
@@ -752,7 +755,7 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::S
   if (w->changes.empty()) {
     // State outside the key space only: durable, but no new version and nothing to publish.
     Status s = writer_->Commit();  // rolls back itself on failure
-    if (!s.ok()) MarkFailed("commit", s);
+    if (!s.ok() && sole_writer_) MarkFailed("commit", s);
     return s;
   }
   std::vector<storage::CommitRecord> records;
@@ -766,7 +769,7 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
   Status logged = LogCommits(base, records, now_ms);
   if (!logged.ok()) {
     writer_->Rollback();
-    MarkFailed("change log", logged);
+    if (sole_writer_) MarkFailed("change log", logged);
     return logged;
   }
   // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
@@ -789,8 +792,13 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
   cache_.EndWrite(keys);
   if (!s.ok()) {
     // The transaction is gone; nothing of it is visible. We cannot know whether a failed fsync
-    // left data in the OS cache, so refuse further writes until restart.
-    MarkFailed("commit", s);
+    // left data in the OS cache, so refuse further writes until restart. A shared backend
+    // (PostgreSQL) keeps its own durability: its writer reconnects and the next batch retries.
+    if (sole_writer_) {
+      MarkFailed("commit", s);
+    } else {
+      spdlog::error("commit failed: {}", s.ToString());
+    }
     return s;
   }
   int64_t v = committed_version_.load();

@@ -68,6 +68,9 @@ struct CommitGroup {
   // sync=full, mostly fsync).
   int64_t transaction_us = 0;
   int64_t commit_us = 0;
+  // Set by a change feed that missed commits (its source pruned them): `records` hold what came
+  // after the gap; listeners must treat every key as possibly changed before them.
+  bool resync = false;
 };
 
 }  // namespace kvc::storage

@@ -1,5 +1,6 @@
 #include "storage/storage.h"
 
+#include "storage/postgres/pg_storage.h"
 #include "storage/sqlite/sqlite_storage.h"
 
 namespace kvc::storage {
@@ -17,9 +18,15 @@ Result<std::unique_ptr<Storage>> OpenSqlite(const StorageOptions& options) {
   return std::unique_ptr<Storage>(std::move(storage));
 }
 
+Result<std::unique_ptr<Storage>> OpenPostgres(const StorageOptions& options) {
+  KVC_ASSIGN_OR_RETURN(auto storage, PgStorage::Open(options));
+  return std::unique_ptr<Storage>(std::move(storage));
+}
+
 // Every kind of storage: a new one is a line here.
 constexpr Kind kKinds[] = {
     {"sqlite", &OpenSqlite},
+    {"postgres", &OpenPostgres},
 };
 
 }  // namespace

@@ -51,7 +51,8 @@ class WriterLock {
 // What configuration says about storage. Fields a kind does not use are ignored.
 struct StorageOptions {
   std::string kind = "sqlite";  // see StorageKinds()
-  // sqlite: the data directory (created with mode 0700 if missing).
+  // sqlite: the data directory (created with mode 0700 if missing). postgres: the libpq
+  // conninfo (keyword=value or a postgresql:// URI; several hosts allowed).
   std::string location = "./kvconnect-data";
   SyncMode sync = SyncMode::kFull;
   // sqlite: reader connections map up to this many bytes of a database file; 0: off.
@@ -62,6 +63,16 @@ struct StorageOptions {
   // sqlite: the SQLite VFS every connection uses, by name; empty: the default. Tests register a
   // VFS that simulates power loss.
   std::string vfs;
+  // postgres: reads go to this conninfo (a streaming standby) when set.
+  std::string read_location;
+  // postgres: how long commits stay in the change table other nodes' feeds read (ms), and how
+  // often a feed re-reads it when no notification came.
+  int64_t change_retention_ms = 10 * 60 * 1000;
+  int64_t feed_poll_ms = 1000;
+  // postgres: how soon another node takes over sweeping expired keys when the sweeper dies.
+  int64_t expiry_leader_retry_ms = 2000;
+  // postgres: the application_name of this node's connections.
+  std::string application_name = "kvconnect";
 };
 
 class Storage : public DatabaseProvisioner {

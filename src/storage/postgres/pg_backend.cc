@@ -1,0 +1,668 @@
+#include "storage/postgres/pg_backend.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "storage/change_log.h"
+#include "storage/postgres/pg_conn.h"
+#include "storage/postgres/pg_queue.h"
+#include "storage/postgres/pg_schema.h"
+
+namespace kvc::storage {
+namespace {
+
+using pg::Connection;
+using pg::Params;
+using pg::PgResult;
+using pg::Statement;
+
+constexpr int64_t kTimelineStep = int64_t{1} << 32;
+
+Status UnknownEncoding(int64_t enc) {
+  return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
+}
+
+// The statements every connection kind uses, by name.
+void DefineCommon(Connection& c) {
+  c.Define("begin_ro", "begin isolation level repeatable read read only");
+  c.Define("begin", "begin");
+  c.Define("commit", "commit");
+  c.Define("version", "select version from kvc_data_version where db = $1::uuid");
+  c.Define("get",
+           "select v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid and "
+           "k = $2");
+  c.Define("scan",
+           "select k, v, v_encoding, version from kvc_kv where db = $1::uuid and k >= $2 and "
+           "k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k limit $5");
+  c.Define("scan_rev",
+           "select k, v, v_encoding, version from kvc_kv where db = $1::uuid and k >= $2 and "
+           "k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k desc limit $5");
+}
+
+Result<std::optional<StoredRow>> RowOf(const PgResult& r) {
+  if (r.rows() == 0) return std::optional<StoredRow>();
+  StoredRow row;
+  row.value = r.Bytes(0, 0);
+  const int64_t enc = r.Int(0, 1);
+  if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+  row.encoding = static_cast<ValueEncoding>(enc);
+  row.version = r.Int(0, 2);
+  row.expire_at_ms = r.Int(0, 3);
+  return std::optional<StoredRow>(std::move(row));
+}
+
+Status AppendEntries(const PgResult& r, std::vector<Entry>* out) {
+  for (int i = 0; i < r.rows(); ++i) {
+    Entry e;
+    e.key = r.Bytes(i, 0);
+    e.value = r.Bytes(i, 1);
+    const int64_t enc = r.Int(i, 2);
+    if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+    e.encoding = static_cast<ValueEncoding>(enc);
+    e.version = r.Int(i, 3);
+    out->push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+Statement Stmt(const char* name, Params p) { return Statement{name, std::move(p)}; }
+
+class PgReader : public Reader {
+ public:
+  PgReader(const PgBackendOptions& o)
+      : db_(o.database_id),
+        conn_(o.read_conninfo.empty() ? o.conninfo : o.read_conninfo,
+              {{"application_name", o.application_name}}, "postgres read") {
+    DefineCommon(conn_);
+    conn_.Define("stats",
+                 "select count(*), coalesce(sum(octet_length(k) + octet_length(v)), 0)::bigint "
+                 "from kvc_kv where db = $1::uuid");
+    conn_.Define("log_read",
+                 "select version, prev_version, time_ms, record from kvc_changes where db = "
+                 "$1::uuid and version > $2 order by version limit $3");
+    conn_.Define("log_stats",
+                 "select count(*), coalesce(min(version), 0), coalesce(max(version), 0), "
+                 "coalesce(min(time_ms), 0) from kvc_changes where db = $1::uuid and version > $2");
+  }
+
+  Status Begin() override {
+    pending_begin_ = true;
+    return Status::Ok();
+  }
+
+  Status Scan(const ReadRange& r, int64_t now_ms, std::vector<Entry>* out) override {
+    if (r.start >= r.end || r.limit <= 0) return Status::Ok();
+    Params p;
+    p.Text(db_).Bytes(r.start).Bytes(r.end).Int64(now_ms).Int64(r.limit);
+    KVC_ASSIGN_OR_RETURN(PgResult res, RunInSnapshot(r.reverse ? "scan_rev" : "scan", std::move(p)));
+    return AppendEntries(res, out);
+  }
+
+  Result<std::optional<StoredRow>> Get(std::string_view key) override {
+    Params p;
+    p.Text(db_).Bytes(key);
+    KVC_ASSIGN_OR_RETURN(PgResult res, RunInSnapshot("get", std::move(p)));
+    return RowOf(res);
+  }
+
+  Result<int64_t> DataVersion() override {
+    if (pending_begin_) KVC_RETURN_IF_ERROR(StartSnapshot(nullptr));
+    return version_;
+  }
+
+  void End() override {
+    pending_begin_ = false;
+    if (!in_txn_) return;
+    in_txn_ = false;
+    // Nothing to wait for: the next statement collects the result.
+    if (!conn_.SendAndForget("commit").ok()) conn_.Close();
+  }
+
+  Result<StorageStats> Stats() override {
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("stats", Params().Text(db_)));
+    StorageStats st;
+    st.key_count = r.Int(0, 0);
+    st.total_bytes = r.Int(0, 1);
+    return st;
+  }
+
+  Status ReadChangeLog(int64_t after_version, size_t max_entries,
+                       std::vector<ChangeLogRow>* out) override {
+    KVC_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn_.Run("log_read", Params().Text(db_).Int64(after_version).Int64(
+                                  static_cast<int64_t>(max_entries))));
+    for (int i = 0; i < r.rows(); ++i) {
+      out->push_back(ChangeLogRow{r.Int(i, 0), r.Int(i, 1), r.Int(i, 2), r.Bytes(i, 3)});
+    }
+    return Status::Ok();
+  }
+
+  Result<ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
+    KVC_ASSIGN_OR_RETURN(PgResult r,
+                         conn_.Run("log_stats", Params().Text(db_).Int64(after_version)));
+    return ChangeLogStats{r.Int(0, 0), r.Int(0, 1), r.Int(0, 2), r.Int(0, 3)};
+  }
+
+ private:
+  // BEGIN, the version and (if given) the first statement, in one round trip.
+  Status StartSnapshot(Statement* first, PgResult* first_result = nullptr) {
+    pending_begin_ = false;
+    std::vector<Statement> stmts;
+    stmts.push_back(Stmt("begin_ro", Params()));
+    stmts.push_back(Stmt("version", Params().Text(db_)));
+    if (first) stmts.push_back(std::move(*first));
+    auto r = conn_.Pipeline(stmts);
+    if (!r.ok()) {
+      conn_.RollbackQuietly();
+      return r.status();
+    }
+    in_txn_ = true;
+    if ((*r)[1].rows() == 0) return NotFound("the database is gone from PostgreSQL");
+    version_ = (*r)[1].Int(0, 0);
+    if (first_result) *first_result = std::move((*r)[2]);
+    return Status::Ok();
+  }
+
+  Result<PgResult> RunInSnapshot(const char* name, Params p) {
+    if (pending_begin_) {
+      Statement s = Stmt(name, std::move(p));
+      PgResult out;
+      KVC_RETURN_IF_ERROR(StartSnapshot(&s, &out));
+      return out;
+    }
+    return conn_.Run(name, p);
+  }
+
+  const std::string db_;
+  Connection conn_;
+  bool pending_begin_ = false;
+  bool in_txn_ = false;
+  int64_t version_ = 0;
+};
+
+class PgWriter : public Writer {
+ public:
+  explicit PgWriter(const PgBackendOptions& o)
+      : o_(o),
+        db_(o.database_id),
+        channel_("kvc_" + pg::UuidHex(o.database_id)),
+        conn_(o.conninfo,
+              {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}},
+              "postgres write"),
+        queue_(conn_, db_) {
+    DefineCommon(conn_);
+    conn_.Define("lock_version",
+                 "select version, timeline from kvc_data_version where db = $1::uuid for update");
+    conn_.Define("set_version",
+                 "update kvc_data_version set version = $2, timeline = $3 where db = $1::uuid");
+    conn_.Define("notify", "select pg_notify($1, $2)");
+    conn_.Define("put",
+                 "insert into kvc_kv (db, k, v, v_encoding, version, expiration_ms) values "
+                 "($1::uuid, $2, $3, $4::integer, $5, $6) on conflict (db, k) do update set v = "
+                 "excluded.v, v_encoding = excluded.v_encoding, version = excluded.version, "
+                 "expiration_ms = excluded.expiration_ms");
+    conn_.Define("delete", "delete from kvc_kv where db = $1::uuid and k = $2");
+    conn_.Define("log_add",
+                 "insert into kvc_changes (db, version, prev_version, time_ms, record) values "
+                 "($1::uuid, $2, $3, $4, $5)");
+    conn_.Define("log_prune", "delete from kvc_changes where db = $1::uuid and time_ms < $2");
+    conn_.Define("savepoint", "savepoint w");
+    conn_.Define("release", "release savepoint w");
+    conn_.Define("rollback_to", "rollback to savepoint w");
+    conn_.Define("try_leader", "select pg_try_advisory_lock(" + std::to_string(pg::kLockExpiry) +
+                                   ", hashtext($1))");
+    conn_.Define("delete_expired",
+                 "delete from kvc_kv where db = $1::uuid and expiration_ms >= 0 and "
+                 "expiration_ms <= $2 returning k");
+    conn_.Define("earliest",
+                 "select expiration_ms from kvc_kv where db = $1::uuid and expiration_ms >= 0 "
+                 "order by expiration_ms limit 1");
+    conn_.Define("timeline",
+                 "select ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)"
+                 "::bigint");
+    queue_.Define();
+  }
+
+  Result<int64_t> Begin() override {
+    ResetTxn();
+    if (!conn_.connected()) {
+      timeline_ = -1;
+      leader_ = false;
+    }
+    if (timeline_ < 0) {
+      auto t = conn_.Run("timeline", Params());
+      if (!t.ok()) return Broken(t.status());
+      timeline_ = t->Int(0, 0);
+    }
+    auto r = conn_.Pipeline({Stmt("begin", Params()), Stmt("lock_version", Params().Text(db_))});
+    if (!r.ok()) return Broken(r.status());
+    if ((*r)[1].rows() == 0) {
+      conn_.RollbackQuietly();
+      return NotFound("the database is gone from PostgreSQL");
+    }
+    int64_t version = (*r)[1].Int(0, 0);
+    const int64_t row_timeline = (*r)[1].Int(0, 1);
+    if (row_timeline > 0 && row_timeline < timeline_) {
+      // A failover: the old primary may have issued versions that never reached us.
+      version = (version / kTimelineStep + 1) * kTimelineStep;
+      spdlog::warn("database {}: PostgreSQL timeline {} -> {}; versions continue at {}", db_,
+                   row_timeline, timeline_, version);
+    }
+    return version;
+  }
+
+  Result<std::optional<StoredRow>> Get(std::string_view key) override {
+    auto it = overlay_.find(std::string(key));
+    if (it != overlay_.end()) return it->second;
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("get", Params().Text(db_).Bytes(key)));
+    return RowOf(r);
+  }
+
+  Status Put(std::string_view key, const StoredRow& row) override {
+    SetOverlay(std::string(key), row);
+    Params p;
+    p.Text(db_).Bytes(key).Bytes(row.value).Int32(static_cast<int32_t>(row.encoding));
+    p.Int64(row.version).Int64(row.expire_at_ms);
+    pending_.push_back(Stmt("put", std::move(p)));
+    return Status::Ok();
+  }
+
+  Status Delete(std::string_view key) override {
+    SetOverlay(std::string(key), std::nullopt);
+    pending_.push_back(Stmt("delete", Params().Text(db_).Bytes(key)));
+    return Status::Ok();
+  }
+
+  Status AddQueueMessage(const QueueRow& row) override {
+    pending_.push_back(queue_.AddStatement(row));
+    return Status::Ok();
+  }
+
+  Status SetDataVersion(int64_t version) override {
+    pending_.push_back(Stmt("set_version", Params().Text(db_).Int64(version).Int64(timeline_)));
+    pending_.push_back(Stmt("notify", Params().Text(channel_).Text(std::to_string(version))));
+    const int64_t now = NowUnixMs();
+    if (now - last_prune_ms_ > 10000) {
+      last_prune_ms_ = now;
+      pending_.push_back(
+          Stmt("log_prune", Params().Text(db_).Int64(now - o_.change_retention_ms)));
+    }
+    return Status::Ok();
+  }
+
+  Status AppendChangeLog(const ChangeLogRow& row) override {
+    Params p;
+    p.Text(db_).Int64(row.version).Int64(row.prev_version).Int64(row.time_ms).Bytes(row.bytes);
+    pending_.push_back(Stmt("log_add", std::move(p)));
+    return Status::Ok();
+  }
+
+  // Pruned by age in SetDataVersion (other nodes' feeds read the table too).
+  Status PruneChangeLog(int64_t /*through_version*/) override { return Status::Ok(); }
+
+  Status Savepoint() override {
+    if (sp_active_) return Internal("postgres write: nested savepoint");
+    sp_active_ = true;
+    sp_real_ = false;
+    sp_pending_mark_ = pending_.size();
+    sp_undo_mark_ = undo_.size();
+    return Status::Ok();
+  }
+
+  Status ReleaseSavepoint() override {
+    if (!sp_active_) return Internal("postgres write: no savepoint");
+    if (sp_real_) pending_.push_back(Stmt("release", Params()));
+    sp_active_ = false;
+    undo_.clear();
+    return Status::Ok();
+  }
+
+  Status RollbackToSavepoint() override {
+    if (!sp_active_) return Internal("postgres write: no savepoint");
+    pending_.resize(sp_pending_mark_);
+    while (undo_.size() > sp_undo_mark_) {
+      Undo& u = undo_.back();
+      if (u.had) {
+        overlay_[u.key] = std::move(u.prev);
+      } else {
+        overlay_.erase(u.key);
+      }
+      undo_.pop_back();
+    }
+    if (sp_real_) {
+      pending_.push_back(Stmt("rollback_to", Params()));
+      pending_.push_back(Stmt("release", Params()));
+    }
+    sp_active_ = false;
+    undo_.clear();
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    if (!leader_) {
+      KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("try_leader", Params().Text(db_)));
+      leader_ = r.rows() > 0 && r.Int(0, 0) != 0;
+      if (!leader_) return std::vector<std::string>();
+      spdlog::info("database {}: this node now sweeps expired keys", db_);
+    }
+    KVC_ASSIGN_OR_RETURN(PgResult r,
+                         conn_.Run("delete_expired", Params().Text(db_).Int64(now_ms)));
+    std::vector<std::string> keys;
+    for (int i = 0; i < r.rows(); ++i) {
+      keys.push_back(r.Bytes(i, 0));
+      SetOverlay(keys.back(), std::nullopt);
+    }
+    return keys;
+  }
+
+  Result<std::optional<int64_t>> EarliestExpiry() override {
+    // A node that is not the sweeper asks again soon, to take over from one that died.
+    if (!leader_) return std::optional<int64_t>(NowUnixMs() + o_.expiry_leader_retry_ms);
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("earliest", Params().Text(db_)));
+    if (r.rows() == 0) return std::optional<int64_t>();
+    return std::optional<int64_t>(r.Int(0, 0));
+  }
+
+  Status Commit() override {
+    pending_.push_back(Stmt("commit", Params()));
+    auto r = conn_.Pipeline(pending_);
+    ResetTxn();
+    if (!r.ok()) {
+      conn_.RollbackQuietly();
+      return r.status();
+    }
+    return Status::Ok();
+  }
+
+  void Rollback() override {
+    ResetTxn();
+    conn_.RollbackQuietly();
+  }
+
+  // Queue delivery: pg_queue.h, after the batched statements reached the server.
+  Result<std::vector<QueuedMessage>> QueueDue(int64_t now_ms, size_t limit) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.Due(now_ms, limit);
+  }
+  Result<std::optional<int64_t>> QueueEarliest(bool running) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.Earliest(running);
+  }
+  Status QueueLease(const QueueRow& row, int64_t deadline_ms,
+                    const QueueDeliveryState& state) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.Lease(row, deadline_ms, state);
+  }
+  Result<std::optional<QueuedMessage>> QueueGetRunning(std::string_view id) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.GetRunning(id);
+  }
+  Result<std::vector<std::string>> QueueRunningDue(int64_t now_ms, size_t limit) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.RunningDue(now_ms, limit);
+  }
+  Status QueueSetDeadline(std::string_view id, int64_t deadline_ms) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.SetDeadline(id, deadline_ms);
+  }
+  Status QueueRemoveRunning(std::string_view id) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.RemoveRunning(id);
+  }
+  Status QueueRequeue(const QueueRow& row, const QueueDeliveryState& state) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.Requeue(row, state);
+  }
+  Status QueueAddDead(const DeadLetterRow& dead) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.AddDead(dead);
+  }
+  Result<std::vector<DeadLetterRow>> QueueListDead(std::string_view after, size_t limit) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.ListDead(after, limit);
+  }
+  Result<std::optional<DeadLetterRow>> QueueTakeDead(std::string_view id) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.TakeDead(id);
+  }
+  Result<int64_t> QueuePruneDead(int64_t before_ms) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.PruneDead(before_ms);
+  }
+  Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    KVC_RETURN_IF_ERROR(Flush());
+    return queue_.Counts(now_ms);
+  }
+
+ private:
+  struct Undo {
+    std::string key;
+    bool had = false;
+    std::optional<StoredRow> prev;
+  };
+
+  Status Broken(const Status& s) {
+    conn_.RollbackQuietly();
+    if (!conn_.connected()) {
+      timeline_ = -1;
+      leader_ = false;
+    }
+    return s;
+  }
+
+  void ResetTxn() {
+    pending_.clear();
+    overlay_.clear();
+    undo_.clear();
+    sp_active_ = false;
+    sp_real_ = false;
+  }
+
+  void SetOverlay(std::string key, std::optional<StoredRow> row) {
+    auto it = overlay_.find(key);
+    if (sp_active_) {
+      Undo u;
+      u.key = key;
+      u.had = it != overlay_.end();
+      if (u.had) u.prev = it->second;
+      undo_.push_back(std::move(u));
+    }
+    if (it != overlay_.end()) {
+      it->second = std::move(row);
+    } else {
+      overlay_.emplace(std::move(key), std::move(row));
+    }
+  }
+
+  // Sends the batched statements (inside the transaction) before one that must see them.
+  Status Flush() {
+    if (sp_active_ && !sp_real_) {
+      pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(sp_pending_mark_),
+                      Stmt("savepoint", Params()));
+      sp_real_ = true;
+    }
+    if (pending_.empty()) return Status::Ok();
+    auto r = conn_.Pipeline(pending_);
+    pending_.clear();
+    sp_pending_mark_ = 0;
+    return r.status();
+  }
+
+  const PgBackendOptions o_;
+  const std::string db_;
+  const std::string channel_;
+  Connection conn_;
+  pg::QueueStatements queue_;
+  std::vector<Statement> pending_;
+  std::unordered_map<std::string, std::optional<StoredRow>> overlay_;
+  std::vector<Undo> undo_;
+  bool sp_active_ = false;
+  bool sp_real_ = false;
+  size_t sp_pending_mark_ = 0;
+  size_t sp_undo_mark_ = 0;
+  int64_t timeline_ = -1;
+  bool leader_ = false;
+  int64_t last_prune_ms_ = 0;
+};
+
+// LISTEN on the database's channel; on a notification (or every feed_poll_ms) read the commits
+// after the last one seen.
+class PgChangeFeed : public ChangeFeed {
+ public:
+  PgChangeFeed(const PgBackendOptions& o, int64_t after, Backend::CommitCallback cb)
+      : o_(o),
+        db_(o.database_id),
+        channel_("kvc_" + pg::UuidHex(o.database_id)),
+        last_(after),
+        cb_(std::move(cb)),
+        conn_(o.conninfo,
+              {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}},
+              "postgres change feed") {
+    conn_.Define("changes",
+                 "select version, prev_version, time_ms, record from kvc_changes where db = "
+                 "$1::uuid and version > $2 order by version limit 512");
+    conn_.Define("oldest", "select coalesce(min(version), 0) from kvc_changes where db = $1::uuid");
+  }
+
+  Status Start() {
+    if (::pipe(stop_pipe_) != 0) return IoError("pipe for the change feed failed");
+    thread_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+
+  ~PgChangeFeed() override {
+    if (thread_.joinable()) {
+      stop_.store(true);
+      const char b = 1;
+      (void)!::write(stop_pipe_[1], &b, 1);
+      thread_.join();
+    }
+    for (int fd : stop_pipe_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+ private:
+  void Loop() {
+    int backoff_ms = 100;
+    while (!stop_.load()) {
+      if (!conn_.connected()) {
+        Status s = conn_.Connect();
+        if (s.ok()) s = conn_.Exec("listen " + channel_);
+        if (!s.ok()) {
+          spdlog::warn("database {}: change feed: {}; retrying", db_, s.message());
+          conn_.Close();
+          Wait(backoff_ms);
+          backoff_ms = std::min(backoff_ms * 2, 2000);
+          continue;
+        }
+        backoff_ms = 100;
+      }
+      // Read everything after the last commit seen (after a reconnect too: nothing is missed
+      // unless it was pruned).
+      Status s = ReadNew();
+      if (!s.ok()) {
+        spdlog::warn("database {}: change feed: {}", db_, s.message());
+        conn_.Close();
+        continue;
+      }
+      Wait(static_cast<int>(o_.feed_poll_ms));
+      if (conn_.raw()) {
+        if (!PQconsumeInput(conn_.raw())) {
+          conn_.Close();
+          continue;
+        }
+        while (PGnotify* n = PQnotifies(conn_.raw())) PQfreemem(n);
+      }
+    }
+  }
+
+  Status ReadNew() {
+    for (;;) {
+      KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("changes", Params().Text(db_).Int64(last_)));
+      if (r.rows() == 0) return Status::Ok();
+      CommitGroup group;
+      group.origin = CommitOrigin::kOtherWriter;
+      for (int i = 0; i < r.rows(); ++i) {
+        const int64_t prev = r.Int(i, 1);
+        if (i == 0 && prev > last_) {
+          spdlog::warn(
+              "database {}: change feed missed commits {}..{} (pruned); watchers re-read", db_,
+              last_ + 1, prev);
+          group.resync = true;
+        }
+        KVC_ASSIGN_OR_RETURN(LoggedCommit c, DecodeLoggedCommit(r.Bytes(i, 3)));
+        group.time_ms = c.time_ms;
+        group.records.push_back(std::move(c.record));
+      }
+      last_ = group.records.back().version;
+      const bool more = r.rows() == 512;
+      cb_(std::move(group));
+      if (!more || stop_.load()) return Status::Ok();
+    }
+  }
+
+  // Sleeps until the connection has input, a stop, or `ms`.
+  void Wait(int ms) {
+    pollfd fds[2] = {{stop_pipe_[0], POLLIN, 0}, {conn_.socket(), POLLIN, 0}};
+    const nfds_t n = conn_.socket() >= 0 ? 2 : 1;
+    (void)::poll(fds, n, ms);
+  }
+
+  const PgBackendOptions o_;
+  const std::string db_;
+  const std::string channel_;
+  int64_t last_;
+  const Backend::CommitCallback cb_;
+  Connection conn_;
+  std::atomic<bool> stop_{false};
+  int stop_pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PgBackend>> PgBackend::Open(const PgBackendOptions& options) {
+  std::unique_ptr<PgBackend> b(new PgBackend(options));
+  KVC_RETURN_IF_ERROR(b->LoadDataVersion().status());
+  return b;
+}
+
+Result<int64_t> PgBackend::LoadDataVersion() {
+  Connection c(options_.conninfo, {{"application_name", options_.application_name}},
+               "postgres open");
+  KVC_ASSIGN_OR_RETURN(PgResult r,
+                       c.Query("select version from kvc_data_version where db = $1::uuid",
+                               Params().Text(options_.database_id)));
+  if (r.rows() == 0) {
+    return NotFound("database " + options_.database_id + " has no data in PostgreSQL");
+  }
+  const int64_t v = r.Int(0, 0);
+  loaded_version_.store(v);
+  return v;
+}
+
+Result<std::unique_ptr<ChangeFeed>> PgBackend::OpenChangeFeed(const CommitCallback& on_commit) {
+  auto feed = std::make_unique<PgChangeFeed>(options_, loaded_version_.load(), on_commit);
+  KVC_RETURN_IF_ERROR(feed->Start());
+  return std::unique_ptr<ChangeFeed>(std::move(feed));
+}
+
+Result<std::unique_ptr<Reader>> PgBackend::OpenReader() {
+  return std::unique_ptr<Reader>(std::make_unique<PgReader>(options_));
+}
+
+Result<std::unique_ptr<Writer>> PgBackend::OpenWriter() {
+  return std::unique_ptr<Writer>(std::make_unique<PgWriter>(options_));
+}
+
+}  // namespace kvc::storage

@@ -1,0 +1,54 @@
+// The queue primitives of the PostgreSQL writer (Writer::Queue*, backend.h) over kvc_queue,
+// kvc_queue_running, kvc_queue_state and kvc_queue_dead (pg_schema.h): the same rows and text
+// forms (queue_text.h) as the SQLite backend, each table keyed by database. They run inside the
+// writer's transaction, which holds its database's counter row, so queue transitions of every
+// node are serialized like writes.
+//
+// Thread-safety: used by the owning writer's thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/postgres/pg_conn.h"
+#include "storage/queue_rows.h"
+
+namespace kvc::storage::pg {
+
+class QueueStatements {
+ public:
+  // Borrows `conn` (the writer's); `db` is the database UUID.
+  QueueStatements(Connection& conn, std::string db) : conn_(conn), db_(std::move(db)) {}
+  // Registers the statements on the connection.
+  void Define();
+
+  // The insert of a new ready message, to batch with the rest of a write.
+  Statement AddStatement(const QueueRow& row) const;
+
+  Result<std::vector<QueuedMessage>> Due(int64_t now_ms, size_t limit);
+  Result<std::optional<int64_t>> Earliest(bool running);
+  Status Lease(const QueueRow& row, int64_t deadline_ms, const QueueDeliveryState& state);
+  Result<std::optional<QueuedMessage>> GetRunning(std::string_view id);
+  Result<std::vector<std::string>> RunningDue(int64_t now_ms, size_t limit);
+  Status SetDeadline(std::string_view id, int64_t deadline_ms);
+  Status RemoveRunning(std::string_view id);
+  Status Requeue(const QueueRow& row, const QueueDeliveryState& state);
+  Status AddDead(const DeadLetterRow& dead);
+  Result<std::vector<DeadLetterRow>> ListDead(std::string_view after, size_t limit);
+  Result<std::optional<DeadLetterRow>> TakeDead(std::string_view id);
+  Result<int64_t> PruneDead(int64_t before_ms);
+  Result<QueueTableCounts> Counts(int64_t now_ms);
+
+ private:
+  Statement RowStatement(const char* name, const QueueRow& row, int64_t ts) const;
+  Statement StateStatement(std::string_view id, const QueueDeliveryState& st) const;
+  Status RunAll(std::vector<Statement> stmts);
+
+  Connection& conn_;
+  const std::string db_;
+};
+
+}  // namespace kvc::storage::pg
