@@ -165,6 +165,18 @@ Status Application::Init() {
   }
 
   c.service.access_token = c.access_token;
+  if (storage::NodeRegistry* nodes = storage_->nodes()) {
+    // Several nodes serve this storage: list the live ones in metadata answers.
+    node_id_ = HexEncode(RandomBytes(8));
+    c.service.self_consistency = c.postgres_read.empty() ? "strong" : "eventual";
+    c.service.peer_endpoints = [nodes, self = node_id_] {
+      std::vector<std::pair<std::string, std::string>> out;
+      for (const storage::NodeInfo& n : nodes->LiveNodes()) {
+        if (n.id != self) out.emplace_back(n.url, n.role);
+      }
+      return out;
+    };
+  }
   kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
   kv_->SetAuthObserver(metrics_.get());
   kv_->SetPortableValueObserver(metrics_.get());
@@ -224,6 +236,19 @@ Status Application::Start() {
     metrics_server_ = std::make_unique<net::Server>(o, &metrics_router_);
     KVC_RETURN_IF_ERROR(metrics_server_->Start());
   }
+  if (storage::NodeRegistry* nodes = storage_->nodes()) {
+    storage::NodeInfo self;
+    self.id = node_id_;
+    self.url = !config_.advertise_url.empty()  ? config_.advertise_url
+               : !config_.service.public_url.empty() ? config_.service.public_url
+                                                     : url();
+    while (!self.url.empty() && self.url.back() == '/') self.url.pop_back();
+    self.role = config_.service.self_consistency;
+    self.region = config_.region;
+    self.started_ms = NowUnixMs();
+    nodes->Start(self, config_.node_heartbeat_ms, config_.max_replica_lag_ms);
+    spdlog::info("registered as a {} node at {}", self.role, self.url);
+  }
   return Status::Ok();
 }
 
@@ -231,6 +256,7 @@ void Application::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (health_) health_->SetDraining();
+  if (storage_ && storage_->nodes()) storage_->nodes()->Stop();  // others stop listing us
   if (server_ && config_.shutdown_drain_ms > 0) {
     spdlog::info("not ready; draining for {} ms before closing the listeners",
                  config_.shutdown_drain_ms);

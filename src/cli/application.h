@@ -80,6 +80,7 @@ class Application {
   // The storage's writer claim, held from Init until everything else is gone, so an offline
   // import (or a second server) never writes beside this one.
   std::unique_ptr<storage::WriterLock> writer_lock_;
+  std::string node_id_;  // in the node registry (several nodes on one storage)
   std::string secret_;
   bool token_from_file_ = false;
   bool token_created_ = false;

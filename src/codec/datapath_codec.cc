@@ -113,14 +113,14 @@ Result<std::vector<std::string>> DecodeWatch(std::string_view body) {
   return keys;
 }
 
-std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges) {
+std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges, bool strong) {
   pb::SnapshotReadOutput out;
   for (const auto& r : ranges) {
     auto* ro = out.add_ranges();
     for (const Entry& e : r) FillEntry(e, ro->add_values());
   }
   out.set_read_disabled(false);
-  out.set_read_is_strongly_consistent(true);
+  out.set_read_is_strongly_consistent(strong);
   out.set_status(pb::SR_SUCCESS);
   return out.SerializeAsString();
 }

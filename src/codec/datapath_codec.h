@@ -22,7 +22,9 @@ Result<AtomicWrite> DecodeAtomicWrite(std::string_view body);
 Result<std::vector<std::string>> DecodeWatch(std::string_view body);
 
 // Output encoders. Reads always carry status=SR_SUCCESS, read_is_strongly_consistent=true.
-std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges);
+// `strong`: read_is_strongly_consistent (false for a read served from a lagging replica).
+std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges,
+                                     bool strong = true);
 std::string EncodeAtomicWriteOutput(const CommitResult& result);
 // One element per watched key, in request order; nullopt = key absent. Every key changed=true.
 std::string EncodeWatchOutput(const std::vector<std::optional<Entry>>& keys);

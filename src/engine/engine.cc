@@ -418,6 +418,7 @@ Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector
     }
   }
   auto v = reader->DataVersion();
+  out.strong = reader->snapshot_is_strong();
   reader->End();
   if (!v.ok()) return v.status();
   out.version = *v;
@@ -452,6 +453,7 @@ void Engine::ReaderLoop(storage::Reader* reader) {
         }
       }
       auto v = reader->DataVersion();
+      out.strong = reader->snapshot_is_strong();
       reader->End();
       if (!v.ok()) return v.status();
       out.version = *v;

@@ -82,6 +82,7 @@ struct EngineCounters {
 struct ReadResult {
   std::vector<std::vector<Entry>> ranges;  // one per requested range, in order
   int64_t version = 0;                     // data version of the snapshot
+  bool strong = true;                      // false: read from a replica that may lag
 };
 
 // One page of a SnapshotScan.

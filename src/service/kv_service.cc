@@ -240,7 +240,17 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     respond(ErrorResponse(endpoint.status()));
     return;
   }
-  m.endpoints.push_back({std::move(*endpoint), "strong"});
+  const std::string self = *endpoint;
+  m.endpoints.push_back({std::move(*endpoint), options_.self_consistency});
+  if (options_.peer_endpoints) {
+    auto peers = options_.peer_endpoints();
+    for (const char* kind : {"strong", "eventual"}) {
+      for (const auto& [base, consistency] : peers) {
+        const std::string url = base + options_.endpoint_path;
+        if (consistency == kind && url != self) m.endpoints.push_back({url, consistency});
+      }
+    }
+  }
   m.token =
       auth_.IssueDataPathToken(principal, db->record.id, expires_at + options_.token_grace_ms);
   m.expires_at = FormatRfc3339Utc(expires_at);
@@ -280,7 +290,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
           return;
         }
         if (portable != nullptr) portable->OnRead(&r->ranges);
-        respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges)));
+        respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges, r->strong)));
       });
     };
     engine->SnapshotRead(std::move(*ranges), std::move(answer));

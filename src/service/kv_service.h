@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <memory>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -53,6 +54,13 @@ struct ServiceOptions {
   // codec/v8_portable.h), each conversion only when provably exact. false: values are stored and
   // served exactly as clients sent them.
   bool portable_v8_values = true;
+  // Several nodes on one storage (PostgreSQL): the other live nodes' base URLs (as each
+  // advertises itself, no trailing slash) and their consistency ("strong" or "eventual"). The
+  // metadata answer lists this node's own endpoint first, then the others' strong ones, then the
+  // eventual ones. Unset or empty: this node's endpoint only.
+  std::function<std::vector<std::pair<std::string, std::string>>()> peer_endpoints;
+  // This node's own consistency in that list ("eventual" for a node reading from a standby).
+  std::string self_consistency = "strong";
 };
 
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it

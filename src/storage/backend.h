@@ -65,6 +65,8 @@ class Reader {
   virtual Result<std::optional<StoredRow>> Get(std::string_view key) = 0;
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
+  // False if the open snapshot came from a replica that may lag the primary (an eventual read).
+  virtual bool snapshot_is_strong() const { return true; }
   virtual void End() = 0;
   // Counts keys and bytes (outside any snapshot; may take a while on a large database).
   virtual Result<StorageStats> Stats() = 0;

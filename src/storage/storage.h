@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "storage/backend.h"
 #include "storage/catalog.h"
+#include "storage/node_registry.h"
 
 namespace kvc::storage {
 
@@ -115,6 +116,10 @@ class Storage : public DatabaseProvisioner {
   virtual Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
                                                     const std::string& snapshot_file,
                                                     const std::string& id) = 0;
+
+  // The node registry of a storage several nodes serve at once (node_registry.h); nullptr for a
+  // storage only one process serves.
+  virtual NodeRegistry* nodes() { return nullptr; }
 
  protected:
   explicit Storage(std::unique_ptr<Catalog> catalog) : catalog_(std::move(catalog)) {}

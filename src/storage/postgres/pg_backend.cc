@@ -76,24 +76,33 @@ Statement Stmt(const char* name, Params p) { return Statement{name, std::move(p)
 
 class PgReader : public Reader {
  public:
-  PgReader(const PgBackendOptions& o)
+  explicit PgReader(const PgBackendOptions& o)
       : db_(o.database_id),
-        conn_(o.read_conninfo.empty() ? o.conninfo : o.read_conninfo,
-              {{"application_name", o.application_name}}, "postgres read") {
-    DefineCommon(conn_);
-    conn_.Define("stats",
-                 "select count(*), coalesce(sum(octet_length(k) + octet_length(v)), 0)::bigint "
-                 "from kvc_kv where db = $1::uuid");
-    conn_.Define("log_read",
-                 "select version, prev_version, time_ms, record from kvc_changes where db = "
-                 "$1::uuid and version > $2 order by version limit $3");
-    conn_.Define("log_stats",
-                 "select count(*), coalesce(min(version), 0), coalesce(max(version), 0), "
-                 "coalesce(min(time_ms), 0) from kvc_changes where db = $1::uuid and version > $2");
+        use_replica_(o.use_replica),
+        primary_(o.conninfo, {{"application_name", o.application_name}}, "postgres read"),
+        replica_(o.read_conninfo, {{"application_name", o.application_name}},
+                 "postgres standby read") {
+    for (Connection* c : {&primary_, &replica_}) {
+      DefineCommon(*c);
+      c->Define("stats",
+                "select count(*), coalesce(sum(octet_length(k) + octet_length(v)), 0)::bigint "
+                "from kvc_kv where db = $1::uuid");
+      c->Define("log_read",
+                "select version, prev_version, time_ms, record from kvc_changes where db = "
+                "$1::uuid and version > $2 order by version limit $3");
+      c->Define("log_stats",
+                "select count(*), coalesce(min(version), 0), coalesce(max(version), 0), "
+                "coalesce(min(time_ms), 0) from kvc_changes where db = $1::uuid and version > "
+                "$2");
+    }
+    has_replica_ = !o.read_conninfo.empty() && use_replica_ != nullptr;
   }
+
+  bool snapshot_is_strong() const override { return conn_ != &replica_; }
 
   Status Begin() override {
     pending_begin_ = true;
+    conn_ = has_replica_ && use_replica_->load() ? &replica_ : &primary_;
     return Status::Ok();
   }
 
@@ -122,11 +131,11 @@ class PgReader : public Reader {
     if (!in_txn_) return;
     in_txn_ = false;
     // Nothing to wait for: the next statement collects the result.
-    if (!conn_.SendAndForget("commit").ok()) conn_.Close();
+    if (!conn_->SendAndForget("commit").ok()) conn_->Close();
   }
 
   Result<StorageStats> Stats() override {
-    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("stats", Params().Text(db_)));
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_->Run("stats", Params().Text(db_)));
     StorageStats st;
     st.key_count = r.Int(0, 0);
     st.total_bytes = r.Int(0, 1);
@@ -137,7 +146,7 @@ class PgReader : public Reader {
                        std::vector<ChangeLogRow>* out) override {
     KVC_ASSIGN_OR_RETURN(
         PgResult r,
-        conn_.Run("log_read", Params().Text(db_).Int64(after_version).Int64(
+        conn_->Run("log_read", Params().Text(db_).Int64(after_version).Int64(
                                   static_cast<int64_t>(max_entries))));
     for (int i = 0; i < r.rows(); ++i) {
       out->push_back(ChangeLogRow{r.Int(i, 0), r.Int(i, 1), r.Int(i, 2), r.Bytes(i, 3)});
@@ -147,7 +156,7 @@ class PgReader : public Reader {
 
   Result<ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
     KVC_ASSIGN_OR_RETURN(PgResult r,
-                         conn_.Run("log_stats", Params().Text(db_).Int64(after_version)));
+                         conn_->Run("log_stats", Params().Text(db_).Int64(after_version)));
     return ChangeLogStats{r.Int(0, 0), r.Int(0, 1), r.Int(0, 2), r.Int(0, 3)};
   }
 
@@ -159,9 +168,9 @@ class PgReader : public Reader {
     stmts.push_back(Stmt("begin_ro", Params()));
     stmts.push_back(Stmt("version", Params().Text(db_)));
     if (first) stmts.push_back(std::move(*first));
-    auto r = conn_.Pipeline(stmts);
+    auto r = conn_->Pipeline(stmts);
     if (!r.ok()) {
-      conn_.RollbackQuietly();
+      conn_->RollbackQuietly();
       return r.status();
     }
     in_txn_ = true;
@@ -178,11 +187,15 @@ class PgReader : public Reader {
       KVC_RETURN_IF_ERROR(StartSnapshot(&s, &out));
       return out;
     }
-    return conn_.Run(name, p);
+    return conn_->Run(name, p);
   }
 
   const std::string db_;
-  Connection conn_;
+  const std::shared_ptr<std::atomic<bool>> use_replica_;
+  Connection primary_;
+  Connection replica_;
+  Connection* conn_ = &primary_;  // the connection of the current snapshot
+  bool has_replica_ = false;
   bool pending_begin_ = false;
   bool in_txn_ = false;
   int64_t version_ = 0;

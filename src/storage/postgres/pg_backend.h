@@ -45,8 +45,10 @@ namespace kvc::storage {
 struct PgBackendOptions {
   std::string conninfo;     // the primary (writes, change feed, catalog)
   std::string database_id;  // UUID
-  // Reads go here when set (a streaming standby); empty: the primary.
+  // Reads go here when set (a streaming standby) and `use_replica` says so (the node registry
+  // clears it while the standby lags too far); otherwise to the primary.
   std::string read_conninfo;
+  std::shared_ptr<std::atomic<bool>> use_replica;
   int64_t change_retention_ms = 10 * 60 * 1000;
   int64_t feed_poll_ms = 1000;
   int64_t expiry_leader_retry_ms = 2000;

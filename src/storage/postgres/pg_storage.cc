@@ -62,7 +62,9 @@ PgStorage::PgStorage(std::unique_ptr<Catalog> catalog, StorageOptions options,
                      std::string description)
     : Storage(std::move(catalog)),
       options_(std::move(options)),
-      description_(std::move(description)) {}
+      description_(std::move(description)),
+      nodes_(std::make_unique<PgNodeRegistry>(options_.location, options_.read_location,
+                                              use_replica_)) {}
 
 Result<std::unique_ptr<PgStorage>> PgStorage::Open(const StorageOptions& options) {
   if (options.location.empty()) {
@@ -140,6 +142,7 @@ Result<std::unique_ptr<Backend>> PgStorage::OpenBackend(const DatabaseRecord& da
   PgBackendOptions o;
   o.conninfo = options_.location;
   o.read_conninfo = options_.read_location;
+  o.use_replica = use_replica_;
   o.database_id = database.id;
   o.change_retention_ms = options_.change_retention_ms;
   o.feed_poll_ms = options_.feed_poll_ms;

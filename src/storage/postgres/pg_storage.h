@@ -9,10 +9,12 @@
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "storage/postgres/pg_backend.h"
+#include "storage/postgres/pg_nodes.h"
 #include "storage/storage.h"
 
 namespace kvc::storage {
@@ -46,12 +48,18 @@ class PgStorage : public Storage {
   // AlreadyExists, IoError.
   Result<DatabaseRecord> CreateWithId(const std::string& name, const std::string& id);
 
+  // kvc_nodes, and the standby lag watch when reads go to a standby.
+  NodeRegistry* nodes() override { return nodes_.get(); }
+
  private:
   PgStorage(std::unique_ptr<Catalog> catalog, StorageOptions options, std::string description);
   Status RegisterDefault();
 
   const StorageOptions options_;
   const std::string description_;
+  // Whether readers use the standby now (set by nodes_).
+  const std::shared_ptr<std::atomic<bool>> use_replica_ = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<NodeRegistry> nodes_;
 };
 
 // The conninfo with any password replaced by "***", for logs and Describe().
