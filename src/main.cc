@@ -7,6 +7,7 @@
 #include "cli/backup.h"
 #include "cli/bench.h"
 #include "cli/dump.h"
+#include "cli/migrate.h"
 #include "cli/queue.h"
 #include "cli/serve.h"
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   kvc::cli::AddBackupCommands(app, &backup);
   kvc::cli::QueueCliConfig queue;
   kvc::cli::AddQueueCommands(app, &queue);
+  kvc::cli::MigrateConfig migrate;
+  kvc::cli::AddMigrateCommand(app, &migrate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,5 +52,6 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     return kvc::cli::RunBackup(app, backup);
   }
   if (app.got_subcommand("queue")) return kvc::cli::RunQueue(app, queue);
+  if (app.got_subcommand("migrate")) return kvc::cli::RunMigrate(migrate);
   return kvc::cli::RunAdmin(app, admin);
 }

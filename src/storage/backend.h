@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,12 @@ struct SnapshotCopy {
   int64_t bytes = 0;      // size of the copy
 };
 
+// A stored row with its key, as Reader::ScanRows returns it.
+struct KeyedRow {
+  std::string key;
+  StoredRow row;
+};
+
 // Sizes for metrics; either may be -1 when a backend cannot tell cheaply.
 struct StorageStats {
   int64_t key_count = -1;    // rows in the key space, expired ones included
@@ -63,6 +70,20 @@ class Reader {
   virtual Status Scan(const ReadRange& range, int64_t now_ms, std::vector<Entry>* out) = 0;
   // The row stored for `key` in the open snapshot, expired or not (callers apply IsLive).
   virtual Result<std::optional<StoredRow>> Get(std::string_view key) = 0;
+  // Appends every row of `range` in the open snapshot, expired ones included, with its expiry,
+  // in ascending key order, at most range.limit of them: a database copied whole (`kvconnect
+  // migrate`). REQUIRES: !range.reverse. The default scans as of the earliest time (so every
+  // row counts as live) and gets each row's expiry; a backend may override it with one query.
+  virtual Status ScanRows(const ReadRange& range, std::vector<KeyedRow>* out) {
+    std::vector<Entry> entries;
+    KVC_RETURN_IF_ERROR(Scan(range, std::numeric_limits<int64_t>::min(), &entries));
+    for (Entry& e : entries) {
+      KVC_ASSIGN_OR_RETURN(std::optional<StoredRow> row, Get(e.key));
+      if (!row) return Internal("a row the snapshot scan returned is gone in the same snapshot");
+      out->push_back(KeyedRow{std::move(e.key), std::move(*row)});
+    }
+    return Status::Ok();
+  }
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
   // False if the open snapshot came from a replica that may lag the primary (an eventual read).
@@ -70,6 +91,12 @@ class Reader {
   virtual void End() = 0;
   // Counts keys and bytes (outside any snapshot; may take a while on a large database).
   virtual Result<StorageStats> Stats() = 0;
+  // The queue's messages and dead letters in the open snapshot (as Writer::QueueCounts), for
+  // operators (`kvconnect migrate` warns that it leaves them behind). Internal if the backend
+  // cannot count them from a reader.
+  virtual Result<QueueTableCounts> QueueCounts(int64_t /*now_ms*/) {
+    return Internal("this storage backend cannot count queue messages from a reader");
+  }
 
   // The change log (change_log.h), outside any snapshot. Appends the entries with version >
   // after_version to *out in ascending order, at most max_entries of them.

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -90,6 +91,10 @@ class Storage : public DatabaseProvisioner {
   virtual Result<std::string> LoadOrCreateSecret(const std::string& name,
                                                  const std::function<std::string()>& make,
                                                  bool* created) = 0;
+  // The secret called `name` if it is stored, nullopt if not; never creates it (`kvconnect
+  // migrate` reads the source's secrets this way). Errors: IoError, Corruption (stored but
+  // empty).
+  virtual Result<std::optional<std::string>> ReadSecret(const std::string& name) = 0;
   // Where the secret `name` is kept, as shown to operators.
   virtual std::string SecretLocation(const std::string& name) const = 0;
   // Claims the storage for this process's writers, so that two processes never write one
@@ -116,6 +121,12 @@ class Storage : public DatabaseProvisioner {
   virtual Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
                                                     const std::string& snapshot_file,
                                                     const std::string& id) = 0;
+  // Like Create, but the new, empty database carries `id` (a UUID another storage made):
+  // `kvconnect migrate` moves a database between storages keeping its id, so access tokens and
+  // data-path tokens bound to it keep working. The catalog is not touched: the caller may open
+  // the returned record (OpenBackend) and fill it before it adds or rebinds it, and destroys it
+  // (Destroy) if that fails. Errors: InvalidArgument (`id` is not a UUID), IoError.
+  virtual Result<DatabaseRecord> CreateWithId(const std::string& name, const std::string& id) = 0;
 
   // The node registry of a storage several nodes serve at once (node_registry.h); nullptr for a
   // storage only one process serves.

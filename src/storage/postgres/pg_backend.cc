@@ -87,6 +87,14 @@ class PgReader : public Reader {
       c->Define("stats",
                 "select count(*), coalesce(sum(octet_length(k) + octet_length(v)), 0)::bigint "
                 "from kvc_kv where db = $1::uuid");
+      c->Define("scan_rows",
+                "select k, v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid "
+                "and k >= $2 and k < $3 order by k limit $4");
+      c->Define("queue_counts",
+                "select (select count(*) from kvc_queue where db = $1::uuid and ts <= $2), "
+                "(select count(*) from kvc_queue where db = $1::uuid and ts > $2), (select "
+                "count(*) from kvc_queue_running where db = $1::uuid), (select count(*) from "
+                "kvc_queue_dead where db = $1::uuid)");
       c->Define("log_read",
                 "select version, prev_version, time_ms, record from kvc_changes where db = "
                 "$1::uuid and version > $2 order by version limit $3");
@@ -119,6 +127,31 @@ class PgReader : public Reader {
     p.Text(db_).Bytes(key);
     KVC_ASSIGN_OR_RETURN(PgResult res, RunInSnapshot("get", std::move(p)));
     return RowOf(res);
+  }
+
+  Status ScanRows(const ReadRange& r, std::vector<KeyedRow>* out) override {
+    if (r.start >= r.end || r.limit <= 0) return Status::Ok();
+    Params p;
+    p.Text(db_).Bytes(r.start).Bytes(r.end).Int64(r.limit);
+    KVC_ASSIGN_OR_RETURN(PgResult res, RunInSnapshot("scan_rows", std::move(p)));
+    for (int i = 0; i < res.rows(); ++i) {
+      KeyedRow k;
+      k.key = res.Bytes(i, 0);
+      k.row.value = res.Bytes(i, 1);
+      const int64_t enc = res.Int(i, 2);
+      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+      k.row.encoding = static_cast<ValueEncoding>(enc);
+      k.row.version = res.Int(i, 3);
+      k.row.expire_at_ms = res.Int(i, 4);
+      out->push_back(std::move(k));
+    }
+    return Status::Ok();
+  }
+
+  Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    KVC_ASSIGN_OR_RETURN(PgResult r,
+                         RunInSnapshot("queue_counts", Params().Text(db_).Int64(now_ms)));
+    return QueueTableCounts{r.Int(0, 0), r.Int(0, 1), r.Int(0, 2), r.Int(0, 3)};
   }
 
   Result<int64_t> DataVersion() override {

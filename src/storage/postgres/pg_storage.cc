@@ -99,6 +99,7 @@ Result<DatabaseRecord> PgStorage::Create(const std::string& name) {
 }
 
 Result<DatabaseRecord> PgStorage::CreateWithId(const std::string& name, const std::string& id) {
+  if (!LooksLikeUuid(id)) return InvalidArgument("'" + id + "' is not a database id (a UUID)");
   Connection c = Admin(options_, "postgres create");
   // The timeline it is created on, so a failover before its first write still jumps.
   auto r = c.Query(
@@ -169,6 +170,15 @@ Result<std::string> PgStorage::LoadOrCreateSecret(const std::string& name,
     return Corruption("the secret '" + name + "' in PostgreSQL is empty");
   }
   return r.Bytes(0, 0);
+}
+
+Result<std::optional<std::string>> PgStorage::ReadSecret(const std::string& name) {
+  Connection c = Admin(options_, "postgres secret");
+  KVC_ASSIGN_OR_RETURN(PgResult r, c.Query("select value from kvc_secrets where name = $1",
+                                           Params().Text(name)));
+  if (r.rows() == 0) return std::optional<std::string>();
+  if (r.Bytes(0, 0).empty()) return Corruption("the secret '" + name + "' in PostgreSQL is empty");
+  return std::optional<std::string>(r.Bytes(0, 0));
 }
 
 std::string PgStorage::SecretLocation(const std::string& name) const {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "storage/postgres/pg_backend.h"
@@ -45,8 +46,9 @@ class PgStorage : public Storage {
                                             const std::string& id) override;
 
   // Creates the database's counter row under `id` (kvconnect migrate keeps ids). Errors:
-  // AlreadyExists, IoError.
-  Result<DatabaseRecord> CreateWithId(const std::string& name, const std::string& id);
+  // InvalidArgument (not a UUID), AlreadyExists, IoError.
+  Result<DatabaseRecord> CreateWithId(const std::string& name, const std::string& id) override;
+  Result<std::optional<std::string>> ReadSecret(const std::string& name) override;
 
   // kvc_nodes, and the standby lag watch when reads go to a standby.
   NodeRegistry* nodes() override { return nodes_.get(); }

@@ -105,6 +105,23 @@ Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std
 constexpr const char* kGetRowSql =
     "select v, v_encoding, version, expiration_ms from kv where k = ?1";
 
+constexpr const char* kQueueCountsSql =
+    "select (select count(*) from queue where ts <= ?1), (select count(*) from queue where ts > "
+    "?1), (select count(*) from queue_running), (select count(*) from kvconnect_queue_dead)";
+
+// Runs `stmt` (kQueueCountsSql).
+Result<QueueTableCounts> QueryQueueCounts(Connection& c, sqlite3_stmt* stmt, int64_t now_ms) {
+  Stmt s(stmt);
+  s.BindInt64(1, now_ms);
+  if (s.Step() != SQLITE_ROW) return c.Error("queue counts");
+  QueueTableCounts counts;
+  counts.ready = s.ColumnInt64(0);
+  counts.delayed = s.ColumnInt64(1);
+  counts.running = s.ColumnInt64(2);
+  counts.dead = s.ColumnInt64(3);
+  return counts;
+}
+
 class SqliteReader : public Reader {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
@@ -124,6 +141,9 @@ class SqliteReader : public Reader {
         scan_rev_,
         conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
                       "and (expiration_ms < 0 or expiration_ms > ?3) order by k desc limit ?4"));
+    KVC_ASSIGN_OR_RETURN(scan_rows_,
+                         conn_.Prepare("select k, v, v_encoding, version, expiration_ms from kv "
+                                       "where k >= ?1 and k < ?2 order by k asc limit ?3"));
     KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
     KVC_ASSIGN_OR_RETURN(get_, conn_.Prepare(kGetRowSql));
     KVC_ASSIGN_OR_RETURN(count_, conn_.Prepare("select count(*) from kv"));
@@ -271,6 +291,34 @@ class SqliteReader : public Reader {
     return QueryRow(conn_, get_, key);
   }
 
+  Status ScanRows(const ReadRange& r, std::vector<KeyedRow>* out) override {
+    if (r.reverse) return Internal("ScanRows scans in ascending order only");
+    if (r.start >= r.end || r.limit <= 0) return Status::Ok();
+    Stmt s(scan_rows_);
+    s.BindBlob(1, r.start).BindBlob(2, r.end).BindInt64(3, r.limit);
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      KeyedRow k;
+      k.key = s.ColumnBlob(0);
+      k.row.value = s.ColumnBlob(1);
+      const int64_t enc = s.ColumnInt64(2);
+      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+      k.row.encoding = static_cast<ValueEncoding>(enc);
+      k.row.version = s.ColumnInt64(3);
+      k.row.expire_at_ms = s.ColumnInt64(4);
+      out->push_back(std::move(k));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("scan rows");
+    return Status::Ok();
+  }
+
+  Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    if (queue_counts_ == nullptr) {  // prepared on first use: few readers ever count
+      KVC_ASSIGN_OR_RETURN(queue_counts_, conn_.Prepare(kQueueCountsSql));
+    }
+    return QueryQueueCounts(conn_, queue_counts_, now_ms);
+  }
+
   Result<int64_t> DataVersion() override { return snapshot_version_; }
 
   void End() override { Stmt(end_).Step(); }
@@ -281,6 +329,8 @@ class SqliteReader : public Reader {
   sqlite3_stmt* end_ = nullptr;
   sqlite3_stmt* scan_ = nullptr;
   sqlite3_stmt* scan_rev_ = nullptr;
+  sqlite3_stmt* scan_rows_ = nullptr;
+  sqlite3_stmt* queue_counts_ = nullptr;
   sqlite3_stmt* version_ = nullptr;
   sqlite3_stmt* get_ = nullptr;
   sqlite3_stmt* count_ = nullptr;
@@ -481,15 +531,7 @@ class SqliteWriter : public Writer {
   }
 
   Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
-    Stmt s(q_counts_);
-    s.BindInt64(1, now_ms);
-    if (s.Step() != SQLITE_ROW) return conn_.Error("queue counts");
-    QueueTableCounts c;
-    c.ready = s.ColumnInt64(0);
-    c.delayed = s.ColumnInt64(1);
-    c.running = s.ColumnInt64(2);
-    c.dead = s.ColumnInt64(3);
-    return c;
+    return QueryQueueCounts(conn_, q_counts_, now_ms);
   }
 
   Status AppendChangeLog(const ChangeLogRow& row) override {
@@ -632,10 +674,7 @@ class SqliteWriter : public Writer {
                          conn_.Prepare("delete from kvconnect_queue_state where id not in "
                                        "(select id from queue) and id not in (select id from "
                                        "queue_running)"));
-    KVC_ASSIGN_OR_RETURN(
-        q_counts_, conn_.Prepare("select (select count(*) from queue where ts <= ?1), (select "
-                                 "count(*) from queue where ts > ?1), (select count(*) from "
-                                 "queue_running), (select count(*) from kvconnect_queue_dead)"));
+    KVC_ASSIGN_OR_RETURN(q_counts_, conn_.Prepare(kQueueCountsSql));
     return Status::Ok();
   }
 

@@ -146,33 +146,51 @@ Result<DatabaseRecord> SqliteStorage::CreateFromSnapshot(const std::string& name
     fs::remove(snapshot_file, ec);
   }
   for (const char* suffix : {"-wal", "-shm"}) fs::remove(snapshot_file + suffix, ec);
-  auto stamp = [&]() -> Status {
-    sqlite::Connection c("sqlite ");
-    KVC_RETURN_IF_ERROR(
-        c.Open(path, SQLITE_OPEN_READWRITE, 5000, "pragma synchronous=full", sqlite_.vfs));
-    {
-      KVC_ASSIGN_OR_RETURN(sqlite::Stmt check,
-                           c.PrepareOnce("select count(*) from sqlite_master where name in "
-                                         "('kv', 'data_version', 'migration_state')"));
-      if (check.Step() != SQLITE_ROW || check.ColumnInt64(0) != 3) {
-        return InvalidArgument(snapshot_file + " is not a Deno KV database file");
-      }
+  Status s = StampDatabaseId(path, id);
+  if (!s.ok()) {
+    RemoveDatabaseFiles(path);
+    if (s.code() == StatusCode::kInvalidArgument) {
+      return InvalidArgument(snapshot_file + " is not a Deno KV database file");
     }
-    KVC_RETURN_IF_ERROR(
-        c.Exec("create table if not exists kvconnect_meta (k text primary key, v text not null)"));
-    KVC_ASSIGN_OR_RETURN(sqlite::Stmt put,
-                         c.PrepareOnce("insert or replace into kvconnect_meta (k, v) values "
-                                       "('database_id', ?1)"));
-    put.BindText(1, id);
-    if (put.Step() != SQLITE_DONE) return c.Error("store database id");
-    return Status::Ok();
-  };
-  Status s = stamp();
+    return s;
+  }
+  return RecordFor(name, location);
+}
+
+Result<DatabaseRecord> SqliteStorage::CreateWithId(const std::string& name, const std::string& id) {
+  if (!LooksLikeUuid(id)) return InvalidArgument("'" + id + "' is not a database id (a UUID)");
+  const std::string location = "db-" + HexEncode(RandomBytes(8)) + ".sqlite3";
+  const std::string path = Resolve(location);
+  // Made with an id of its own (and every table) first, then given `id`.
+  auto made = DatabaseIdOf(path, sqlite_);
+  Status s = made.ok() ? StampDatabaseId(path, id) : made.status();
   if (!s.ok()) {
     RemoveDatabaseFiles(path);
     return s;
   }
   return RecordFor(name, location);
+}
+
+Status SqliteStorage::StampDatabaseId(const std::string& path, const std::string& id) const {
+  sqlite::Connection c("sqlite ");
+  KVC_RETURN_IF_ERROR(
+      c.Open(path, SQLITE_OPEN_READWRITE, 5000, "pragma synchronous=full", sqlite_.vfs));
+  {
+    KVC_ASSIGN_OR_RETURN(sqlite::Stmt check,
+                         c.PrepareOnce("select count(*) from sqlite_master where name in "
+                                       "('kv', 'data_version', 'migration_state')"));
+    if (check.Step() != SQLITE_ROW || check.ColumnInt64(0) != 3) {
+      return InvalidArgument(path + " is not a Deno KV database file");
+    }
+  }
+  KVC_RETURN_IF_ERROR(
+      c.Exec("create table if not exists kvconnect_meta (k text primary key, v text not null)"));
+  KVC_ASSIGN_OR_RETURN(sqlite::Stmt put,
+                       c.PrepareOnce("insert or replace into kvconnect_meta (k, v) values "
+                                     "('database_id', ?1)"));
+  put.BindText(1, id);
+  if (put.Step() != SQLITE_DONE) return c.Error("store database id");
+  return Status::Ok();
 }
 
 Status SqliteStorage::Destroy(const DatabaseRecord& database) {
@@ -188,22 +206,31 @@ std::string SqliteStorage::SecretLocation(const std::string& name) const {
   return (root_ / name).string();
 }
 
+Result<std::optional<std::string>> SqliteStorage::ReadSecret(const std::string& name) {
+  const fs::path path = root_ / name;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    if (ec) return IoError("cannot read " + path.string() + ": " + ec.message());
+    return std::optional<std::string>();
+  }
+  std::ifstream in(path);
+  if (!in) return IoError("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) return IoError("cannot read " + path.string());
+  std::string v = ss.str();
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
+  if (v.empty()) return Corruption("secret file " + path.string() + " is empty");
+  return std::optional<std::string>(std::move(v));
+}
+
 Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
                                                       const std::function<std::string()>& make,
                                                       bool* created) {
   *created = false;
+  KVC_ASSIGN_OR_RETURN(std::optional<std::string> stored, ReadSecret(name));
+  if (stored) return std::move(*stored);
   const fs::path path = root_ / name;
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in.good() && !in.eof()) return IoError("cannot read " + path.string());
-    std::string v = ss.str();
-    while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
-    if (v.empty()) return Corruption("secret file " + path.string() + " is empty");
-    return v;
-  }
   std::string v = make();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return IoError("cannot create " + path.string() + ": " + std::strerror(errno));

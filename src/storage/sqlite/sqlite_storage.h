@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "storage/sqlite/sqlite_backend.h"
@@ -43,6 +44,7 @@ class SqliteStorage : public Storage {
   Result<std::string> LoadOrCreateSecret(const std::string& name,
                                          const std::function<std::string()>& make,
                                          bool* created) override;
+  Result<std::optional<std::string>> ReadSecret(const std::string& name) override;
   std::string SecretLocation(const std::string& name) const override;
   // flock(LOCK_EX | LOCK_NB) on kvconnect.lock.
   Result<std::unique_ptr<WriterLock>> LockWriters() override;
@@ -53,6 +55,8 @@ class SqliteStorage : public Storage {
   Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
                                             const std::string& snapshot_file,
                                             const std::string& id) override;
+  // A new file, db-<hex>.sqlite3, carrying `id`.
+  Result<DatabaseRecord> CreateWithId(const std::string& name, const std::string& id) override;
 
  private:
   SqliteStorage(std::unique_ptr<Catalog> catalog, std::filesystem::path root, SqliteOptions sqlite)
@@ -63,6 +67,8 @@ class SqliteStorage : public Storage {
   // A record for `file` (a location) under `name`, carrying the id stored in the file (which
   // is created if missing).
   Result<DatabaseRecord> RecordFor(const std::string& name, const std::string& file) const;
+  // Stores `id` as the database id of the database file at `path`.
+  Status StampDatabaseId(const std::string& path, const std::string& id) const;
   Status RegisterDefault();
   // Makes the database named "default" the SQLite file at `file`.
   Status PointDefaultAt(const std::string& file);
