@@ -465,6 +465,10 @@ void Engine::ReaderLoop(storage::Reader* reader) {
     Result<ReadResult> r = points ? ReadPoints(reader, job.ranges, now) : run();
     if (!r.ok() && r.status().code() != StatusCode::kInvalidArgument) {
       spdlog::error("snapshot read failed: {}", r.status().ToString());
+      // A shared backend (PostgreSQL) reconnects by itself, e.g. after a failover: try again.
+      if (!sole_writer_ && r.status().code() == StatusCode::kIoError) {
+        r = Unavailable("The database is temporarily unreachable, try again later.");
+      }
     }
     job.done(std::move(r));
   }

@@ -138,7 +138,8 @@ Status PgCatalog::RebindDatabase(const std::string& name, const std::string& new
 Status PgCatalog::AddToken(const AccessTokenRecord& t) {
   MutexLock lock(mu_);
   return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
-    auto r = conn_.Query(std::string("insert into kvc_access_tokens (") + kTokenColumns +
+    auto r = conn_.Query(std::string("insert into kvc_access_tokens (id, name, database_id, scope, "
+                                     "hash, created_ms, expires_ms, revoked_ms, rate_limit") +
                              ") values ($1, $2, $3::uuid, $4, $5, $6, $7, $8, $9)",
                          Params()
                              .Text(t.id)
