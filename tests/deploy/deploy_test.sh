@@ -8,7 +8,9 @@
 #   image    every shared library the binary needs is in the Dockerfile's runtime stage
 #   health   the Dockerfile's HEALTHCHECK command passes against the built server's metrics
 #            listener (and fails once it is gone); the Kubernetes probes' paths answer 200
-#   yaml     deploy/compose.yaml and deploy/k8s/kvconnect.yaml parse (when PyYAML is there)
+#   yaml     the Compose and Kubernetes files parse (when PyYAML is there)
+#   scripts  deploy/postgres/*.sh pass `bash -n`; deploy/haproxy.cfg passes `haproxy -c` (when
+#            haproxy is installed)
 #
 # Environment:
 #   KVCONNECT_BIN               the server binary (default: build/kvconnect in the repository)
@@ -383,7 +385,7 @@ PY
   done
   check "HEALTHCHECK passes against a running server" bash -c "${cmd//9090/$port}"
   local path
-  for path in $(grep -o 'path: /[a-z]*' "$DEPLOY/k8s/kvconnect.yaml" | cut -d' ' -f2); do
+  for path in $(cat "$DEPLOY"/k8s/*.yaml | grep -o 'path: /[a-z]*' | cut -d' ' -f2 | sort -u); do
     check "Kubernetes probe path $path answers 200 on the metrics listener" \
       quiet curl -sf "http://127.0.0.1:$port$path"
   done
@@ -401,16 +403,39 @@ PY
 # yaml
 # ---------------------------------------------------------------------------------------------
 yaml_test() {
-  echo "== yaml: deploy/compose.yaml, deploy/k8s/kvconnect.yaml"
+  echo "== yaml: deploy/compose*.yaml, deploy/k8s/*.yaml"
   if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import yaml' 2>/dev/null; then
     skip "python3 with PyYAML is not installed (apt-get install python3-yaml)"
     return
   fi
   local f
-  for f in "$DEPLOY/compose.yaml" "$DEPLOY/k8s/kvconnect.yaml"; do
+  for f in "$DEPLOY"/compose*.yaml "$DEPLOY"/k8s/*.yaml; do
     check "${f#"$ROOT"/} parses as YAML" \
       python3 -c 'import sys, yaml; list(yaml.safe_load_all(open(sys.argv[1])))' "$f"
   done
+}
+
+# ---------------------------------------------------------------------------------------------
+# scripts: the PostgreSQL containers' scripts and the haproxy configuration
+# ---------------------------------------------------------------------------------------------
+scripts_test() {
+  echo "== scripts: deploy/postgres/*.sh, deploy/haproxy.cfg"
+  local f
+  for f in "$DEPLOY"/postgres/*.sh; do
+    check "${f#"$ROOT"/} passes bash -n" bash -n "$f"
+  done
+  if ! command -v haproxy >/dev/null 2>&1; then
+    skip "haproxy is not installed (apt-get install haproxy)"
+    return
+  fi
+  # The node names resolve only inside Compose; haproxy then starts with them disabled.
+  local out
+  if out=$(haproxy -c -f "$DEPLOY/haproxy.cfg" 2>&1); then
+    ok "deploy/haproxy.cfg passes haproxy -c"
+  else
+    fail "deploy/haproxy.cfg fails haproxy -c"
+    indented "$out"
+  fi
 }
 
 certs_test
@@ -419,6 +444,7 @@ config_test
 image_test
 health_test
 yaml_test
+scripts_test
 
 echo
 echo "deploy_test: $passed passed, $failed failed, $skipped skipped"
