@@ -228,7 +228,7 @@ TEST(StorageFactory, UnknownKindNamesTheKnownOnes) {
   auto st = storage::OpenStorage(options);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.status().message(), "unknown storage kind 'cassandra' (known: sqlite)");
+  EXPECT_EQ(st.status().message(), "unknown storage kind 'cassandra' (known: sqlite, postgres)");
 }
 
 TEST(ConfigFile, KeysTypesAndUnknownKeys) {
