@@ -230,7 +230,55 @@ void Engine::Publish(const storage::CommitGroup& group) {
   for (const auto& l : *listeners) l->OnCommit(group);
 }
 
+void Engine::ResyncWatchers(storage::CommitGroup* group) {
+  const std::vector<std::string> keys = hub_->WatchedKeys();
+  if (keys.empty()) return;  // nobody to tell
+  auto reader = backend_->OpenReader();
+  if (!reader.ok() || !(*reader)->Begin().ok()) {
+    spdlog::error("watch resync: cannot read the watched keys; watchers wait for the next change");
+    return;
+  }
+  storage::Reader& r = **reader;
+  storage::CommitRecord current;
+  const int64_t now = Now();
+  bool ok = true;
+  for (const std::string& k : keys) {
+    auto row = r.Get(k);
+    if (!row.ok()) {
+      ok = false;
+      break;
+    }
+    if (*row && !storage::IsLive((*row)->expire_at_ms, now)) row->reset();
+    current.changes.push_back(storage::KeyChange{k, std::move(*row)});
+  }
+  auto version = r.DataVersion();
+  r.End();
+  if (!ok || !version.ok()) {
+    spdlog::error("watch resync: reading the watched keys failed");
+    return;
+  }
+  // The snapshot already holds every record up to its version.
+  current.version = *version;
+  auto& recs = group->records;
+  recs.erase(std::remove_if(recs.begin(), recs.end(),
+                            [&](const storage::CommitRecord& c) { return c.version <= *version; }),
+             recs.end());
+  recs.insert(recs.begin(), std::move(current));
+  resync_floor_ = *version;
+  spdlog::warn("watch resync: {} watched key(s) re-read at version {}", keys.size(), *version);
+}
+
 void Engine::OnFeedCommit(storage::CommitGroup group) {
+  if (group.resync) {
+    ResyncWatchers(&group);
+  } else if (resync_floor_ > 0) {  // records the resync snapshot already held
+    auto& recs = group.records;
+    recs.erase(std::remove_if(recs.begin(), recs.end(),
+                              [&](const storage::CommitRecord& c) {
+                                return c.version <= resync_floor_;
+                              }),
+               recs.end());
+  }
   if (group.records.empty()) return;
   int64_t v = committed_version_.load();
   const int64_t last = group.records.back().version;

@@ -234,6 +234,9 @@ class Engine {
   // Hands a committed group to every listener, in order. Publishing thread only.
   void Publish(const storage::CommitGroup& group) KVC_EXCLUDES(listeners_mu_, publish_mu_);
   void OnFeedCommit(storage::CommitGroup group);
+  // The feed lost commits (CommitGroup::resync): reads every watched key in one snapshot and
+  // makes `group` end with their current state at that snapshot's version. Feed thread only.
+  void ResyncWatchers(storage::CommitGroup* group);
   void MarkFailed(const char* what, const Status& s);
   int64_t Now() const { return clock_->NowMs(); }
 
@@ -254,6 +257,7 @@ class Engine {
       KVC_GUARDED_BY(listeners_mu_);
   Mutex publish_mu_;
   std::unique_ptr<storage::ChangeFeed> feed_;
+  int64_t resync_floor_ = 0;  // feed thread only: records at or below it are already published
   std::unique_ptr<WriterTaskHost> task_host_;
   std::vector<std::shared_ptr<WriterTask>> tasks_;  // fixed after Start; Run on the writer only
 

@@ -74,6 +74,14 @@ void WatchHub::OnRetire() {
   }
 }
 
+std::vector<std::string> WatchHub::WatchedKeys() const {
+  MutexLock lock(mu_);
+  std::vector<std::string> keys;
+  keys.reserve(by_key_.size());
+  for (const auto& entry : by_key_) keys.push_back(entry.first);
+  return keys;
+}
+
 size_t WatchHub::subscription_count() const {
   MutexLock lock(mu_);
   return count_;

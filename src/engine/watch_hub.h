@@ -59,6 +59,8 @@ class WatchHub : public CommitListener {
   // Ends every subscription (on_close) and refuses new ones.
   void OnRetire() override;
   size_t subscription_count() const;
+  // Every key some subscription watches (each once).
+  std::vector<std::string> WatchedKeys() const;
 
  private:
   void Remove(Subscription* s) KVC_EXCLUDES(mu_);

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "engine/engine.h"
+#include "storage/change_log.h"
 #include "storage/postgres/pg_conn.h"
 #include "storage/postgres/pg_schema.h"
 #include "storage/storage.h"
@@ -229,6 +230,58 @@ TEST_F(PostgresNodesTest, AWriteOnOneNodeWakesAWatcherOnTheOther) {
                           [&] { return !seen.empty() && seen.back() == written.back(); }))
       << "node B's watcher saw " << seen.size() << " changes";
   EXPECT_EQ(seen, written);  // every commit, in order, once
+  lock.unlock();
+  sub.reset();
+}
+
+// A node whose change feed finds commits missing (pruned while it was away) re-reads every
+// watched key, so its watchers still end on the current state.
+TEST_F(PostgresNodesTest, AFeedThatMissedCommitsReReadsTheWatchedKeys) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<int64_t, std::string>> seen;
+  WatchHub::Callbacks cb;
+  cb.on_change = [&](const std::vector<WatchHub::Change>& changes) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& c : changes) seen.emplace_back(c.version, c.row ? c.row->value : "");
+    cv.notify_all();
+  };
+  auto sub = b_->engine->Subscribe({"g"}, cb);
+  auto w = WriteSync(*a_->engine, AtomicWrite{{}, {Set("g", "one")}, {}});
+  ASSERT_TRUE(w.ok() && w->ok);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() == 1; }));
+  }
+  // Another writer changes "g" and commits 50 more times; only the last commit's record is
+  // left in the change table, the others were pruned.
+  const int64_t v = w->version + 60;
+  storage::CommitRecord rec;
+  rec.version = v;
+  rec.changes.push_back(storage::KeyChange{"h", storage::StoredRow{"x", ValueEncoding::kBytes, v}});
+  const std::string db = a_->engine->database_id();
+  storage::pg::Connection c(conninfo_, {}, "test");
+  ASSERT_TRUE(c.Exec("begin").ok());
+  using storage::pg::Params;
+  ASSERT_TRUE(c.Query("update kvc_kv set v = $2, version = $3 where db = $1::uuid and k = 'g'",
+                      Params().Text(db).Bytes("two").Int64(v - 5))
+                  .ok());
+  ASSERT_TRUE(c.Query("update kvc_data_version set version = $2 where db = $1::uuid",
+                      Params().Text(db).Int64(v))
+                  .ok());
+  ASSERT_TRUE(c.Query("insert into kvc_changes (db, version, prev_version, time_ms, record) "
+                      "values ($1::uuid, $2, $3, $4, $5)",
+                      Params().Text(db).Int64(v).Int64(v - 1).Int64(NowUnixMs()).Bytes(
+                          storage::EncodeLoggedCommit(rec, v - 1, NowUnixMs())))
+                  .ok());
+  ASSERT_TRUE(c.Query("select pg_notify($1, $2)",
+                      Params().Text("kvc_" + storage::pg::UuidHex(db)).Text(std::to_string(v)))
+                  .ok());
+  ASSERT_TRUE(c.Exec("commit").ok());
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return seen.size() == 2; }));
+  EXPECT_EQ(seen[1].second, "two");
+  EXPECT_EQ(seen[1].first, v);
   lock.unlock();
   sub.reset();
 }
