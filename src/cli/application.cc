@@ -146,6 +146,17 @@ Status Application::Init() {
   }
   KVC_RETURN_IF_ERROR(directory_->Start());
   metrics_->Start(directory_.get());
+  if (storage::NodeRegistry* nodes = storage_->nodes()) {
+    metrics_->SetNodeSource([nodes] {
+      service::Metrics::NodeStats st;
+      for (const storage::NodeInfo& n : nodes->LiveNodes()) {
+        ++(n.role == "eventual" ? st.eventual_live : st.strong_live);
+      }
+      st.replica_lag_ms = nodes->ReplicaLagMs();
+      st.reading_from_replica = nodes->ReadingFromReplica();
+      return st;
+    });
+  }
   health_ = std::make_unique<service::Health>(directory_.get());
   if (backup_) {
     backup_->Start();

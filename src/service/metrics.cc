@@ -182,6 +182,11 @@ void Metrics::SetBackupSource(std::function<std::vector<backup::BackupStatus>()>
   backup_source_ = std::move(source);
 }
 
+void Metrics::SetNodeSource(std::function<NodeStats()> source) {
+  MutexLock lock(mu_);
+  node_source_ = std::move(source);
+}
+
 void Metrics::AddConnectionSource(std::function<ConnectionStats()> source) {
   MutexLock lock(mu_);
   connection_sources_.push_back(std::move(source));
@@ -297,6 +302,7 @@ std::string Metrics::Render() {
   ConnectionStats conn;
   std::map<std::string, DbStats> db_stats;
   std::function<std::vector<backup::BackupStatus>()> backup_source;
+  std::function<NodeStats()> node_source;
   {
     MutexLock lock(mu_);
     for (const auto& src : connection_sources_) {
@@ -308,6 +314,7 @@ std::string Metrics::Render() {
     }
     db_stats = db_stats_;
     backup_source = backup_source_;
+    node_source = node_source_;
   }
   auto open = Family("kvconnect_connections_open", "Client connections open", MetricType::Gauge);
   AddValue(open, static_cast<double>(conn.connections_open));
@@ -399,6 +406,27 @@ std::string Metrics::Render() {
     families.push_back(std::move(*f));
   }
   if (backup_source) RenderBackup(backup_source(), &families);
+  if (node_source) {
+    const NodeStats n = node_source();
+    auto live = Family("kvconnect_nodes_live",
+                       "Live nodes in the node registry (PostgreSQL storage), by role",
+                       MetricType::Gauge);
+    AddValue(live, static_cast<double>(n.strong_live), {{"role", "strong"}});
+    AddValue(live, static_cast<double>(n.eventual_live), {{"role", "eventual"}});
+    families.push_back(std::move(live));
+    if (n.replica_lag_ms >= 0) {
+      auto lag = Family("kvconnect_replica_lag_seconds",
+                        "Replay lag of the standby this node reads from, as last measured",
+                        MetricType::Gauge);
+      AddValue(lag, static_cast<double>(n.replica_lag_ms) / 1000.0);
+      families.push_back(std::move(lag));
+      auto on = Family("kvconnect_reading_from_replica",
+                       "1 while reads go to the standby, 0 while they go to the primary",
+                       MetricType::Gauge);
+      AddValue(on, n.reading_from_replica ? 1.0 : 0.0);
+      families.push_back(std::move(on));
+    }
+  }
   return prometheus::TextSerializer().Serialize(families);
 }
 

@@ -70,6 +70,14 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   void AddConnectionSource(std::function<ConnectionStats()> source);
   // The continuous backup's per-database state, read at scrape time (kvconnect_backup_*).
   void SetBackupSource(std::function<std::vector<backup::BackupStatus>()> source);
+  // Several nodes on one storage (PostgreSQL): the node registry's view, read at each scrape.
+  struct NodeStats {
+    int64_t strong_live = 0;
+    int64_t eventual_live = 0;
+    int64_t replica_lag_ms = -1;  // -1: this node reads from no standby
+    bool reading_from_replica = false;
+  };
+  void SetNodeSource(std::function<NodeStats()> source);
 
   void OnRequest(const RequestInfo& info) override;
   // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
@@ -113,6 +121,7 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   mutable Mutex mu_;
   std::vector<std::function<ConnectionStats()>> connection_sources_ KVC_GUARDED_BY(mu_);
   std::function<std::vector<backup::BackupStatus>()> backup_source_ KVC_GUARDED_BY(mu_);
+  std::function<NodeStats()> node_source_ KVC_GUARDED_BY(mu_);
   std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
   Directory* directory_ = nullptr;                               // set once by Start
   bool stop_ KVC_GUARDED_BY(mu_) = false;

@@ -97,6 +97,11 @@ test("metadata answers list the answering node first, then strong, then eventual
     { url: `${strong.url}/v2`, consistency: "strong" },
     { url: `${eventual.url}/v2`, consistency: "eventual" },
   ]);
+  const metrics = await (await fetch(`${eventual.url}/metrics`)).text();
+  assert.match(metrics, /^kvconnect_nodes_live\{role="strong"\} 1$/m);
+  assert.match(metrics, /^kvconnect_nodes_live\{role="eventual"\} 1$/m);
+  assert.match(metrics, /^kvconnect_replica_lag_seconds \d/m);
+  assert.match(metrics, /^kvconnect_reading_from_replica 1$/m);
   const viaEventual = await metadata(eventual);
   assert.deepEqual(viaEventual.endpoints, [
     { url: `${eventual.url}/v2`, consistency: "eventual" },
