@@ -250,7 +250,7 @@ Status Application::Start() {
   if (storage::NodeRegistry* nodes = storage_->nodes()) {
     storage::NodeInfo self;
     self.id = node_id_;
-    self.url = !config_.advertise_url.empty()  ? config_.advertise_url
+    self.url = !config_.advertise_url.empty()        ? config_.advertise_url
                : !config_.service.public_url.empty() ? config_.service.public_url
                                                      : url();
     while (!self.url.empty() && self.url.back() == '/') self.url.pop_back();

@@ -273,11 +273,10 @@ void Engine::OnFeedCommit(storage::CommitGroup group) {
     ResyncWatchers(&group);
   } else if (resync_floor_ > 0) {  // records the resync snapshot already held
     auto& recs = group.records;
-    recs.erase(std::remove_if(recs.begin(), recs.end(),
-                              [&](const storage::CommitRecord& c) {
-                                return c.version <= resync_floor_;
-                              }),
-               recs.end());
+    recs.erase(
+        std::remove_if(recs.begin(), recs.end(),
+                       [&](const storage::CommitRecord& c) { return c.version <= resync_floor_; }),
+        recs.end());
   }
   if (group.records.empty()) return;
   int64_t v = committed_version_.load();
@@ -664,9 +663,9 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     if (!s.ok()) {
       for (WriteJob& j : batch) {
         if (j.result.ok() && j.result->ok) {
-          j.result = Unavailable(sole_writer_
-                                     ? "The write could not be made durable; restart the server."
-                                     : "The write could not be committed, try again later.");
+          j.result =
+              Unavailable(sole_writer_ ? "The write could not be made durable; restart the server."
+                                       : "The write could not be committed, try again later.");
         }
       }
     }

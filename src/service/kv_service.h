@@ -18,8 +18,8 @@
 #pragma once
 
 #include <chrono>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 

@@ -408,9 +408,9 @@ std::string Metrics::Render() {
   if (backup_source) RenderBackup(backup_source(), &families);
   if (node_source) {
     const NodeStats n = node_source();
-    auto live = Family("kvconnect_nodes_live",
-                       "Live nodes in the node registry (PostgreSQL storage), by role",
-                       MetricType::Gauge);
+    auto live =
+        Family("kvconnect_nodes_live",
+               "Live nodes in the node registry (PostgreSQL storage), by role", MetricType::Gauge);
     AddValue(live, static_cast<double>(n.strong_live), {{"role", "strong"}});
     AddValue(live, static_cast<double>(n.eventual_live), {{"role", "eventual"}});
     families.push_back(std::move(live));

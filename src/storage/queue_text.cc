@@ -94,7 +94,6 @@ std::string KeysJson(const std::vector<std::string>& keys) {
   return out + "]";
 }
 
-
 Result<std::vector<uint32_t>> ParseBackoffSchedule(std::string_view text) {
   std::vector<uint64_t> v;
   if (!ListParser(text).Numbers(UINT32_MAX, &v)) {
@@ -110,6 +109,5 @@ Result<std::vector<std::string>> ParseKeys(std::string_view text) {
   }
   return keys;
 }
-
 
 }  // namespace kvc::storage

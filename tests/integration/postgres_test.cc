@@ -100,11 +100,11 @@ class PostgresNodesTest : public ::testing::Test {
 TEST_F(PostgresNodesTest, BothNodesShareOneDatabaseCatalogAndSecrets) {
   EXPECT_EQ(a_->engine->database_id(), b_->engine->database_id());
   bool created = false;
-  auto s1 = a_->storage->LoadOrCreateSecret("server-secret", [] { return std::string("one"); },
-                                            &created);
+  auto s1 = a_->storage->LoadOrCreateSecret(
+      "server-secret", [] { return std::string("one"); }, &created);
   ASSERT_TRUE(s1.ok());
-  auto s2 = b_->storage->LoadOrCreateSecret("server-secret", [] { return std::string("two"); },
-                                            &created);
+  auto s2 = b_->storage->LoadOrCreateSecret(
+      "server-secret", [] { return std::string("two"); }, &created);
   ASSERT_TRUE(s2.ok());
   EXPECT_EQ(*s1, *s2);
   EXPECT_FALSE(created);
@@ -142,10 +142,9 @@ TEST_F(PostgresNodesTest, CheckAndSetAcrossNodesNeverLetsTwoWritersWin) {
         }
         const Entry& cur = r->ranges[0][0];
         const int next = std::stoi(cur.value) + 1;
-        auto w = WriteSync(
-            *e, AtomicWrite{{Check{"counter", Stamp(cur.version)}},
-                            {Set("counter", std::to_string(next))},
-                            {}});
+        auto w = WriteSync(*e, AtomicWrite{{Check{"counter", Stamp(cur.version)}},
+                                           {Set("counter", std::to_string(next))},
+                                           {}});
         if (!w.ok()) {
           ++errors;
           return;
@@ -168,8 +167,8 @@ TEST_F(PostgresNodesTest, CheckAndSetAcrossNodesNeverLetsTwoWritersWin) {
   EXPECT_EQ(std::stoi(r->ranges[0][0].value), commits.load());
   EXPECT_GT(conflicts.load(), 0) << "the clients never contended; the test proves nothing";
   std::cout << "[ info ] " << commits.load() << " check-and-set commits over two nodes, "
-            << conflicts.load() << " refused checks, final counter "
-            << r->ranges[0][0].value << "\n";
+            << conflicts.load() << " refused checks, final counter " << r->ranges[0][0].value
+            << "\n";
 }
 
 // Writes alternate between the nodes; each acknowledged version is above every version
@@ -271,8 +270,12 @@ TEST_F(PostgresNodesTest, AFeedThatMissedCommitsReReadsTheWatchedKeys) {
                   .ok());
   ASSERT_TRUE(c.Query("insert into kvc_changes (db, version, prev_version, time_ms, record) "
                       "values ($1::uuid, $2, $3, $4, $5)",
-                      Params().Text(db).Int64(v).Int64(v - 1).Int64(NowUnixMs()).Bytes(
-                          storage::EncodeLoggedCommit(rec, v - 1, NowUnixMs())))
+                      Params()
+                          .Text(db)
+                          .Int64(v)
+                          .Int64(v - 1)
+                          .Int64(NowUnixMs())
+                          .Bytes(storage::EncodeLoggedCommit(rec, v - 1, NowUnixMs())))
                   .ok());
   ASSERT_TRUE(c.Query("select pg_notify($1, $2)",
                       Params().Text("kvc_" + storage::pg::UuidHex(db)).Text(std::to_string(v)))
@@ -349,10 +352,9 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
   ASSERT_TRUE(primary.ok()) << primary.status().ToString();
   auto standby = (*primary)->StartStandby(/*synchronous=*/true);
   ASSERT_TRUE(standby.ok()) << standby.status().ToString();
-  const std::string conninfo = "host=127.0.0.1,127.0.0.1 port=" +
-                               std::to_string((*primary)->port()) + "," +
-                               std::to_string((*standby)->port()) +
-                               " user=kvc dbname=kvc connect_timeout=2";
+  const std::string conninfo =
+      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
+      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
   auto node = OpenNode(conninfo);
   ASSERT_TRUE(node);
   Engine& e = *node->engine;
@@ -427,8 +429,7 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
   EXPECT_GT(first_after, last_before);
   std::cout << "[ info ] failover: " << acked.size() << " acknowledged writes (" << before_crash
             << " before the crash), " << failed.load() << " refused during it, lost " << lost
-            << "; last version before " << last_before << ", first after " << first_after
-            << "\n";
+            << "; last version before " << last_before << ", first after " << first_after << "\n";
   node.reset();
 }
 

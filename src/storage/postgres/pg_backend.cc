@@ -118,7 +118,8 @@ class PgReader : public Reader {
     if (r.start >= r.end || r.limit <= 0) return Status::Ok();
     Params p;
     p.Text(db_).Bytes(r.start).Bytes(r.end).Int64(now_ms).Int64(r.limit);
-    KVC_ASSIGN_OR_RETURN(PgResult res, RunInSnapshot(r.reverse ? "scan_rev" : "scan", std::move(p)));
+    KVC_ASSIGN_OR_RETURN(PgResult res,
+                         RunInSnapshot(r.reverse ? "scan_rev" : "scan", std::move(p)));
     return AppendEntries(res, out);
   }
 
@@ -179,8 +180,9 @@ class PgReader : public Reader {
                        std::vector<ChangeLogRow>* out) override {
     KVC_ASSIGN_OR_RETURN(
         PgResult r,
-        conn_->Run("log_read", Params().Text(db_).Int64(after_version).Int64(
-                                  static_cast<int64_t>(max_entries))));
+        conn_->Run(
+            "log_read",
+            Params().Text(db_).Int64(after_version).Int64(static_cast<int64_t>(max_entries))));
     for (int i = 0; i < r.rows(); ++i) {
       out->push_back(ChangeLogRow{r.Int(i, 0), r.Int(i, 1), r.Int(i, 2), r.Bytes(i, 3)});
     }
@@ -338,8 +340,7 @@ class PgWriter : public Writer {
     const int64_t now = NowUnixMs();
     if (now - last_prune_ms_ > 10000) {
       last_prune_ms_ = now;
-      pending_.push_back(
-          Stmt("log_prune", Params().Text(db_).Int64(now - o_.change_retention_ms)));
+      pending_.push_back(Stmt("log_prune", Params().Text(db_).Int64(now - o_.change_retention_ms)));
     }
     return Status::Ok();
   }
@@ -400,8 +401,7 @@ class PgWriter : public Writer {
       if (!leader_) return std::vector<std::string>();
       spdlog::info("database {}: this node now sweeps expired keys", db_);
     }
-    KVC_ASSIGN_OR_RETURN(PgResult r,
-                         conn_.Run("delete_expired", Params().Text(db_).Int64(now_ms)));
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("delete_expired", Params().Text(db_).Int64(now_ms)));
     std::vector<std::string> keys;
     for (int i = 0; i < r.rows(); ++i) {
       keys.push_back(r.Bytes(i, 0));
@@ -641,9 +641,8 @@ class PgChangeFeed : public ChangeFeed {
       for (int i = 0; i < r.rows(); ++i) {
         const int64_t prev = r.Int(i, 1);
         if (i == 0 && prev > last_) {
-          spdlog::warn(
-              "database {}: change feed missed commits {}..{} (pruned); watchers re-read", db_,
-              last_ + 1, prev);
+          spdlog::warn("database {}: change feed missed commits {}..{} (pruned); watchers re-read",
+                       db_, last_ + 1, prev);
           group.resync = true;
         }
         KVC_ASSIGN_OR_RETURN(LoggedCommit c, DecodeLoggedCommit(r.Bytes(i, 3)));

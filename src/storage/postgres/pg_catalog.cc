@@ -50,10 +50,9 @@ Status PgCatalog::WriteTxn(F&& body) {
 
 Result<std::vector<DatabaseRecord>> PgCatalog::ListDatabases() {
   MutexLock lock(mu_);
-  KVC_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn_.Query(std::string("select ") + kDatabaseColumns + " from kvc_databases order by name",
-                  {}));
+  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query(std::string("select ") + kDatabaseColumns +
+                                                   " from kvc_databases order by name",
+                                               {}));
   std::vector<DatabaseRecord> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadDatabase(r, i));
   return out;
@@ -61,10 +60,10 @@ Result<std::vector<DatabaseRecord>> PgCatalog::ListDatabases() {
 
 Result<DatabaseRecord> PgCatalog::FindDatabase(const std::string& name_or_id) {
   MutexLock lock(mu_);
-  KVC_ASSIGN_OR_RETURN(PgResult r,
-                       conn_.Query(std::string("select ") + kDatabaseColumns +
-                                       " from kvc_databases where name = $1 or id::text = lower($1)",
-                                   Params().Text(name_or_id)));
+  KVC_ASSIGN_OR_RETURN(
+      PgResult r, conn_.Query(std::string("select ") + kDatabaseColumns +
+                                  " from kvc_databases where name = $1 or id::text = lower($1)",
+                              Params().Text(name_or_id)));
   if (r.rows() > 0) return ReadDatabase(r, 0);
   return NotFound("Database '" + name_or_id + "' not found.");
 }
@@ -111,8 +110,8 @@ Status PgCatalog::RenameDatabase(const std::string& id, const std::string& new_n
 Status PgCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
   MutexLock lock(mu_);
   return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
-    KVC_ASSIGN_OR_RETURN(
-        PgResult r, conn_.Query("delete from kvc_databases where id::text = $1", Params().Text(id)));
+    KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query("delete from kvc_databases where id::text = $1",
+                                                 Params().Text(id)));
     if (r.Affected() == 0) return NotFound("Database not found.");
     KVC_ASSIGN_OR_RETURN(PgResult rev,
                          conn_.Query("update kvc_access_tokens set revoked_ms = $2 where "
@@ -160,9 +159,10 @@ Status PgCatalog::AddToken(const AccessTokenRecord& t) {
 
 Result<std::vector<AccessTokenRecord>> PgCatalog::ListTokens() {
   MutexLock lock(mu_);
-  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query(std::string("select ") + kTokenColumns +
-                                                   " from kvc_access_tokens order by created_ms, id",
-                                               {}));
+  KVC_ASSIGN_OR_RETURN(PgResult r,
+                       conn_.Query(std::string("select ") + kTokenColumns +
+                                       " from kvc_access_tokens order by created_ms, id",
+                                   {}));
   std::vector<AccessTokenRecord> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadToken(r, i));
   return out;
@@ -170,10 +170,9 @@ Result<std::vector<AccessTokenRecord>> PgCatalog::ListTokens() {
 
 Result<AccessTokenRecord> PgCatalog::FindToken(const std::string& id) {
   MutexLock lock(mu_);
-  KVC_ASSIGN_OR_RETURN(
-      PgResult r, conn_.Query(std::string("select ") + kTokenColumns +
-                                  " from kvc_access_tokens where id = $1",
-                              Params().Text(id)));
+  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query(std::string("select ") + kTokenColumns +
+                                                   " from kvc_access_tokens where id = $1",
+                                               Params().Text(id)));
   if (r.rows() > 0) return ReadToken(r, 0);
   return NotFound("Access token '" + id + "' not found.");
 }
@@ -198,8 +197,8 @@ Status PgCatalog::RevokeToken(const std::string& id, int64_t now_ms) {
 
 Result<int64_t> PgCatalog::ChangeCounter() {
   MutexLock lock(mu_);
-  KVC_ASSIGN_OR_RETURN(
-      PgResult r, conn_.Query("select v from kvc_catalog_meta where k = 'generation'", {}));
+  KVC_ASSIGN_OR_RETURN(PgResult r,
+                       conn_.Query("select v from kvc_catalog_meta where k = 'generation'", {}));
   if (r.rows() == 0) return Corruption("postgres catalog: the change counter row is missing");
   return r.Int(0, 0);
 }

@@ -52,9 +52,7 @@ const int* Params::lengths() const {
 Params& Params::Text(std::string_view s) { return Add(std::string(s), 0); }
 Params& Params::Bytes(std::string_view b) { return Add(std::string(b), 1); }
 Params& Params::Int64(int64_t v) { return Add(BigEndian(static_cast<uint64_t>(v), 8), 1); }
-Params& Params::Int32(int32_t v) {
-  return Add(BigEndian(static_cast<uint32_t>(v), 4), 1);
-}
+Params& Params::Int32(int32_t v) { return Add(BigEndian(static_cast<uint32_t>(v), 4), 1); }
 Params& Params::Double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -173,7 +171,8 @@ Status Connection::Connect() {
     return s;
   }
   PQsetnonblocking(conn_, 1);
-  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);  // "already exists" notices
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);  // "already exists" notices
   return Status::Ok();
 }
 
@@ -229,7 +228,8 @@ Status Connection::Flush(std::string_view context) {
     if (f == 0) return Status::Ok();
     if (f < 0) return Error(context);
     pollfd p{PQsocket(conn_), POLLIN | POLLOUT, 0};
-    if (::poll(&p, 1, 30000) <= 0) return IoError(what_ + " " + std::string(context) + ": timed out");
+    if (::poll(&p, 1, 30000) <= 0)
+      return IoError(what_ + " " + std::string(context) + ": timed out");
     if ((p.revents & POLLIN) && !PQconsumeInput(conn_)) return Error(context);
   }
 }

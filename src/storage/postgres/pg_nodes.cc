@@ -54,8 +54,7 @@ void PgNodeRegistry::Stop() {
 }
 
 void PgNodeRegistry::Loop() {
-  Connection primary(conninfo_, {{"target_session_attrs", "read-write"}},
-                     "postgres node registry");
+  Connection primary(conninfo_, {{"target_session_attrs", "read-write"}}, "postgres node registry");
   Connection standby(read_conninfo_, {}, "postgres standby");
   bool warned = false;
   for (;;) {
@@ -111,7 +110,8 @@ void PgNodeRegistry::Loop() {
             "select pg_last_wal_replay_lsn() >= $1::pg_lsn, coalesce((extract(epoch from now() - "
             "pg_last_xact_replay_timestamp()) * 1000)::bigint, 0)",
             Params().Text(*primary_lsn));
-        if (r.ok() && r->rows() == 1) lag = r->Int(0, 0) != 0 ? 0 : std::max<int64_t>(r->Int(0, 1), 1);
+        if (r.ok() && r->rows() == 1)
+          lag = r->Int(0, 0) != 0 ? 0 : std::max<int64_t>(r->Int(0, 1), 1);
       }
       lag_ms_.store(lag);
       const bool ok = lag >= 0 && lag <= max_lag_ms_;

@@ -5,8 +5,7 @@
 namespace kvc::storage::pg {
 namespace {
 
-constexpr const char* kDeadColumns =
-    "id, dead_at, attempts, last_error, data, keys_if_undelivered";
+constexpr const char* kDeadColumns = "id, dead_at, attempts, last_error, data, keys_if_undelivered";
 
 Result<DeadLetterRow> ReadDead(const PgResult& r, int i) {
   DeadLetterRow d;
@@ -87,8 +86,7 @@ Statement QueueStatements::RowStatement(const char* name, const QueueRow& row, i
   return Statement{name, std::move(p)};
 }
 
-Statement QueueStatements::StateStatement(std::string_view id,
-                                          const QueueDeliveryState& st) const {
+Statement QueueStatements::StateStatement(std::string_view id, const QueueDeliveryState& st) const {
   Params p;
   p.Text(db_).Text(id).Int32(st.attempts).Text(st.lease).Text(st.last_error);
   return Statement{"q_put_state", std::move(p)};
@@ -123,8 +121,8 @@ Result<std::vector<QueuedMessage>> QueueStatements::Due(int64_t now_ms, size_t l
 }
 
 Result<std::optional<int64_t>> QueueStatements::Earliest(bool running) {
-  KVC_ASSIGN_OR_RETURN(
-      PgResult r, conn_.Run(running ? "q_earliest_running" : "q_earliest_ready", Params().Text(db_)));
+  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run(running ? "q_earliest_running" : "q_earliest_ready",
+                                             Params().Text(db_)));
   if (r.rows() == 0) return std::optional<int64_t>();
   return std::optional<int64_t>(r.Int(0, 0));
 }
@@ -154,9 +152,9 @@ Result<std::optional<QueuedMessage>> QueueStatements::GetRunning(std::string_vie
 }
 
 Result<std::vector<std::string>> QueueStatements::RunningDue(int64_t now_ms, size_t limit) {
-  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("q_running_due",
-                                             Params().Text(db_).Int64(now_ms).Int64(
-                                                 static_cast<int64_t>(limit))));
+  KVC_ASSIGN_OR_RETURN(
+      PgResult r, conn_.Run("q_running_due",
+                            Params().Text(db_).Int64(now_ms).Int64(static_cast<int64_t>(limit))));
   std::vector<std::string> ids;
   for (int i = 0; i < r.rows(); ++i) ids.push_back(r.Bytes(i, 0));
   return ids;
@@ -191,11 +189,10 @@ Status QueueStatements::AddDead(const DeadLetterRow& d) {
   return RunAll(std::move(s));
 }
 
-Result<std::vector<DeadLetterRow>> QueueStatements::ListDead(std::string_view after,
-                                                             size_t limit) {
-  KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("q_list_dead",
-                                             Params().Text(db_).Text(after).Int64(
-                                                 static_cast<int64_t>(limit))));
+Result<std::vector<DeadLetterRow>> QueueStatements::ListDead(std::string_view after, size_t limit) {
+  KVC_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn_.Run("q_list_dead", Params().Text(db_).Text(after).Int64(static_cast<int64_t>(limit))));
   std::vector<DeadLetterRow> out;
   for (int i = 0; i < r.rows(); ++i) {
     KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(r, i));

@@ -22,10 +22,9 @@ using pg::PgResult;
 class NoClaim : public WriterLock {};
 
 pg::Connection Admin(const StorageOptions& o, const char* what) {
-  return pg::Connection(o.location,
-                        {{"target_session_attrs", "read-write"},
-                         {"application_name", o.application_name}},
-                        what);
+  return pg::Connection(
+      o.location,
+      {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}}, what);
 }
 
 }  // namespace
@@ -74,8 +73,7 @@ Result<std::unique_ptr<PgStorage>> PgStorage::Open(const StorageOptions& options
     Connection c = Admin(options, "postgres schema");
     KVC_RETURN_IF_ERROR(pg::MigrateSchema(c));
   }
-  std::unique_ptr<PgStorage> s(new PgStorage(std::make_unique<PgCatalog>(options.location),
-                                             options,
+  std::unique_ptr<PgStorage> s(new PgStorage(std::make_unique<PgCatalog>(options.location), options,
                                              "postgres:" + RedactConninfo(options.location)));
   KVC_RETURN_IF_ERROR(s->RegisterDefault());
   return s;
@@ -126,7 +124,8 @@ Status PgStorage::Destroy(const DatabaseRecord& database) {
   Status s = Status::Ok();
   for (const char* t : {"kvc_kv", "kvc_changes", "kvc_queue", "kvc_queue_running",
                         "kvc_queue_state", "kvc_queue_dead", "kvc_data_version"}) {
-    s = c.Query(std::string("delete from ") + t + " where db = $1::uuid", Params().Text(database.id))
+    s = c.Query(std::string("delete from ") + t + " where db = $1::uuid",
+                Params().Text(database.id))
             .status();
     if (!s.ok()) break;
   }
@@ -164,8 +163,8 @@ Result<std::string> PgStorage::LoadOrCreateSecret(const std::string& name,
               "conflict (name) do nothing",
               Params().Text(name).Bytes(fresh).Int64(NowUnixMs())));
   *created = ins.Affected() == 1;
-  KVC_ASSIGN_OR_RETURN(PgResult r, c.Query("select value from kvc_secrets where name = $1",
-                                           Params().Text(name)));
+  KVC_ASSIGN_OR_RETURN(
+      PgResult r, c.Query("select value from kvc_secrets where name = $1", Params().Text(name)));
   if (r.rows() == 0 || r.Bytes(0, 0).empty()) {
     return Corruption("the secret '" + name + "' in PostgreSQL is empty");
   }
@@ -174,8 +173,8 @@ Result<std::string> PgStorage::LoadOrCreateSecret(const std::string& name,
 
 Result<std::optional<std::string>> PgStorage::ReadSecret(const std::string& name) {
   Connection c = Admin(options_, "postgres secret");
-  KVC_ASSIGN_OR_RETURN(PgResult r, c.Query("select value from kvc_secrets where name = $1",
-                                           Params().Text(name)));
+  KVC_ASSIGN_OR_RETURN(
+      PgResult r, c.Query("select value from kvc_secrets where name = $1", Params().Text(name)));
   if (r.rows() == 0) return std::optional<std::string>();
   if (r.Bytes(0, 0).empty()) return Corruption("the secret '" + name + "' in PostgreSQL is empty");
   return std::optional<std::string>(r.Bytes(0, 0));
@@ -191,8 +190,8 @@ Result<std::unique_ptr<WriterLock>> PgStorage::LockWriters() {
 
 Result<std::string> PgStorage::ScratchDirectory() {
   const char* tmp = std::getenv("TMPDIR");
-  const fs::path dir = fs::path(tmp && *tmp ? tmp : "/tmp") /
-                       ("kvconnect-" + std::to_string(::getuid()));
+  const fs::path dir =
+      fs::path(tmp && *tmp ? tmp : "/tmp") / ("kvconnect-" + std::to_string(::getuid()));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return IoError("cannot create " + dir.string() + ": " + ec.message());

@@ -60,7 +60,8 @@ class PgStorage : public Storage {
   const StorageOptions options_;
   const std::string description_;
   // Whether readers use the standby now (set by nodes_).
-  const std::shared_ptr<std::atomic<bool>> use_replica_ = std::make_shared<std::atomic<bool>>(false);
+  const std::shared_ptr<std::atomic<bool>> use_replica_ =
+      std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<NodeRegistry> nodes_;
 };
 
