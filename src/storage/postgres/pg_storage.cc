@@ -134,8 +134,8 @@ Status PgStorage::Destroy(const DatabaseRecord& database) {
   return s;
 }
 
-std::string PgStorage::Location(const DatabaseRecord& database) const {
-  return description_ + " (database " + database.id + ")";
+std::string PgStorage::Location(const DatabaseRecord& /*database*/) const {
+  return description_;  // its rows carry its id
 }
 
 Result<std::unique_ptr<Backend>> PgStorage::OpenBackend(const DatabaseRecord& database) {
