@@ -169,3 +169,30 @@ test("above the lag bound the eventual node reads from the primary, and goes bac
     eventual.logTail(400).split("reads now go to the standby").length > before);
   assert.equal((await kv.get(key, { consistency: "eventual" })).value, "after");
 });
+
+test("queue messages enqueued through one node are leased through the other and acked through the first", async () => {
+  const call = async (server, op, body) => {
+    const res = await fetch(`${server.url}/queue/v1/${op}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${strong.token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200, `${op}: ${text}`);
+    return JSON.parse(text);
+  };
+  const values = ["q1", "q2", "q3"];
+  for (const v of values) await call(strong, "enqueue", { messages: [{ value: { type: "string", value: v } }] });
+  const got = [];
+  while (got.length < values.length) {
+    const { messages } = await call(eventual, "pull", { max_messages: 3, wait: 5000 });
+    assert.ok(messages.length > 0, "no message reached the other node");
+    got.push(...messages);
+  }
+  assert.deepEqual(got.map((m) => m.value.value).sort(), values);
+  const { results } = await call(strong, "ack", { leases: got.map((m) => m.lease) });
+  assert.deepEqual(results.map((r) => r.status), ["ok", "ok", "ok"]);
+  // Acked once: a second ack through the other node is stale.
+  const again = await call(eventual, "ack", { leases: [got[0].lease] });
+  assert.equal(again.results[0].status, "stale");
+});
