@@ -40,10 +40,13 @@ PgCatalog::PgCatalog(const std::string& conninfo)
 
 template <typename F>
 Status PgCatalog::WriteTxn(F&& body) {
+  conn_.CloseIfEndedByServer();
   KVC_RETURN_IF_ERROR(conn_.Exec("begin"));
+  conn_.set_pinned(true);  // never finish the body on a new session, outside the transaction
   Status s = body();
   if (s.ok()) s = conn_.Exec("update kvc_catalog_meta set v = v + 1 where k = 'generation'");
   if (s.ok()) s = conn_.Exec("commit");
+  conn_.set_pinned(false);
   if (!s.ok()) conn_.RollbackQuietly();
   return s;
 }
