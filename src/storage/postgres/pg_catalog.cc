@@ -58,6 +58,7 @@ Result<std::vector<DatabaseRecord>> PgCatalog::ListDatabases() {
       conn_.Query(std::string("select ") + kDatabaseColumns + " from kvc_databases order by name",
                   {}));
   std::vector<DatabaseRecord> out;
+  out.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadDatabase(r, i));
   return out;
 }
@@ -166,6 +167,7 @@ Result<std::vector<AccessTokenRecord>> PgCatalog::ListTokens() {
                                                    " from kvc_access_tokens order by created_ms, id",
                                                {}));
   std::vector<AccessTokenRecord> out;
+  out.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadToken(r, i));
   return out;
 }
