@@ -21,7 +21,8 @@
 //
 // Runs under `node --test` (cycles from CRASH_CYCLES, default 50) or as a CLI:
 //   KVCONNECT_BIN=build/kvconnect node tests/crash/crash_test.mjs --cycles 50 --seed 7
-// See README.md in this directory for the options.
+// See README.md in this directory for the options. postgres_test.mjs reuses the driver (the
+// exports below) for two nodes on one PostgreSQL; importing this file registers no test.
 import { test } from "node:test";
 import fs from "node:fs/promises";
 import path from "node:path";
@@ -36,10 +37,10 @@ import { prng } from "../e2e/prng.mjs";
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DENO_KV_MODULE = path.join(HERE, "..", "e2e", "node_modules", "@deno", "kv", "esm", "npm.js");
 
-const VS_RE = /^[0-9a-f]{20}$/;
+export const VS_RE = /^[0-9a-f]{20}$/;
 const REQUEST_TIMEOUT_MS = 10_000; // no single request may take longer than this
-const SETTLE_MS = 3_000; // after the kill, writers must notice within this time ...
-const ABANDON_MS = 3_000; // ... or, after aborting their requests, within this one
+export const SETTLE_MS = 3_000; // after the kill, writers must notice within this time ...
+export const ABANDON_MS = 3_000; // ... or, after aborting their requests, within this one
 
 // ---------------------------------------------------------------------------
 // Options
@@ -92,15 +93,15 @@ function resolveOptions(argv = [], env = process.env) {
 // ---------------------------------------------------------------------------
 // Helpers
 
-const randInt = (rng, n) => Math.floor(rng() * n); // 0 .. n-1
-const subSeed = (seed, ...parts) => parts.reduce((h, p) => Math.imul(h ^ (p + 0x9e3779b9), 0x85ebca6b) >>> 0, seed >>> 0);
+export const randInt = (rng, n) => Math.floor(rng() * n); // 0 .. n-1
+export const subSeed = (seed, ...parts) => parts.reduce((h, p) => Math.imul(h ^ (p + 0x9e3779b9), 0x85ebca6b) >>> 0, seed >>> 0);
 
 const maxVs = (a, b) => (a === undefined || (b !== undefined && b > a) ? b : a);
 const sameTransfer = (v, w) =>
   v !== null && typeof v === "object" && v.from === w.from && v.to === w.to && v.amount === w.amount &&
   Object.keys(v).length === 3;
-const fmtMs = (ms) => `${(ms / 1000).toFixed(2)} s`;
-const describeErr = (e) => {
+export const fmtMs = (ms) => `${(ms / 1000).toFixed(2)} s`;
+export const describeErr = (e) => {
   const cause = e?.cause ? ` (cause: ${e.cause.code ?? ""} ${e.cause.message ?? e.cause})` : "";
   return `${e?.name ?? "Error"}: ${String(e?.message ?? e).split("\n")[0]}${cause}`;
 };
@@ -119,12 +120,23 @@ async function loadDenoKv() {
 /**
  * Opens a @deno/kv client on `server` whose requests all end: each has a timeout, and
  * `signal` aborts them together. maxRetries 0: no hidden retries of 5xx answers, so every
- * commit is sent exactly once and its outcome is what the writer sees.
+ * commit is sent exactly once and its outcome is what the writer sees. `observe(url, status,
+ * error)`, if given, sees every HTTP answer (status) or failed request (error).
  */
-async function openClient(server, signal) {
+export async function openClient(server, signal, observe) {
   const { openKv } = await loadDenoKv();
-  const fetcher = (url, init = {}) =>
-    fetch(url, { ...init, signal: AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]) });
+  const fetcher = async (url, init = {}) => {
+    const request = fetch(url, { ...init, signal: AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]) });
+    if (!observe) return await request;
+    try {
+      const res = await request;
+      observe(String(url), res.status, undefined);
+      return res;
+    } catch (e) {
+      observe(String(url), undefined, e);
+      throw e;
+    }
+  };
   return await openKv(server.url, {
     accessToken: server.token,
     encodeV8: v8.serialize,
@@ -134,7 +146,7 @@ async function openClient(server, signal) {
   });
 }
 
-function closeQuietly(kv) {
+export function closeQuietly(kv) {
   try {
     kv?.close();
   } catch {
@@ -142,15 +154,16 @@ function closeQuietly(kv) {
   }
 }
 
-const acct = (i) => ["acct", i];
+export const acct = (i) => ["acct", i];
 
 // ---------------------------------------------------------------------------
 // The driver
 
-class CrashRun {
+export class CrashRun {
   constructor(opts, out = console.log) {
     this.opts = opts;
     this.out = out;
+    this.tag = "crash"; // starts every line printed
     this.N = opts.accounts;
     this.initial = opts["initial-balance"];
     this.phase = "starting";
@@ -169,7 +182,13 @@ class CrashRun {
     return { dataDir: this.dataDir, token: this.token, extraArgs: ["--sync", this.opts.sync] };
   }
 
-  async run() {
+  /** The servers whose output goes into an error report. */
+  servers() {
+    return [this.server];
+  }
+
+  /** Prints the first line, makes the storage, starts the server(s); this.server takes the set-up. */
+  async setUp() {
     const { opts } = this;
     this.dataDir = await makeTempDir("kvconnect-crash-");
     this.token = randomToken();
@@ -177,9 +196,23 @@ class CrashRun {
       `crash: seed ${opts.seed}, ${opts.cycles} cycles, ${this.N} accounts x ${this.initial}, ${opts.writers} writers on ` +
         `${opts.clients} clients, kill ${opts["min-kill-ms"]}-${opts["max-kill-ms"]} ms into the load, --sync ${opts.sync}`,
     );
+    this.server = await startServer(this.serverOpts());
+  }
+
+  async tearDown() {
+    await this.server?.kill();
+  }
+
+  /** Lines of the summary beyond the first two. */
+  summaryExtra() {
+    return [];
+  }
+
+  async run() {
+    const { opts } = this;
     let ok = false;
     try {
-      this.server = await startServer(this.serverOpts());
+      await this.setUp();
       await this.setUpAccounts();
       for (let cycle = 1; cycle <= opts.cycles; cycle++) await this.cycle(cycle);
       ok = true;
@@ -187,24 +220,25 @@ class CrashRun {
       // DOMExceptions (request timeouts) have a read-only message: wrap them
       const err = e instanceof Error && e.constructor === Error ? e : new Error(describeErr(e), { cause: e });
       if (!this.broken) err.message = `run aborted in "${this.phase}": ${err.message}`;
-      throw annotate(err, this.server);
+      throw annotate(err, ...this.servers());
     } finally {
       this.phase = "cleanup";
-      await this.server?.kill();
+      await this.tearDown();
       const t = this.totals;
       const avg = this.cycleMs.length ? this.cycleMs.reduce((a, b) => a + b, 0) / this.cycleMs.length : 0;
       const max = this.cycleMs.length ? Math.max(...this.cycleMs) : 0;
       this.out(
-        `crash: ${this.cycleMs.length} cycles, ${t.acked} acknowledged writes, ${t.lost} lost, ${t.partial} partial, ` +
+        `${this.tag}: ${this.cycleMs.length} cycles, ${t.acked} acknowledged writes, ${t.lost} lost, ${t.partial} partial, ` +
           `${ok ? "invariant held" : this.broken ? "INVARIANT BROKEN" : "run aborted (see the error)"}`,
       );
       this.out(
-        `crash: seed ${opts.seed}; ${t.inflight} in flight at kill (${t.lateAcks} answered after the kill, ` +
+        `${this.tag}: seed ${opts.seed}; ${t.inflight} in flight at kill (${t.lateAcks} answered after the kill, ` +
           `${t.inflightLanded} unanswered made it); ${t.conflicts} check conflicts retried; ${t.warnings} warnings; ` +
           `cycle avg ${fmtMs(avg)}, max ${fmtMs(max)}`,
       );
+      for (const line of this.summaryExtra()) this.out(`${this.tag}: ${line}`);
       if (ok && !opts.keep) await removeTempDirs();
-      else this.out(`crash: data dir kept: ${this.dataDir}`);
+      else this.out(`${this.tag}: data dir kept: ${this.dataDir}`);
     }
   }
 
@@ -230,13 +264,23 @@ class CrashRun {
     }
   }
 
-  async cycle(cycle) {
-    const t0 = Date.now();
-    const st = await this.load(cycle);
+  /** After load(): brings the killed server back; returns how long that took (ms). */
+  async recover(cycle) {
     this.phase = `cycle ${cycle}: restart`;
     const tRestart = Date.now();
     this.server = await startServer(this.serverOpts());
-    const restartMs = Date.now() - tRestart;
+    return Date.now() - tRestart;
+  }
+
+  /** Lines printed under a cycle's line (what the load saw beyond the common counts). */
+  describeCycle(/* st */) {
+    return [];
+  }
+
+  async cycle(cycle) {
+    const t0 = Date.now();
+    const st = await this.load(cycle);
+    const restartMs = await this.recover(cycle, st);
     this.phase = `cycle ${cycle}: verify`;
     const v = await this.verify(cycle, st);
     const ms = Date.now() - t0;
@@ -257,6 +301,7 @@ class CrashRun {
         `unanswered: ${v.landed} of ${v.unknown} made it), ` +
         `${v.logEntries} log entries checked; restart ${restartMs} ms, verify ${v.ms} ms; cycle ${fmtMs(ms)}`,
     );
+    for (const line of this.describeCycle(st, v)) this.out(`  ${line}`);
     for (const w of st.warnings.slice(0, 5)) this.out(`  warning: ${w}`);
     if (st.warnings.length > 5) this.out(`  ... ${st.warnings.length - 5} more warnings`);
     if (v.problems.length) {
@@ -331,10 +376,14 @@ class CrashRun {
     return st;
   }
 
-  async writer(st, kv, id, rng) {
+  /**
+   * Transfers until `ctl.stopped` (default: the cycle's st.stopped); answers that arrive once
+   * `ctl.closed` are not checked (default st.closed). Several nodes pass per-node flags.
+   */
+  async writer(st, kv, id, rng, ctl = st) {
     const { N } = this;
     let seq = 0;
-    while (!st.stopped) {
+    while (!ctl.stopped) {
       const from = randInt(rng, N);
       let to = randInt(rng, N - 1);
       if (to >= from) to++;
@@ -343,19 +392,19 @@ class CrashRun {
       try {
         [a, b] = await kv.getMany([acct(from), acct(to)]);
       } catch (e) {
-        if (st.stopped) return;
+        if (ctl.stopped) return;
         st.warnings.push(`${id}: getMany failed before the kill: ${describeErr(e)}`);
         await sleep(20);
         continue;
       }
-      if (st.stopped) return;
+      if (ctl.stopped) return;
       if (typeof a.value !== "number" || typeof b.value !== "number") {
         st.warnings.push(`${id}: account ${from} or ${to} missing or not a number: ${a.value} ${b.value}`);
         return;
       }
       if (a.value < 1) continue;
       const amount = 1 + randInt(rng, Math.min(a.value, 100));
-      const op = { id: `${id}-${seq++}`, value: { from, to, amount }, atKill: false };
+      const op = { id: `${id}-${seq++}`, value: { from, to, amount }, atKill: false, node: ctl.node };
       st.pending.add(op);
       let res;
       try {
@@ -368,15 +417,15 @@ class CrashRun {
           .commit();
       } catch (e) {
         st.pending.delete(op);
-        if (st.closed) return;
+        if (ctl.closed) return;
         st.unknown.push(op);
-        if (st.stopped) return;
+        if (ctl.stopped) return;
         st.warnings.push(`${op.id}: commit failed before the kill (outcome unknown): ${describeErr(e)}`);
         continue;
       } finally {
         st.pending.delete(op);
       }
-      if (st.closed) {
+      if (ctl.closed) {
         // answered after the cycle was given up: cannot be checked any more
         if (res.ok) st.warnings.push(`${op.id}: acknowledged after the cycle was closed (not checked)`);
         return;
@@ -543,12 +592,15 @@ class CrashRun {
  * whole run takes far longer than it should. Returns the totals; throws on a violation.
  */
 export async function runCrash(opts, out = console.log) {
-  const run = new CrashRun(opts, out);
-  const limitMs = watchdogMs(opts);
+  return await runWithWatchdog(new CrashRun(opts, out), watchdogMs(opts), out);
+}
+
+/** Runs `run` (a CrashRun); ends the process (exit code 3) if that takes over `limitMs`. */
+export async function runWithWatchdog(run, limitMs, out = console.log) {
   const watchdog = setTimeout(() => {
-    out(`crash: WATCHDOG: no end after ${fmtMs(limitMs)}, stuck in "${run.phase}"; seed ${opts.seed}`);
-    if (run.server) out(`--- server (last output) ---\n${run.server.logTail(40)}`);
-    process.exit(3); // the harness SIGKILLs the server on exit
+    out(`${run.tag}: WATCHDOG: no end after ${fmtMs(limitMs)}, stuck in "${run.phase}"; seed ${run.opts.seed}`);
+    for (const s of run.servers().filter(Boolean)) out(`--- ${s.describe()} (last output) ---\n${s.logTail(40)}`);
+    process.exit(3); // the harness SIGKILLs the servers on exit
   }, limitMs);
   watchdog.unref();
   try {
@@ -567,8 +619,9 @@ function watchdogMs(opts) {
 // ---------------------------------------------------------------------------
 // Entry points
 
-const isCli = !process.env.NODE_TEST_CONTEXT && process.argv[1] &&
-  path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+// The file run (by node, or by node --test in its child process), not one importing it.
+const isMain = Boolean(process.argv[1]) && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+const isCli = isMain && !process.env.NODE_TEST_CONTEXT;
 
 if (isCli) {
   let opts;
@@ -589,7 +642,7 @@ if (isCli) {
       process.exit(1);
     },
   );
-} else {
+} else if (isMain) {
   const opts = resolveOptions([]);
   test(`crash safety: ${opts.cycles} SIGKILL cycles under concurrent bank transfers`, {
     timeout: watchdogMs(opts) + 10_000,

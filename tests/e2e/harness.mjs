@@ -1,7 +1,7 @@
 // Test harness for the kvconnect end-to-end suite.
 //
 // * startServer(): runs `kvconnect serve` on a free 127.0.0.1 port with a fresh
-//   data dir (or a given --sqlite-path) and a random 24-char access token, waits
+//   data dir (or a given --sqlite-path, or --postgres) and a random 24-char access token, waits
 //   until the port accepts TCP connections, and keeps the last lines of its
 //   stderr/stdout for failure reports.
 //   With tlsCert/tlsKey the server speaks TLS (https://); with tlsPort as well it
@@ -224,8 +224,11 @@ export async function withTimeout(promise, ms, onTimeout) {
 
 /**
  * Starts `kvconnect serve`. Options:
- *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath
+ *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath/postgres
  *   sqlitePath  serve this one SQLite file (--sqlite-path) instead of --data-dir
+ *   postgres    keep everything in this PostgreSQL (--postgres <libpq conninfo>, e.g.
+ *               pg.conninfo from pg.mjs) instead of --data-dir; the server runs in a fresh
+ *               temp dir (server.workDir). Needs a token (no bootstrap token file)
  *   token       access token (default: random 24 chars). `null`: pass none, so the server
  *               makes its bootstrap token (<data-dir>/access-token), which becomes server.token
  *   port        port to use (default: a free one)
@@ -240,7 +243,10 @@ export async function startServer(opts = {}) {
   const bootstrap = opts.token === null;
   const token = bootstrap ? undefined : (opts.token ?? randomToken());
   const sqlitePath = opts.sqlitePath;
-  const dataDir = sqlitePath ? undefined : (opts.dataDir ?? (await makeTempDir()));
+  const postgres = opts.postgres;
+  if (postgres && (bootstrap || sqlitePath)) throw new Error("startServer: postgres excludes token: null and sqlitePath");
+  const dataDir = sqlitePath || postgres ? undefined : (opts.dataDir ?? (await makeTempDir()));
+  const workDir = postgres ? (opts.workDir ?? (await makeTempDir("kvconnect-pg-node-"))) : undefined;
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
   const tls = Boolean(opts.tlsCert || opts.tlsKey);
   let lastError;
@@ -250,13 +256,13 @@ export async function startServer(opts = {}) {
     const args = [
       "serve",
       "--addr", `127.0.0.1:${port}`,
-      ...(sqlitePath ? ["--sqlite-path", sqlitePath] : ["--data-dir", dataDir]),
+      ...(postgres ? ["--postgres", postgres] : sqlitePath ? ["--sqlite-path", sqlitePath] : ["--data-dir", dataDir]),
       ...(token !== undefined ? ["--access-token", token] : []),
       ...(tls ? ["--tls-cert", opts.tlsCert, "--tls-key", opts.tlsKey] : []),
       ...(tlsPort ? ["--tls-addr", `127.0.0.1:${tlsPort}`] : []),
       ...(opts.extraArgs ?? []),
     ];
-    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, opts });
+    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, workDir, opts });
     try {
       await server.waitReady(readyTimeoutMs);
       if (bootstrap) await server.readBootstrapToken(readyTimeoutMs);
@@ -272,7 +278,7 @@ export async function startServer(opts = {}) {
 }
 
 export class Server {
-  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, opts }) {
+  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, workDir, opts }) {
     this.bin = bin;
     this.args = args;
     this.port = port;
@@ -280,14 +286,16 @@ export class Server {
     this.token = token;
     this.dataDir = dataDir;
     this.sqlitePath = sqlitePath;
+    this.workDir = workDir;
     this.opts = opts;
     this.url = `${tls && !tlsPort ? "https" : "http"}://127.0.0.1:${port}`;
     this.tlsUrl = tlsPort ? `https://127.0.0.1:${tlsPort}` : tls ? this.url : undefined;
     this.log = new LineTail(400, `[kvconnect:${port}] `);
     this.startedAt = Date.now();
-    // Run inside the data dir (or next to the SQLite file) so that nothing the
-    // server writes relative to its working directory lands in the repository.
-    const cwd = dataDir ?? path.dirname(sqlitePath);
+    // Run inside the data dir (or next to the SQLite file, or in a temp dir with PostgreSQL)
+    // so that nothing the server writes relative to its working directory lands in the
+    // repository.
+    const cwd = workDir ?? dataDir ?? path.dirname(sqlitePath);
     const env = { ...process.env };
     if (token === undefined) {
       // the server would take its token from these instead of making a bootstrap token
@@ -380,13 +388,14 @@ export class Server {
     return await this.stop("SIGKILL", 5_000);
   }
 
-  /** A new server on the same data dir / SQLite file and token (new port unless given). */
+  /** A new server on the same data dir / SQLite file / PostgreSQL and token (new port unless given). */
   async restart(opts = {}) {
     await this.stop();
     return await startServer({
       ...this.opts,
       dataDir: this.dataDir,
       sqlitePath: this.sqlitePath,
+      workDir: this.workDir,
       token: this.opts.token === null ? null : this.token,
       port: opts.port,
       tlsPort: this.opts.tlsPort ? opts.tlsPort ?? true : undefined,

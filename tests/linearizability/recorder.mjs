@@ -10,9 +10,12 @@
 // request that fails is recorded as pending (it may or may not have taken effect), never
 // silently re-sent. Times are process.hrtime.bigint() just before the call and just after
 // it resolved, so each recorded interval contains the server's real processing interval.
+// With several URLs (nodes serving one database, e.g. on one PostgreSQL) the clients are
+// dealt out over them in turn.
 //
 // CLI (writes the history as JSON; check it with `node checker.mjs FILE`):
 //   node recorder.mjs --url http://127.0.0.1:4512 --token TOKEN [--out history.json]
+//   node recorder.mjs --url http://127.0.0.1:4512,http://127.0.0.1:4513 --token TOKEN   (2 nodes)
 //   KVCONNECT_BIN=../../build/kvconnect node recorder.mjs [--out history.json]   (own server)
 //   options: --ops N (10000) --clients C (8) --keys K (3) --seed S (1) --delete P (0)
 import path from "node:path";
@@ -27,13 +30,16 @@ const codec = { encodeV8: v8.serialize, decodeV8: (b) => v8.deserialize(b) };
 
 /**
  * Runs the workload and returns { history, stats, meta }.
- * Options: url, token (required); ops (10000), clients (8), keys (3), seed (1),
+ * Options: url, token (required); or urls [u0, u1, ...]: client c talks to urls[c % n]
+ * (several nodes serving one database), its entries carry node: c % n;
+ * ops (10000), clients (8), keys (3), seed (1),
  * mix {get, set, cas, delete} weights (default 0.5 / 0.25 / 0.25 / 0),
  * keyPrefix (default ["linearizability", <seed>, <time>]), opTimeoutMs (10000).
  */
 export async function recordHistory(opts) {
   const {
     url,
+    urls = [url],
     token,
     ops: total = 10_000,
     clients: nClients = 8,
@@ -50,7 +56,7 @@ export async function recordHistory(opts) {
 
   const handles = [];
   for (let c = 0; c < nClients; c++) {
-    handles.push(await openKv(url, { accessToken: token, maxRetries: 0, ...codec }));
+    handles.push(await openKv(urls[c % urls.length], { accessToken: token, maxRetries: 0, ...codec }));
   }
 
   const history = [];
@@ -94,6 +100,7 @@ export async function recordHistory(opts) {
       const k = op === "cas" && rnd() < 0.7 ? lastKey : Math.floor(rnd() * nKeys);
       lastKey = k;
       const entry = { client: c, key: labels[k], op, args: [], invokeTime: 0n, returnTime: null, result: null };
+      if (urls.length > 1) entry.node = c % urls.length;
       let run;
       switch (op) {
         case "get":
@@ -161,7 +168,8 @@ export async function recordHistory(opts) {
     }
   }
   const durationMs = performance.now() - started;
-  return { history, stats: summarize(history), meta: { seed, clients: nClients, keys: nKeys, ops: total, durationMs, errors } };
+  const meta = { seed, clients: nClients, keys: nKeys, ops: total, nodes: urls.length, durationMs, errors };
+  return { history, stats: summarize(history), meta };
 }
 
 /** Counts per operation kind and outcome. */
@@ -202,7 +210,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   }
   try {
     const { history, stats, meta } = await recordHistory({
-      url,
+      urls: url.split(","),
       token,
       ops: num("--ops", 10_000),
       clients: num("--clients", 8),

@@ -111,6 +111,7 @@ class PgReader : public Reader {
   Status Begin() override {
     pending_begin_ = true;
     conn_ = has_replica_ && use_replica_->load() ? &replica_ : &primary_;
+    conn_->CloseIfEndedByServer();
     return Status::Ok();
   }
 
@@ -165,7 +166,9 @@ class PgReader : public Reader {
     if (!in_txn_) return;
     in_txn_ = false;
     // Nothing to wait for: the next statement collects the result.
-    if (!conn_->SendAndForget("commit").ok()) conn_->Close();
+    const Status s = conn_->SendAndForget("commit");
+    conn_->set_pinned(false);
+    if (!s.ok()) conn_->Close();
   }
 
   Result<StorageStats> Stats() override {
@@ -209,6 +212,7 @@ class PgReader : public Reader {
       return r.status();
     }
     in_txn_ = true;
+    conn_->set_pinned(true);  // the rest of this read must see the same snapshot or fail
     if ((*r)[1].rows() == 0) return NotFound("the database is gone from PostgreSQL");
     version_ = (*r)[1].Int(0, 0);
     if (first_result) *first_result = std::move((*r)[2]);
@@ -281,6 +285,9 @@ class PgWriter : public Writer {
 
   Result<int64_t> Begin() override {
     ResetTxn();
+    // A session PostgreSQL ended while we were idle is re-made here, where what it held (the
+    // expiry lock, the timeline seen) is forgotten; inside the transaction it is never re-made.
+    conn_.CloseIfEndedByServer();
     if (!conn_.connected()) {
       timeline_ = -1;
       leader_ = false;
@@ -296,6 +303,7 @@ class PgWriter : public Writer {
       conn_.RollbackQuietly();
       return NotFound("the database is gone from PostgreSQL");
     }
+    conn_.set_pinned(true);  // until Commit or Rollback (ResetTxn)
     int64_t version = (*r)[1].Int(0, 0);
     const int64_t row_timeline = (*r)[1].Int(0, 1);
     if (row_timeline > 0 && row_timeline < timeline_) {
@@ -506,6 +514,7 @@ class PgWriter : public Writer {
   }
 
   void ResetTxn() {
+    conn_.set_pinned(false);
     pending_.clear();
     overlay_.clear();
     undo_.clear();

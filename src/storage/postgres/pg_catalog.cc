@@ -40,10 +40,13 @@ PgCatalog::PgCatalog(const std::string& conninfo)
 
 template <typename F>
 Status PgCatalog::WriteTxn(F&& body) {
+  conn_.CloseIfEndedByServer();
   KVC_RETURN_IF_ERROR(conn_.Exec("begin"));
+  conn_.set_pinned(true);  // never finish the body on a new session, outside the transaction
   Status s = body();
   if (s.ok()) s = conn_.Exec("update kvc_catalog_meta set v = v + 1 where k = 'generation'");
   if (s.ok()) s = conn_.Exec("commit");
+  conn_.set_pinned(false);
   if (!s.ok()) conn_.RollbackQuietly();
   return s;
 }
@@ -54,6 +57,7 @@ Result<std::vector<DatabaseRecord>> PgCatalog::ListDatabases() {
                                                    " from kvc_databases order by name",
                                                {}));
   std::vector<DatabaseRecord> out;
+  out.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadDatabase(r, i));
   return out;
 }
@@ -164,6 +168,7 @@ Result<std::vector<AccessTokenRecord>> PgCatalog::ListTokens() {
                                        " from kvc_access_tokens order by created_ms, id",
                                    {}));
   std::vector<AccessTokenRecord> out;
+  out.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) out.push_back(ReadToken(r, i));
   return out;
 }

@@ -183,7 +183,24 @@ Status Connection::Ensure() {
     Drain();
     if (connected()) return Status::Ok();
   }
+  if (pinned_) return IoError(what_ + ": the connection was lost inside a transaction");
   return Connect();
+}
+
+void Connection::CloseIfEndedByServer() {
+  if (!connected()) return;
+  Drain();
+  // Input while idle is a notification, a notice or a parameter change, or the server's goodbye:
+  // a message, then EOF, which a later read reports. Read and parse until nothing is left.
+  for (int i = 0; i < 8; ++i) {
+    pollfd p{PQsocket(conn_), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;  // nothing (more) arrived
+    if (!PQconsumeInput(conn_) || PQstatus(conn_) != CONNECTION_OK) {
+      Close();
+      return;
+    }
+    (void)PQisBusy(conn_);  // parses what was read
+  }
 }
 
 int Connection::socket() const { return conn_ ? PQsocket(conn_) : -1; }

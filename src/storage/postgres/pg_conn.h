@@ -94,10 +94,20 @@ class Connection {
 
   // Connects (again); forgets what was prepared on an earlier session. Errors: IoError.
   Status Connect();
-  // Connects if not connected or if the connection broke. Errors: IoError.
+  // Connects if not connected or if the connection broke, unless pinned. Errors: IoError.
   Status Ensure();
   bool connected() const;
   void Close();
+  // While pinned, a broken connection is not made again by the calls below: they fail with
+  // IoError. Pin a connection from BEGIN to COMMIT/ROLLBACK: the transaction and its locks died
+  // with the session, and statements on a new one would run outside them, each committed on
+  // its own. Connect() works regardless.
+  void set_pinned(bool pinned) { pinned_ = pinned; }
+  // Closes the connection if the server ended it while it was idle (a restart, an administrator's
+  // pg_terminate_backend): libpq reports CONNECTION_OK until the socket is read, so its first
+  // statement would fail although the server is back. Call it before a unit of work.
+  // REQUIRES: no transaction open on this connection.
+  void CloseIfEndedByServer();
 
   // Registers a named statement (prepared on first use in each session).
   void Define(const std::string& name, std::string sql);
@@ -143,6 +153,7 @@ class Connection {
   std::map<std::string, std::string> defined_;
   std::set<std::string> prepared_;  // in the current session
   bool forgotten_ = false;          // a SendAndForget result is still to be collected
+  bool pinned_ = false;             // see set_pinned()
 };
 
 // The hex digits of a database UUID without dashes (for channel and lock names).

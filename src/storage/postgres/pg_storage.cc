@@ -121,6 +121,7 @@ Result<DatabaseRecord> PgStorage::CreateWithId(const std::string& name, const st
 Status PgStorage::Destroy(const DatabaseRecord& database) {
   Connection c = Admin(options_, "postgres destroy");
   KVC_RETURN_IF_ERROR(c.Exec("begin"));
+  c.set_pinned(true);  // all tables or none
   Status s = Status::Ok();
   for (const char* t : {"kvc_kv", "kvc_changes", "kvc_queue", "kvc_queue_running",
                         "kvc_queue_state", "kvc_queue_dead", "kvc_data_version"}) {

@@ -1,0 +1,113 @@
+// storage/postgres/pg_conn.h against a real PostgreSQL 15 (testutil/pg_server.h) when the server
+// ends a session: a pinned connection (a transaction open) never carries on over a new session,
+// where each statement would commit on its own; an idle connection the server ended (a restart,
+// pg_terminate_backend) is noticed before use, so the first statement after it does not fail.
+// Regressions found by tests/crash/postgres_test.mjs (fault kill-sessions), which lost money
+// between accounts before the pin existed.
+//
+// Without postgresql-15 every test here fails, saying what to install.
+#include "storage/postgres/pg_conn.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "testutil/pg_server.h"
+
+namespace kvc::storage::pg {
+namespace {
+
+using testutil::PgServer;
+using testutil::PgServerOptions;
+using testutil::PgStopMode;
+
+constexpr char kApp[] = "kvc_conn_test";
+
+std::unique_ptr<PgServer> StartServer() {
+  PgServerOptions o;
+  o.fsync = false;
+  auto server = PgServer::Start(o);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// Ends every session named kApp and waits until PostgreSQL has none left, then a little longer
+// for the goodbye to reach our socket.
+void TerminateOurSessions(const PgServer& server) {
+  const std::string where =
+      std::string(" from pg_stat_activity where application_name = '") + kApp + "'";
+  ASSERT_TRUE(server.Exec("select pg_terminate_backend(pid)" + where).ok());
+  for (int i = 0; i < 500; ++i) {
+    auto n = server.QueryValue("select count(*)" + where);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    if (*n == "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+std::string Count(const PgServer& server) {
+  auto n = server.QueryValue("select count(*) from t");
+  return n.ok() ? *n : n.status().ToString();
+}
+
+TEST(PgConnTest, APinnedConnectionIsNotRemadeInsideATransaction) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->Exec("create table t (k int)").ok());
+  Connection c(server->conninfo(), {{"application_name", kApp}}, "postgres test");
+
+  ASSERT_TRUE(c.Exec("begin").ok());
+  c.set_pinned(true);
+  ASSERT_TRUE(c.Exec("insert into t values (1)").ok());
+  TerminateOurSessions(*server);
+
+  // The session and its transaction are gone: every further statement of it fails, none runs
+  // on a new session (there `insert 3` would commit alone and `commit` would succeed).
+  EXPECT_FALSE(c.Exec("insert into t values (2)").ok());
+  EXPECT_FALSE(c.Exec("insert into t values (3)").ok());
+  const Status commit = c.Exec("commit");
+  EXPECT_FALSE(commit.ok());
+  EXPECT_NE(commit.message().find("lost inside a transaction"), std::string::npos)
+      << commit.ToString();
+  EXPECT_EQ(Count(*server), "0");
+
+  // Once the transaction is given up, the connection is made again.
+  c.set_pinned(false);
+  ASSERT_TRUE(c.Exec("insert into t values (4)").ok());
+  EXPECT_EQ(Count(*server), "1");
+}
+
+TEST(PgConnTest, AnIdleConnectionEndedByTheServerIsNoticedBeforeUse) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  Connection c(server->conninfo(), {{"application_name", kApp}}, "postgres test");
+  c.Define("one", "select 1");
+  ASSERT_TRUE(c.Run("one", Params()).ok());
+
+  // A live idle connection is kept.
+  c.CloseIfEndedByServer();
+  EXPECT_TRUE(c.connected());
+
+  // Ended by an administrator: noticed, and the next statement succeeds on a new session.
+  TerminateOurSessions(*server);
+  EXPECT_TRUE(c.connected()) << "libpq cannot know before reading the socket";
+  c.CloseIfEndedByServer();
+  EXPECT_FALSE(c.connected());
+  EXPECT_TRUE(c.Run("one", Params()).ok());
+
+  // Ended by a crash of the server (immediate stop) and a restart.
+  ASSERT_TRUE(server->Stop(PgStopMode::kImmediate).ok());
+  ASSERT_TRUE(server->Restart().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  c.CloseIfEndedByServer();
+  EXPECT_FALSE(c.connected());
+  auto r = c.Run("one", Params());
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace kvc::storage::pg
