@@ -670,6 +670,15 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       }
     }
   }
+  if (!sole_writer_) {
+    // A shared backend (PostgreSQL) that lost its connection mid-batch reconnects by itself:
+    // the write was not applied and may be sent again.
+    for (WriteJob& j : batch) {
+      if (!j.result.ok() && j.result.status().code() == StatusCode::kIoError) {
+        j.result = Unavailable("The write could not be committed, try again later.");
+      }
+    }
+  }
   for (WriteJob& j : batch) j.done(std::move(j.result));
 }
 

@@ -256,6 +256,7 @@ class PgWriter : public Writer {
     conn_.Define("set_version",
                  "update kvc_data_version set version = $2, timeline = $3 where db = $1::uuid");
     conn_.Define("notify", "select pg_notify($1, $2)");
+    conn_.Define("xid", "select pg_current_xact_id()::text");
     conn_.Define("put",
                  "insert into kvc_kv (db, k, v, v_encoding, version, expiration_ms) values "
                  "($1::uuid, $2, $3, $4::integer, $5, $6) on conflict (db, k) do update set v = "
@@ -297,8 +298,10 @@ class PgWriter : public Writer {
       if (!t.ok()) return Broken(t.status());
       timeline_ = t->Int(0, 0);
     }
-    auto r = conn_.Pipeline({Stmt("begin", Params()), Stmt("lock_version", Params().Text(db_))});
+    auto r = conn_.Pipeline({Stmt("begin", Params()), Stmt("lock_version", Params().Text(db_)),
+                             Stmt("xid", Params())});
     if (!r.ok()) return Broken(r.status());
+    xid_ = (*r)[2].rows() == 1 ? (*r)[2].Bytes(0, 0) : "";
     if ((*r)[1].rows() == 0) {
       conn_.RollbackQuietly();
       return NotFound("the database is gone from PostgreSQL");
@@ -431,6 +434,7 @@ class PgWriter : public Writer {
     auto r = conn_.Pipeline(pending_);
     ResetTxn();
     if (!r.ok()) {
+      if (!conn_.connected() && CommittedAnyway()) return Status::Ok();
       conn_.RollbackQuietly();
       return r.status();
     }
@@ -513,6 +517,34 @@ class PgWriter : public Writer {
     return s;
   }
 
+  // The connection broke during COMMIT: whether the transaction committed is unknown, and
+  // answering 503 would make clients send the write again (a second increment). Asks
+  // PostgreSQL on a new session (pg_xact_status), trusting the answer only on the timeline the
+  // transaction ran on (a promoted standby may have reused the transaction id).
+  bool CommittedAnyway() {
+    if (xid_.empty() || timeline_ < 0) return false;
+    Connection probe(o_.conninfo,
+                     {{"target_session_attrs", "read-write"}, {"connect_timeout", "2"},
+                      {"application_name", o_.application_name}},
+                     "postgres commit check");
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      auto r = probe.Query(
+          "select pg_xact_status($1::xid8), ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
+          "1, 8))::bit(32)::bigint",
+          Params().Text(xid_));
+      if (!r.ok() || r->rows() != 1 || r->Int(0, 1) != timeline_) return false;
+      const std::string status = r->IsNull(0, 0) ? "" : r->Bytes(0, 0);
+      if (status == "committed") {
+        spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})", db_,
+                     xid_);
+        return true;
+      }
+      if (status != "in progress") return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
   void ResetTxn() {
     conn_.set_pinned(false);
     pending_.clear();
@@ -565,6 +597,7 @@ class PgWriter : public Writer {
   size_t sp_pending_mark_ = 0;
   size_t sp_undo_mark_ = 0;
   int64_t timeline_ = -1;
+  std::string xid_;  // the open transaction's id (text), for CommittedAnyway
   bool leader_ = false;
   int64_t last_prune_ms_ = 0;
 };
