@@ -31,7 +31,7 @@ struct ServeConfig {
   std::string region;
   int64_t max_replica_lag_ms = 5000;
   int64_t node_heartbeat_ms = 2000;
-  int64_t pg_change_retention_ms = 10 * 60 * 1000;
+  int64_t pg_change_retention_ms = 60 * 1000;
   int64_t pg_feed_poll_ms = 1000;
   std::string access_token;
   std::string sync = "full";  // full | normal | off

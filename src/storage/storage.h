@@ -69,7 +69,7 @@ struct StorageOptions {
   std::string read_location;
   // postgres: how long commits stay in the change table other nodes' feeds read (ms), and how
   // often a feed re-reads it when no notification came.
-  int64_t change_retention_ms = 10 * 60 * 1000;
+  int64_t change_retention_ms = 60 * 1000;
   int64_t feed_poll_ms = 1000;
   // postgres: how soon another node takes over sweeping expired keys when the sweeper dies.
   int64_t expiry_leader_retry_ms = 2000;

@@ -49,7 +49,7 @@ struct PgBackendOptions {
   // clears it while the standby lags too far); otherwise to the primary.
   std::string read_conninfo;
   std::shared_ptr<std::atomic<bool>> use_replica;
-  int64_t change_retention_ms = 10 * 60 * 1000;
+  int64_t change_retention_ms = 60 * 1000;
   int64_t feed_poll_ms = 1000;
   int64_t expiry_leader_retry_ms = 2000;
   std::string application_name = "kvconnect";
