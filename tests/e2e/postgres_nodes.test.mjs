@@ -9,7 +9,8 @@
 //   3. a Deno watcher on B, writes on A: latency from A's commit answer to B's frame (p50/p99),
 //      next to the same run with watcher and writer on one node.
 //   4. `kvconnect db create` / `token create` / `token revoke` with --postgres reach both nodes.
-//   5. bad input (malformed protobuf, oversized bodies, wrong tokens, invalid keys and limits,
+//   5. the node deleting expired keys is killed: the other takes over, its watcher sees the key go.
+//   6. bad input (malformed protobuf, oversized bodies, wrong tokens, invalid keys and limits,
 //      too many mutations, dropped connections) against node B and against a SQLite server in
 //      the same run: the same 4xx and text, never a 5xx, both nodes still serving, and no
 //      PostgreSQL session left in a transaction. (hostile.test.mjs runs whole against
@@ -82,6 +83,22 @@ describe("two kvconnect nodes on one PostgreSQL", { timeout: 300_000 }, () => {
     for (const s of servers()) await s.kill();
   });
 
+  /** The node that deletes expired keys of `default` (it logs so when it takes the lock). */
+  let sweeps; // the line
+  async function sweeperNode() {
+    if (!sweeps) {
+      const h2 = await H2.connect(A.url);
+      const m = await metadata(h2, token);
+      h2.close();
+      assert.equal(m.status, 200, describeAnswer(m));
+      sweeps = `database ${m.json.databaseId}: this node now sweeps expired keys`;
+    }
+    const which = await pollUntil(() => [A, B].filter((s) => s.logTail(400).includes(sweeps)),
+      (list) => list.length > 0, { timeoutMs: 10_000, intervalMs: 100, what: "a node sweeping expired keys" });
+    assert.equal(which.length, 1, "exactly one node sweeps expired keys");
+    return which[0];
+  }
+
   /** Runs a test body; on failure both nodes' output tails are attached. */
   function t(name, fn, timeout = 120_000) {
     test(name, { timeout }, async (ctx) => {
@@ -104,17 +121,23 @@ describe("two kvconnect nodes on one PostgreSQL", { timeout: 300_000 }, () => {
     };
 
     // The SQLite suite's scripts, alternating nodes; a script's steps count as its checks.
+    // expiry.ts and watch.ts (an expiring key vanishing from a watch) run on the node that does
+    // not delete expired keys: it hides them by time and learns of the deletion from the feed.
+    const sweeper = await sweeperNode();
+    const other = sweeper === A ? B : A;
     const scripts = [
       "basic.ts", "list.ts", "atomic.ts", "atomic_limits.ts", "sum.ts", "versionstamp.ts", "values.ts",
       "expiry.ts", "watch.ts",
     ];
     for (const [i, script] of scripts.entries()) {
-      const node = i % 2 ? B : A;
+      const sweeps = ["expiry.ts", "watch.ts"].includes(script);
+      const node = sweeps ? other : i % 2 ? B : A;
       const res = await runDeno(script, { kvUrl: node.url, token, env: { KV_EXPECT_PROMPT_EXPIRY: "1" }, timeoutMs: 60_000 });
+      const where = `${nodeName(node)}${sweeps ? " (not the sweeper)" : ""}`;
       if (res.code === 0 && res.summary?.ok === true) {
-        record(`deno/${script}`, nodeName(node), res.summary.steps, res.summary.steps, `${res.summary.ms} ms`);
+        record(`deno/${script}`, where, res.summary.steps, res.summary.steps, `${res.summary.ms} ms`);
       } else {
-        record(`deno/${script}`, nodeName(node), 0, 1, describeRun(res).slice(0, 3000));
+        record(`deno/${script}`, where, 0, 1, describeRun(res).slice(0, 3000));
       }
     }
 
@@ -370,7 +393,43 @@ describe("two kvconnect nodes on one PostgreSQL", { timeout: 300_000 }, () => {
     ctx.diagnostic(`${rows.length} token rows`);
   });
 
-  // --- 5. bad input ----------------------------------------------------------------------------
+  // --- 5. the sweeper dies ---------------------------------------------------------------------
+
+  t("when the sweeping node is killed, the other one deletes expired keys and wakes its watchers", async (ctx) => {
+    const sweeper = await sweeperNode();
+    const survivor = sweeper === A ? B : A;
+    const kv = await openKv(survivor.url, { accessToken: token, ...codec });
+    try {
+      const k = ["e2e", "takeover", randomToken(8)];
+      const expiresAt = Date.now() + 1000;
+      const w = await kv.set(k, "expiring", { expireIn: 1000 });
+      const reader = kv.watch([k]).getReader();
+      const first = await readFrame(reader, 5000, "first frame");
+      assert.deepEqual([first[0].value, first[0].versionstamp], ["expiring", w.versionstamp]);
+      const killedAt = Date.now();
+      await sweeper.kill();
+      const gone = await readFrame(reader, 15_000, "frame with the expired key gone");
+      const ms = Date.now() - killedAt;
+      const afterExpiry = Date.now() - expiresAt;
+      await reader.cancel();
+      assert.deepEqual([gone[0].value, gone[0].versionstamp], [null, null]);
+      await pollUntil(() => survivor.logTail(400), (text) => text.includes(sweeps), {
+        timeoutMs: 5000, intervalMs: 100, what: `node ${nodeName(survivor)} logging that it sweeps now`,
+      });
+      const line = `sweeper ${nodeName(sweeper)} killed: node ${nodeName(survivor)} took over; its watcher saw the ` +
+        `key (expireIn 1000 ms) vanish ${ms} ms after the kill, ${afterExpiry} ms after it expired`;
+      report.push(line);
+      ctx.diagnostic(line);
+    } finally {
+      kv.close();
+    }
+    // later tests get the node back (same PostgreSQL, same token, new port)
+    const restarted = await startServer({ postgres: pg.conninfo, token, extraArgs: ["--catalog-poll-ms", "200"] });
+    if (sweeper === A) A = restarted;
+    else B = restarted;
+  });
+
+  // --- 6. bad input ----------------------------------------------------------------------------
 
   /** A queue API call over HTTP/1.1; resolves {status, text, json}. */
   async function queueCall(server, op, body) {
