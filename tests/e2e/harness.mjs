@@ -13,12 +13,16 @@
 // * makeCerts(): a private CA and a server certificate from deploy/make-certs.sh.
 // * Every child process is registered and SIGKILLed when this process exits,
 //   so a failing or interrupted test never leaves servers behind.
+// * startServer({postgres}) keeps everything in PostgreSQL (--postgres CONNINFO) instead of a
+//   data dir; with E2E_BACKEND=postgres every server started without sqlitePath, dataDir or
+//   postgres gets a fresh database of one PostgreSQL (pg.mjs) started for this process.
 //
 // Environment:
 //   KVCONNECT_BIN       path of the kvconnect binary (required for server tests)
 //   DENO_BIN            override the Deno binary (default: the npm "deno" package)
 //   E2E_LOCAL_BACKEND=1 self-check mode: run the Deno scripts / Node client tests
 //                       against local SQLite files instead of a server
+//   E2E_BACKEND=postgres  servers keep their data in PostgreSQL (see above)
 //   E2E_VERBOSE=1       echo server and Deno output while tests run
 //   E2E_KEEP=1          keep temporary data dirs
 
@@ -34,6 +38,10 @@ import { fileURLToPath } from "node:url";
 export const E2E_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const DENO_SCRIPTS_DIR = path.join(E2E_DIR, "deno");
 export const LOCAL_BACKEND = process.env.E2E_LOCAL_BACKEND === "1";
+export const SERVER_BACKEND = process.env.E2E_BACKEND ?? "sqlite";
+if (!["sqlite", "postgres"].includes(SERVER_BACKEND)) {
+  throw new Error(`E2E_BACKEND must be sqlite or postgres, not ${SERVER_BACKEND}`);
+}
 const VERBOSE = process.env.E2E_VERBOSE === "1";
 const EXPECTED_DENO_VERSION = "2.9.6";
 
@@ -222,13 +230,32 @@ export async function withTimeout(promise, ms, onTimeout) {
 // ---------------------------------------------------------------------------
 // Server
 
+// With E2E_BACKEND=postgres: one PostgreSQL for this process (pg.mjs cleans it up at exit).
+let sharedPg;
+let pgDatabases = 0;
+
+/** A conninfo naming a fresh database of this process's PostgreSQL. */
+export async function freshPgDatabase() {
+  // pg.mjs imports this module: load it on first use
+  const { startPg } = await import("./pg.mjs");
+  sharedPg ??= startPg({ fsync: false }).then((pg) => {
+    // it must not keep a test file's process alive: pg.mjs stops it when the process exits
+    pg.proc.unref();
+    return pg;
+  });
+  const pg = await sharedPg;
+  const name = `kvc_e2e_${++pgDatabases}`;
+  await pg.query(`CREATE DATABASE ${name}`, { dbname: "postgres" });
+  return pg.conninfoFor("127.0.0.1", name);
+}
+
 /**
  * Starts `kvconnect serve`. Options:
  *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath/postgres
  *   sqlitePath  serve this one SQLite file (--sqlite-path) instead of --data-dir
- *   postgres    keep everything in this PostgreSQL (--postgres <libpq conninfo>, e.g.
- *               pg.conninfo from pg.mjs) instead of --data-dir; the server runs in a fresh
- *               temp dir (server.workDir). Needs a token (no bootstrap token file)
+ *   postgres    a libpq conninfo: --postgres instead of --data-dir (the data dir is still made,
+ *               as the server's working directory). Default with E2E_BACKEND=postgres (and no
+ *               dataDir or sqlitePath): a fresh database of one PostgreSQL for this process
  *   token       access token (default: random 24 chars). `null`: pass none, so the server
  *               makes its bootstrap token (<data-dir>/access-token), which becomes server.token
  *   port        port to use (default: a free one)
@@ -243,10 +270,10 @@ export async function startServer(opts = {}) {
   const bootstrap = opts.token === null;
   const token = bootstrap ? undefined : (opts.token ?? randomToken());
   const sqlitePath = opts.sqlitePath;
-  const postgres = opts.postgres;
-  if (postgres && (bootstrap || sqlitePath)) throw new Error("startServer: postgres excludes token: null and sqlitePath");
-  const dataDir = sqlitePath || postgres ? undefined : (opts.dataDir ?? (await makeTempDir()));
-  const workDir = postgres ? (opts.workDir ?? (await makeTempDir("kvconnect-pg-node-"))) : undefined;
+  const postgres = opts.postgres ??
+    (SERVER_BACKEND === "postgres" && !sqlitePath && !opts.dataDir ? await freshPgDatabase() : undefined);
+  if (postgres && bootstrap) throw new Error("startServer: a bootstrap token (token: null) needs a data dir");
+  const dataDir = sqlitePath ? undefined : (opts.dataDir ?? (await makeTempDir()));
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
   const tls = Boolean(opts.tlsCert || opts.tlsKey);
   let lastError;
@@ -262,7 +289,7 @@ export async function startServer(opts = {}) {
       ...(tlsPort ? ["--tls-addr", `127.0.0.1:${tlsPort}`] : []),
       ...(opts.extraArgs ?? []),
     ];
-    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, workDir, opts });
+    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, postgres, opts });
     try {
       await server.waitReady(readyTimeoutMs);
       if (bootstrap) await server.readBootstrapToken(readyTimeoutMs);
@@ -278,7 +305,7 @@ export async function startServer(opts = {}) {
 }
 
 export class Server {
-  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, workDir, opts }) {
+  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, postgres, opts }) {
     this.bin = bin;
     this.args = args;
     this.port = port;
@@ -286,7 +313,7 @@ export class Server {
     this.token = token;
     this.dataDir = dataDir;
     this.sqlitePath = sqlitePath;
-    this.workDir = workDir;
+    this.postgres = postgres;
     this.opts = opts;
     this.url = `${tls && !tlsPort ? "https" : "http"}://127.0.0.1:${port}`;
     this.tlsUrl = tlsPort ? `https://127.0.0.1:${tlsPort}` : tls ? this.url : undefined;
@@ -295,7 +322,7 @@ export class Server {
     // Run inside the data dir (or next to the SQLite file, or in a temp dir with PostgreSQL)
     // so that nothing the server writes relative to its working directory lands in the
     // repository.
-    const cwd = workDir ?? dataDir ?? path.dirname(sqlitePath);
+    const cwd = dataDir ?? path.dirname(sqlitePath);
     const env = { ...process.env };
     if (token === undefined) {
       // the server would take its token from these instead of making a bootstrap token
@@ -318,7 +345,7 @@ export class Server {
   }
 
   describe() {
-    const cmd = `kvconnect ${this.args.join(" ")}`;
+    const cmd = `kvconnect ${this.args.map((a) => (/\s/.test(a) ? `"${a}"` : a)).join(" ")}`;
     return this.token ? cmd.replace(this.token, "<token>") : cmd;
   }
 
@@ -339,17 +366,18 @@ export class Server {
     }
   }
 
-  /** `kvconnect <args...> --data-dir <this server's data dir>`; see runKvconnect(). */
+  /** `kvconnect <args...>` with this server's --data-dir (or --postgres); see runKvconnect(). */
   async cli(args, opts = {}) {
-    return await runKvconnect([...args, "--data-dir", this.dataDir], { cwd: this.dataDir, ...opts });
+    const where = this.postgres ? ["--postgres", this.postgres] : ["--data-dir", this.dataDir];
+    return await runKvconnect([...args, ...where], { cwd: this.dataDir, ...opts });
   }
 
-  /** `kvconnect db <args...>` on this server's data dir. */
+  /** `kvconnect db <args...>` on this server's data dir (or PostgreSQL). */
   async dbCmd(...args) {
     return await this.cli(["db", ...args]);
   }
 
-  /** `kvconnect token <args...>` on this server's data dir. */
+  /** `kvconnect token <args...>` on this server's data dir (or PostgreSQL). */
   async tokenCmd(...args) {
     return await this.cli(["token", ...args]);
   }
@@ -395,7 +423,7 @@ export class Server {
       ...this.opts,
       dataDir: this.dataDir,
       sqlitePath: this.sqlitePath,
-      workDir: this.workDir,
+      postgres: this.postgres,
       token: this.opts.token === null ? null : this.token,
       port: opts.port,
       tlsPort: this.opts.tlsPort ? opts.tlsPort ?? true : undefined,

@@ -7,8 +7,11 @@ using pg::Params;
 using pg::PgResult;
 
 constexpr const char* kDatabaseColumns = "id::text, name, location, created_ms";
+// Selected columns (the uuid read as text) and, in the same order, the columns an insert names.
 constexpr const char* kTokenColumns =
     "id, name, database_id::text, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit";
+constexpr const char* kTokenInsertColumns =
+    "id, name, database_id, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit";
 
 DatabaseRecord ReadDatabase(const PgResult& r, int i) {
   DatabaseRecord d;
@@ -141,8 +144,7 @@ Status PgCatalog::RebindDatabase(const std::string& name, const std::string& new
 Status PgCatalog::AddToken(const AccessTokenRecord& t) {
   MutexLock lock(mu_);
   return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
-    auto r = conn_.Query(std::string("insert into kvc_access_tokens (id, name, database_id, scope, "
-                                     "hash, created_ms, expires_ms, revoked_ms, rate_limit") +
+    auto r = conn_.Query(std::string("insert into kvc_access_tokens (") + kTokenInsertColumns +
                              ") values ($1, $2, $3::uuid, $4, $5, $6, $7, $8, $9)",
                          Params()
                              .Text(t.id)

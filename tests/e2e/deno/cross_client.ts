@@ -1,5 +1,6 @@
 // Values written by the Node @deno/kv client (Node's V8 serializer, format 15) are
-// read by Deno, and Deno writes values for the Node client to read back.
+// read by Deno, and Deno writes values for the Node client to read back. The summary has the
+// versionstamps Deno read (`read`, by name) and got for its writes (`wrote`).
 // env: CROSS_NS
 import { assert, assertEquals, main, openKv, step } from "./_lib.ts";
 
@@ -19,11 +20,14 @@ await main("cross_client", async () => {
   assert(fromNode.every((e) => /^[0-9a-f]{20}$/.test(e.versionstamp ?? "")), "versionstamps of Node writes");
 
   step("write for Node");
-  await kv.set([...P, "deno", "str"], "written by deno ✓");
-  await kv.set([...P, "deno", "obj"], { list: [1, "two", null], when: new Date(42), nested: { t: true } });
-  await kv.set([...P, "deno", "bytes"], new Uint8Array([9, 8, 7]));
-  await kv.set([...P, "deno", "u64"], new Deno.KvU64(2n ** 64n - 1n));
-  await kv.atomic().sum([...P, "node", "u64"], 8n).commit();
+  const wrote = {
+    str: (await kv.set([...P, "deno", "str"], "written by deno ✓")).versionstamp,
+    obj: (await kv.set([...P, "deno", "obj"], { list: [1, "two", null], when: new Date(42), nested: { t: true } })).versionstamp,
+    bytes: (await kv.set([...P, "deno", "bytes"], new Uint8Array([9, 8, 7]))).versionstamp,
+    u64: (await kv.set([...P, "deno", "u64"], new Deno.KvU64(2n ** 64n - 1n))).versionstamp,
+    sum: ((await kv.atomic().sum([...P, "node", "u64"], 8n).commit()) as Deno.KvCommitResult).versionstamp,
+  };
   kv.close();
-  return {};
+  const names = ["str", "obj", "bytes", "u64", "big"];
+  return { read: Object.fromEntries(fromNode.map((e, i) => [names[i], e.versionstamp])), wrote };
 });
