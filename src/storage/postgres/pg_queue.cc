@@ -92,7 +92,7 @@ Statement QueueStatements::StateStatement(std::string_view id, const QueueDelive
   return Statement{"q_put_state", std::move(p)};
 }
 
-Status QueueStatements::RunAll(std::vector<Statement> stmts) {
+Status QueueStatements::RunAll(const std::vector<Statement>& stmts) {
   return conn_.Pipeline(stmts).status();
 }
 
@@ -133,7 +133,7 @@ Status QueueStatements::Lease(const QueueRow& row, int64_t deadline_ms,
   s.push_back(Statement{"q_del_ready", Params().Text(db_).Text(row.id)});
   s.push_back(RowStatement("q_add_running", row, deadline_ms));
   s.push_back(StateStatement(row.id, state));
-  return RunAll(std::move(s));
+  return RunAll(s);
 }
 
 Result<std::optional<QueuedMessage>> QueueStatements::GetRunning(std::string_view id) {
@@ -156,6 +156,7 @@ Result<std::vector<std::string>> QueueStatements::RunningDue(int64_t now_ms, siz
       PgResult r, conn_.Run("q_running_due",
                             Params().Text(db_).Int64(now_ms).Int64(static_cast<int64_t>(limit))));
   std::vector<std::string> ids;
+  ids.reserve(static_cast<size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) ids.push_back(r.Bytes(i, 0));
   return ids;
 }
@@ -168,7 +169,7 @@ Status QueueStatements::RemoveRunning(std::string_view id) {
   std::vector<Statement> s;
   s.push_back(Statement{"q_del_running", Params().Text(db_).Text(id)});
   s.push_back(Statement{"q_del_state", Params().Text(db_).Text(id)});
-  return RunAll(std::move(s));
+  return RunAll(s);
 }
 
 Status QueueStatements::Requeue(const QueueRow& row, const QueueDeliveryState& state) {
@@ -176,7 +177,7 @@ Status QueueStatements::Requeue(const QueueRow& row, const QueueDeliveryState& s
   s.push_back(Statement{"q_del_running", Params().Text(db_).Text(row.id)});
   s.push_back(RowStatement("q_add", row, row.ts));
   s.push_back(StateStatement(row.id, state));
-  return RunAll(std::move(s));
+  return RunAll(s);
 }
 
 Status QueueStatements::AddDead(const DeadLetterRow& d) {
@@ -186,7 +187,7 @@ Status QueueStatements::AddDead(const DeadLetterRow& d) {
   std::vector<Statement> s;
   s.push_back(Statement{"q_add_dead", std::move(p)});
   s.push_back(Statement{"q_del_state", Params().Text(db_).Text(d.id)});
-  return RunAll(std::move(s));
+  return RunAll(s);
 }
 
 Result<std::vector<DeadLetterRow>> QueueStatements::ListDead(std::string_view after, size_t limit) {

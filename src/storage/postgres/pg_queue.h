@@ -45,7 +45,7 @@ class QueueStatements {
  private:
   Statement RowStatement(const char* name, const QueueRow& row, int64_t ts) const;
   Statement StateStatement(std::string_view id, const QueueDeliveryState& st) const;
-  Status RunAll(std::vector<Statement> stmts);
+  Status RunAll(const std::vector<Statement>& stmts);
 
   Connection& conn_;
   const std::string db_;
