@@ -489,6 +489,13 @@ void Engine::ReaderLoop(storage::Reader* reader) {
     }
     const int64_t now = Now();
     auto run = [&]() -> Result<ReadResult> {
+      if (job.ranges.size() == 1) {  // the common case, in one call (one statement on PostgreSQL)
+        ReadResult out;
+        out.ranges.resize(1);
+        KVC_ASSIGN_OR_RETURN(out.version, reader->ScanAlone(job.ranges[0], now, &out.ranges[0]));
+        out.strong = reader->snapshot_is_strong();
+        return out;
+      }
       KVC_RETURN_IF_ERROR(reader->Begin());
       ReadResult out;
       out.ranges.resize(job.ranges.size());

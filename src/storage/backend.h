@@ -86,6 +86,17 @@ class Reader {
   }
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
+  // One range read in a snapshot of its own, outside Begin/End: appends its live rows to *out
+  // and returns the snapshot's data version. The default is Begin, Scan, DataVersion, End; a
+  // backend may answer it in one statement.
+  virtual Result<int64_t> ScanAlone(const ReadRange& range, int64_t now_ms,
+                                    std::vector<Entry>* out) {
+    KVC_RETURN_IF_ERROR(Begin());
+    Status s = Scan(range, now_ms, out);
+    Result<int64_t> v = s.ok() ? DataVersion() : Result<int64_t>(s);
+    End();
+    return v;
+  }
   // False if the open snapshot came from a replica that may lag the primary (an eventual read).
   virtual bool snapshot_is_strong() const { return true; }
   virtual void End() = 0;

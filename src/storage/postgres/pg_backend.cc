@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <thread>
+#include <set>
 #include <unordered_map>
 
 #include "common/clock.h"
@@ -87,6 +88,14 @@ class PgReader : public Reader {
       c->Define("stats",
                 "select count(*), coalesce(sum(octet_length(k) + octet_length(v)), 0)::bigint "
                 "from kvc_kv where db = $1::uuid");
+      for (const char* dir : {"", " desc"}) {
+        c->Define(std::string("scan_alone") + (*dir ? "_rev" : ""),
+                  std::string("select d.version, s.k, s.v, s.v_encoding, s.version from "
+                              "kvc_data_version d left join lateral (select k, v, v_encoding, "
+                              "version from kvc_kv where db = d.db and k >= $2 and k < $3 and "
+                              "(expiration_ms < 0 or expiration_ms > $4) order by k") +
+                      dir + " limit $5) s on true where d.db = $1::uuid order by s.k" + dir);
+      }
       c->Define("scan_rows",
                 "select k, v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid "
                 "and k >= $2 and k < $3 order by k limit $4");
@@ -107,6 +116,30 @@ class PgReader : public Reader {
   }
 
   bool snapshot_is_strong() const override { return conn_ != &replica_; }
+
+  // One statement in autocommit: a single statement sees one snapshot.
+  Result<int64_t> ScanAlone(const ReadRange& r, int64_t now_ms, std::vector<Entry>* out) override {
+    conn_ = has_replica_ && use_replica_->load() ? &replica_ : &primary_;
+    conn_->CloseIfEndedByServer();
+    Params p;
+    p.Text(db_).Bytes(r.start).Bytes(r.end).Int64(now_ms).Int64(std::max(r.limit, 0));
+    KVC_ASSIGN_OR_RETURN(PgResult res, conn_->Run(r.reverse ? "scan_alone_rev" : "scan_alone", p));
+    if (res.rows() == 0) return NotFound("the database is gone from PostgreSQL");
+    if (r.start < r.end && r.limit > 0) {
+      for (int i = 0; i < res.rows(); ++i) {
+        if (res.IsNull(i, 1)) continue;  // no row in the range
+        Entry e;
+        e.key = res.Bytes(i, 1);
+        e.value = res.Bytes(i, 2);
+        const int64_t enc = res.Int(i, 3);
+        if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+        e.encoding = static_cast<ValueEncoding>(enc);
+        e.version = res.Int(i, 4);
+        out->push_back(std::move(e));
+      }
+    }
+    return res.Int(0, 0);
+  }
 
   Status Begin() override {
     pending_begin_ = true;
@@ -257,19 +290,18 @@ class PgWriter : public Writer {
                  "update kvc_data_version set version = $2, timeline = $3 where db = $1::uuid");
     conn_.Define("notify", "select pg_notify($1, $2)");
     conn_.Define("xid", "select pg_current_xact_id()::text");
-    conn_.Define("put",
-                 "insert into kvc_kv (db, k, v, v_encoding, version, expiration_ms) values "
-                 "($1::uuid, $2, $3, $4::integer, $5, $6) on conflict (db, k) do update set v = "
-                 "excluded.v, v_encoding = excluded.v_encoding, version = excluded.version, "
+    conn_.Define("put_many",
+                 "insert into kvc_kv (db, k, v, v_encoding, version, expiration_ms) select "
+                 "$1::uuid, k, v, e, ver, x from unnest($2::bytea[], $3::bytea[], $4::int4[], "
+                 "$5::int8[], $6::int8[]) as t(k, v, e, ver, x) on conflict (db, k) do update set "
+                 "v = excluded.v, v_encoding = excluded.v_encoding, version = excluded.version, "
                  "expiration_ms = excluded.expiration_ms");
-    conn_.Define("delete", "delete from kvc_kv where db = $1::uuid and k = $2");
-    conn_.Define("log_add",
-                 "insert into kvc_changes (db, version, prev_version, time_ms, record) values "
-                 "($1::uuid, $2, $3, $4, $5)");
+    conn_.Define("delete_many", "delete from kvc_kv where db = $1::uuid and k = any($2::bytea[])");
+    conn_.Define("log_add_many",
+                 "insert into kvc_changes (db, version, prev_version, time_ms, record) select "
+                 "$1::uuid, a, b, c, d from unnest($2::int8[], $3::int8[], $4::int8[], "
+                 "$5::bytea[]) as t(a, b, c, d)");
     conn_.Define("log_prune", "delete from kvc_changes where db = $1::uuid and time_ms < $2");
-    conn_.Define("savepoint", "savepoint w");
-    conn_.Define("release", "release savepoint w");
-    conn_.Define("rollback_to", "rollback to savepoint w");
     conn_.Define("try_leader", "select pg_try_advisory_lock(" + std::to_string(pg::kLockExpiry) +
                                    ", hashtext($1))");
     conn_.Define("delete_expired",
@@ -325,18 +357,15 @@ class PgWriter : public Writer {
     return RowOf(r);
   }
 
+  // Kept in the overlay; the final state of every key reaches PostgreSQL in two statements at
+  // the next Flush or Commit (KvStatements).
   Status Put(std::string_view key, const StoredRow& row) override {
     SetOverlay(std::string(key), row);
-    Params p;
-    p.Text(db_).Bytes(key).Bytes(row.value).Int32(static_cast<int32_t>(row.encoding));
-    p.Int64(row.version).Int64(row.expire_at_ms);
-    pending_.push_back(Stmt("put", std::move(p)));
     return Status::Ok();
   }
 
   Status Delete(std::string_view key) override {
     SetOverlay(std::string(key), std::nullopt);
-    pending_.push_back(Stmt("delete", Params().Text(db_).Bytes(key)));
     return Status::Ok();
   }
 
@@ -357,9 +386,7 @@ class PgWriter : public Writer {
   }
 
   Status AppendChangeLog(const ChangeLogRow& row) override {
-    Params p;
-    p.Text(db_).Int64(row.version).Int64(row.prev_version).Int64(row.time_ms).Bytes(row.bytes);
-    pending_.push_back(Stmt("log_add", std::move(p)));
+    log_rows_.push_back(row);
     return Status::Ok();
   }
 
@@ -369,7 +396,6 @@ class PgWriter : public Writer {
   Status Savepoint() override {
     if (sp_active_) return Internal("postgres write: nested savepoint");
     sp_active_ = true;
-    sp_real_ = false;
     sp_pending_mark_ = pending_.size();
     sp_undo_mark_ = undo_.size();
     return Status::Ok();
@@ -377,7 +403,6 @@ class PgWriter : public Writer {
 
   Status ReleaseSavepoint() override {
     if (!sp_active_) return Internal("postgres write: no savepoint");
-    if (sp_real_) pending_.push_back(Stmt("release", Params()));
     sp_active_ = false;
     undo_.clear();
     return Status::Ok();
@@ -394,10 +419,6 @@ class PgWriter : public Writer {
         overlay_.erase(u.key);
       }
       undo_.pop_back();
-    }
-    if (sp_real_) {
-      pending_.push_back(Stmt("rollback_to", Params()));
-      pending_.push_back(Stmt("release", Params()));
     }
     sp_active_ = false;
     undo_.clear();
@@ -416,7 +437,7 @@ class PgWriter : public Writer {
     std::vector<std::string> keys;
     for (int i = 0; i < r.rows(); ++i) {
       keys.push_back(r.Bytes(i, 0));
-      SetOverlay(keys.back(), std::nullopt);
+      SetOverlay(keys.back(), std::nullopt, /*dirty=*/false);
     }
     return keys;
   }
@@ -430,8 +451,22 @@ class PgWriter : public Writer {
   }
 
   Status Commit() override {
-    pending_.push_back(Stmt("commit", Params()));
-    auto r = conn_.Pipeline(pending_);
+    std::vector<Statement> stmts = KvStatements();
+    if (!log_rows_.empty()) {
+      std::vector<int64_t> v, prev, t;
+      std::vector<std::string> rec;
+      for (ChangeLogRow& row : log_rows_) {
+        v.push_back(row.version);
+        prev.push_back(row.prev_version);
+        t.push_back(row.time_ms);
+        rec.push_back(std::move(row.bytes));
+      }
+      stmts.push_back(Stmt("log_add_many", Params().Text(db_).Int64Array(v).Int64Array(prev)
+                                               .Int64Array(t).BytesArray(rec)));
+    }
+    for (Statement& st : pending_) stmts.push_back(std::move(st));
+    stmts.push_back(Stmt("commit", Params()));
+    auto r = conn_.Pipeline(stmts);
     ResetTxn();
     if (!r.ok()) {
       if (!conn_.connected() && CommittedAnyway()) return Status::Ok();
@@ -545,16 +580,54 @@ class PgWriter : public Writer {
     return false;
   }
 
+  // The final state of the keys changed since the last flush: one upsert and one delete.
+  std::vector<Statement> KvStatements() {
+    std::vector<Statement> out;
+    std::vector<std::string> put_keys, values, del_keys;
+    std::vector<int32_t> encodings;
+    std::vector<int64_t> versions, expiries;
+    for (const std::string& k : dirty_) {
+      auto it = overlay_.find(k);
+      if (it == overlay_.end()) continue;  // rolled back to a savepoint
+      if (it->second) {
+        put_keys.push_back(k);
+        values.push_back(it->second->value);
+        encodings.push_back(static_cast<int32_t>(it->second->encoding));
+        versions.push_back(it->second->version);
+        expiries.push_back(it->second->expire_at_ms);
+      } else {
+        del_keys.push_back(k);
+      }
+    }
+    dirty_.clear();
+    if (!put_keys.empty()) {
+      out.push_back(Stmt("put_many", Params()
+                                         .Text(db_)
+                                         .BytesArray(put_keys)
+                                         .BytesArray(values)
+                                         .Int32Array(encodings)
+                                         .Int64Array(versions)
+                                         .Int64Array(expiries)));
+    }
+    if (!del_keys.empty()) {
+      out.push_back(Stmt("delete_many", Params().Text(db_).BytesArray(del_keys)));
+    }
+    return out;
+  }
+
   void ResetTxn() {
     conn_.set_pinned(false);
     pending_.clear();
+    log_rows_.clear();
+    dirty_.clear();
     overlay_.clear();
     undo_.clear();
     sp_active_ = false;
-    sp_real_ = false;
   }
 
-  void SetOverlay(std::string key, std::optional<StoredRow> row) {
+  // `dirty`: the change is still to be sent (false for rows the server already changed).
+  void SetOverlay(std::string key, std::optional<StoredRow> row, bool dirty = true) {
+    if (dirty) dirty_.insert(key);
     auto it = overlay_.find(key);
     if (sp_active_) {
       Undo u;
@@ -570,18 +643,16 @@ class PgWriter : public Writer {
     }
   }
 
-  // Sends the batched statements (inside the transaction) before one that must see them.
+  // Sends the batched changes (inside the transaction) before a statement that must see them.
+  // Never inside a savepoint: only the engine's writes use savepoints, and they change keys and
+  // enqueue only (kept until Commit).
   Status Flush() {
-    if (sp_active_ && !sp_real_) {
-      pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(sp_pending_mark_),
-                      Stmt("savepoint", Params()));
-      sp_real_ = true;
-    }
-    if (pending_.empty()) return Status::Ok();
-    auto r = conn_.Pipeline(pending_);
+    if (sp_active_) return Internal("postgres write: a direct statement inside a savepoint");
+    std::vector<Statement> stmts = KvStatements();
+    for (Statement& st : pending_) stmts.push_back(std::move(st));
     pending_.clear();
-    sp_pending_mark_ = 0;
-    return r.status();
+    if (stmts.empty()) return Status::Ok();
+    return conn_.Pipeline(stmts).status();
   }
 
   const PgBackendOptions o_;
@@ -589,11 +660,12 @@ class PgWriter : public Writer {
   const std::string channel_;
   Connection conn_;
   pg::QueueStatements queue_;
-  std::vector<Statement> pending_;
+  std::vector<Statement> pending_;  // queued statements other than key changes
+  std::vector<ChangeLogRow> log_rows_;
   std::unordered_map<std::string, std::optional<StoredRow>> overlay_;
+  std::set<std::string> dirty_;  // keys of overlay_ not yet sent
   std::vector<Undo> undo_;
   bool sp_active_ = false;
-  bool sp_real_ = false;
   size_t sp_pending_mark_ = 0;
   size_t sp_undo_mark_ = 0;
   int64_t timeline_ = -1;

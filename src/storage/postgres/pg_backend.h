@@ -10,10 +10,13 @@
 // not.) On a new PostgreSQL timeline (after a failover) the first transaction jumps the counter by
 // 2^32, so a version the old primary issued but never replicated is never issued again.
 //
-// Writes are batched client-side: Put/Delete/AddQueueMessage/AppendChangeLog/SetDataVersion are
-// kept (with an overlay so Get sees them) and sent with COMMIT in one pipeline, so a group commit
-// costs two round trips plus one per check read. Savepoints are client-side marks, made real on
-// the server only when a statement must run inside one.
+// Writes are batched client-side: Put/Delete land in an overlay (Get sees it), AddQueueMessage,
+// AppendChangeLog and SetDataVersion are queued, and COMMIT sends them in one pipeline: the final
+// state of every changed key as one multi-row upsert and one delete (binary arrays), the commit
+// records as one insert, then the counter row, the NOTIFY and COMMIT. A group commit costs two
+// round trips plus one per check read, and a handful of statements whatever its size.
+// Savepoints are client-side marks (the overlay's undo log); statements that must run at once
+// (queue, expiry) flush the batch first and are never used inside a savepoint.
 //
 // Not the sole writer: the engine learns of every commit (its own included) from OpenChangeFeed:
 // each commit stores its records in kvc_changes and NOTIFYs the database's channel with its

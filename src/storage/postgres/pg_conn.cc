@@ -59,6 +59,46 @@ Params& Params::Double(double v) {
   return Add(buf, 0);
 }
 
+namespace {
+
+// PostgreSQL's binary array format: ndim, has-nulls flag, element type, then the length and
+// lower bound of the one dimension, then each element as its length and bytes.
+template <typename T, typename Encode>
+std::string ArrayOf(const std::vector<T>& items, uint32_t element_oid, Encode encode) {
+  std::string out;
+  out += BigEndian(items.empty() ? 0 : 1, 4);
+  out += BigEndian(0, 4);
+  out += BigEndian(element_oid, 4);
+  if (!items.empty()) {
+    out += BigEndian(items.size(), 4);
+    out += BigEndian(1, 4);
+  }
+  for (const T& item : items) {
+    const std::string bytes = encode(item);
+    out += BigEndian(bytes.size(), 4);
+    out += bytes;
+  }
+  return out;
+}
+
+constexpr uint32_t kByteaOid = 17;
+constexpr uint32_t kInt8Oid = 20;
+constexpr uint32_t kInt4Oid = 23;
+
+}  // namespace
+
+Params& Params::BytesArray(const std::vector<std::string>& v) {
+  return Add(ArrayOf(v, kByteaOid, [](const std::string& s) { return s; }), 1);
+}
+Params& Params::Int64Array(const std::vector<int64_t>& v) {
+  return Add(ArrayOf(v, kInt8Oid, [](int64_t x) { return BigEndian(static_cast<uint64_t>(x), 8); }),
+             1);
+}
+Params& Params::Int32Array(const std::vector<int32_t>& v) {
+  return Add(ArrayOf(v, kInt4Oid, [](int32_t x) { return BigEndian(static_cast<uint32_t>(x), 4); }),
+             1);
+}
+
 PgResult& PgResult::operator=(PgResult&& o) noexcept {
   if (this != &o) {
     if (r_) PQclear(r_);

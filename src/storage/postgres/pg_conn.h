@@ -35,6 +35,10 @@ class Params {
   Params& Int64(int64_t v);
   Params& Int32(int32_t v);
   Params& Double(double v);  // as text
+  // One-dimensional arrays in binary form (bytea[], int8[], int4[]).
+  Params& BytesArray(const std::vector<std::string>& v);
+  Params& Int64Array(const std::vector<int64_t>& v);
+  Params& Int32Array(const std::vector<int32_t>& v);
 
   int size() const { return static_cast<int>(storage_.size()); }
   // Pointers into this object, valid until it is changed, copied or moved.
