@@ -236,9 +236,9 @@ async function pgDiag(pg) {
   const row = await pg.query(`
     SELECT
       coalesce(sum(calls) FILTER (WHERE query LIKE 'update kvc_data_version%'), 0),
-      coalesce(sum(calls) FILTER (WHERE query LIKE 'insert into kvc_kv %'), 0),
+      coalesce(sum(rows) FILTER (WHERE query LIKE 'insert into kvc_kv %'), 0),
       coalesce(sum(total_exec_time) FILTER (WHERE query LIKE '%from kvc_data_version%for update%'), 0),
-      coalesce(sum(calls) FILTER (WHERE query LIKE 'select version from kvc_data_version%' AND query NOT LIKE '%for update%'), 0),
+      coalesce(sum(calls) FILTER (WHERE (query LIKE 'select version from kvc_data_version%' OR query LIKE 'select d.version%') AND query NOT LIKE '%for update%'), 0),
       coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE '%from kvc_data_version%for update%'), 0),
       coalesce(sum(calls), 0)
     FROM pg_stat_statements
@@ -300,7 +300,7 @@ async function waitShares(pg, run) {
     roles AS (
       SELECT pid, CASE
         WHEN bool_or(query LIKE 'insert into kvc_kv %' OR query LIKE '%for update%' OR query LIKE 'update kvc_data_version%') THEN 'writer'
-        WHEN bool_or(query LIKE 'select k, v, v_encoding%') THEN 'reader'
+        WHEN bool_or(query LIKE 'select k, v, v_encoding%' OR query LIKE 'select d.version%') THEN 'reader'
         ELSE 'other' END AS role
       FROM s GROUP BY pid),
     c AS (
