@@ -472,8 +472,43 @@ Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector
   return out;
 }
 
+bool Engine::IsSinglePoint(const ReadJob& job) {
+  return !job.custom && job.ranges.size() == 1 && AllPointReads(job.ranges);
+}
+
+void Engine::RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch) {
+  std::vector<std::string> keys;
+  keys.reserve(batch.size());
+  for (const ReadJob& j : batch) keys.push_back(j.ranges[0].start);
+  std::vector<std::optional<StoredRow>> rows;
+  counters_.storage_reads.fetch_add(1, std::memory_order_relaxed);
+  const int64_t now = Now();
+  Result<int64_t> version = reader->GetAlone(keys, &rows);
+  const bool strong = reader->snapshot_is_strong();
+  if (!version.ok()) {
+    spdlog::error("snapshot read failed: {}", version.status().ToString());
+    const Status s = version.status().code() == StatusCode::kIoError
+                         ? Unavailable("The database is temporarily unreachable, try again later.")
+                         : version.status();
+    for (ReadJob& j : batch) j.done(s);
+    return;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ReadResult out;
+    out.version = *version;
+    out.strong = strong;
+    out.ranges.resize(1);
+    if (i < rows.size() && rows[i] && storage::IsLive(rows[i]->expire_at_ms, now)) {
+      StoredRow& r = *rows[i];
+      out.ranges[0].push_back(Entry{keys[i], std::move(r.value), r.encoding, r.version});
+    }
+    batch[i].done(std::move(out));
+  }
+}
+
 void Engine::ReaderLoop(storage::Reader* reader) {
   t_loop_owner = this;
+  std::vector<ReadJob> batch;
   while (true) {
     ReadJob job;
     {
@@ -482,9 +517,24 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       if (read_queue_.empty()) return;  // stopping and drained
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
+      // Without a read cache (a shared backend), point reads waiting together are answered
+      // from one snapshot in one storage call: each was pending when that snapshot was taken.
+      if (!sole_writer_ && IsSinglePoint(job)) {
+        while (batch.size() + 1 < options_.max_read_batch && !read_queue_.empty() &&
+               IsSinglePoint(read_queue_.front())) {
+          batch.push_back(std::move(read_queue_.front()));
+          read_queue_.pop_front();
+        }
+      }
     }
     if (job.custom) {
       job.custom(*reader);
+      continue;
+    }
+    if (!batch.empty()) {
+      batch.insert(batch.begin(), std::move(job));
+      RunPointBatch(reader, batch);
+      batch.clear();
       continue;
     }
     const int64_t now = Now();

@@ -56,6 +56,9 @@ struct EngineOptions {
   // Back-pressure: beyond these many queued requests new ones fail fast with Unavailable (503,
   // which clients retry) instead of growing memory without bound.
   size_t max_queued_reads = 10000;
+  // A shared backend (no read cache) answers up to this many waiting single-key reads from one
+  // snapshot in one storage call.
+  size_t max_read_batch = 64;
   size_t max_queued_writes = 10000;
   size_t read_cache_bytes = 64u << 20;  // 0: no read cache (also off for shared backends)
   // SnapshotScans running at once; each holds a reader thread (and its snapshot) throughout.
@@ -234,6 +237,9 @@ class Engine {
   // Hands a committed group to every listener, in order. Publishing thread only.
   void Publish(const storage::CommitGroup& group) KVC_EXCLUDES(listeners_mu_, publish_mu_);
   void OnFeedCommit(storage::CommitGroup group);
+  static bool IsSinglePoint(const ReadJob& job);
+  // Answers single-key reads from one snapshot (Reader::GetAlone). Reader thread only.
+  void RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch);
   // The feed lost commits (CommitGroup::resync): reads every watched key in one snapshot and
   // makes `group` end with their current state at that snapshot's version. Feed thread only.
   void ResyncWatchers(storage::CommitGroup* group);

@@ -86,6 +86,27 @@ class Reader {
   }
   // The committed data version of the open snapshot.
   virtual Result<int64_t> DataVersion() = 0;
+  // Point reads of several keys in one snapshot of its own, outside Begin/End: (*rows)[i] is the
+  // row stored for keys[i], expired or not (callers apply IsLive). Returns the snapshot's data
+  // version. The default is Begin, Get each, DataVersion, End; a backend may answer it in one
+  // statement.
+  virtual Result<int64_t> GetAlone(const std::vector<std::string>& keys,
+                                   std::vector<std::optional<StoredRow>>* rows) {
+    KVC_RETURN_IF_ERROR(Begin());
+    rows->clear();
+    Status s = Status::Ok();
+    for (const std::string& k : keys) {
+      Result<std::optional<StoredRow>> row = Get(k);
+      if (!row.ok()) {
+        s = row.status();
+        break;
+      }
+      rows->push_back(std::move(*row));
+    }
+    Result<int64_t> v = s.ok() ? DataVersion() : Result<int64_t>(s);
+    End();
+    return v;
+  }
   // One range read in a snapshot of its own, outside Begin/End: appends its live rows to *out
   // and returns the snapshot's data version. The default is Begin, Scan, DataVersion, End; a
   // backend may answer it in one statement.

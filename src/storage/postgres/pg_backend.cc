@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "common/clock.h"
@@ -96,6 +96,10 @@ class PgReader : public Reader {
                               "(expiration_ms < 0 or expiration_ms > $4) order by k") +
                       dir + " limit $5) s on true where d.db = $1::uuid order by s.k" + dir);
       }
+      c->Define("get_alone",
+                "select d.version, s.k, s.v, s.v_encoding, s.version, s.expiration_ms from "
+                "kvc_data_version d left join kvc_kv s on s.db = d.db and s.k = any($2::bytea[]) "
+                "where d.db = $1::uuid");
       c->Define("scan_rows",
                 "select k, v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid "
                 "and k >= $2 and k < $3 order by k limit $4");
@@ -116,6 +120,34 @@ class PgReader : public Reader {
   }
 
   bool snapshot_is_strong() const override { return conn_ != &replica_; }
+
+  // One statement in autocommit for all the keys (one snapshot).
+  Result<int64_t> GetAlone(const std::vector<std::string>& keys,
+                           std::vector<std::optional<StoredRow>>* rows) override {
+    conn_ = has_replica_ && use_replica_->load() ? &replica_ : &primary_;
+    conn_->CloseIfEndedByServer();
+    KVC_ASSIGN_OR_RETURN(PgResult res,
+                         conn_->Run("get_alone", Params().Text(db_).BytesArray(keys)));
+    if (res.rows() == 0) return NotFound("the database is gone from PostgreSQL");
+    std::unordered_map<std::string, StoredRow> found;
+    for (int i = 0; i < res.rows(); ++i) {
+      if (res.IsNull(i, 1)) continue;
+      StoredRow row;
+      row.value = res.Bytes(i, 2);
+      const int64_t enc = res.Int(i, 3);
+      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+      row.encoding = static_cast<ValueEncoding>(enc);
+      row.version = res.Int(i, 4);
+      row.expire_at_ms = res.Int(i, 5);
+      found.emplace(res.Bytes(i, 1), std::move(row));
+    }
+    rows->clear();
+    for (const std::string& k : keys) {
+      auto it = found.find(k);
+      rows->push_back(it == found.end() ? std::nullopt : std::optional<StoredRow>(it->second));
+    }
+    return res.Int(0, 0);
+  }
 
   // One statement in autocommit: a single statement sees one snapshot.
   Result<int64_t> ScanAlone(const ReadRange& r, int64_t now_ms, std::vector<Entry>* out) override {
@@ -330,8 +362,8 @@ class PgWriter : public Writer {
       if (!t.ok()) return Broken(t.status());
       timeline_ = t->Int(0, 0);
     }
-    auto r = conn_.Pipeline({Stmt("begin", Params()), Stmt("lock_version", Params().Text(db_)),
-                             Stmt("xid", Params())});
+    auto r = conn_.Pipeline(
+        {Stmt("begin", Params()), Stmt("lock_version", Params().Text(db_)), Stmt("xid", Params())});
     if (!r.ok()) return Broken(r.status());
     xid_ = (*r)[2].rows() == 1 ? (*r)[2].Bytes(0, 0) : "";
     if ((*r)[1].rows() == 0) {
@@ -461,8 +493,9 @@ class PgWriter : public Writer {
         t.push_back(row.time_ms);
         rec.push_back(std::move(row.bytes));
       }
-      stmts.push_back(Stmt("log_add_many", Params().Text(db_).Int64Array(v).Int64Array(prev)
-                                               .Int64Array(t).BytesArray(rec)));
+      stmts.push_back(
+          Stmt("log_add_many",
+               Params().Text(db_).Int64Array(v).Int64Array(prev).Int64Array(t).BytesArray(rec)));
     }
     for (Statement& st : pending_) stmts.push_back(std::move(st));
     stmts.push_back(Stmt("commit", Params()));
@@ -559,7 +592,8 @@ class PgWriter : public Writer {
   bool CommittedAnyway() {
     if (xid_.empty() || timeline_ < 0) return false;
     Connection probe(o_.conninfo,
-                     {{"target_session_attrs", "read-write"}, {"connect_timeout", "2"},
+                     {{"target_session_attrs", "read-write"},
+                      {"connect_timeout", "2"},
                       {"application_name", o_.application_name}},
                      "postgres commit check");
     for (int attempt = 0; attempt < 20; ++attempt) {
