@@ -674,6 +674,15 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
     fail_all(Unavailable("The server is temporarily unavailable, try again later."));
     return;
   }
+  if (!sole_writer_) {
+    // Writes that arrived while we waited for the shared lock (another node's transaction) join
+    // this transaction: the more nodes contend, the larger each one's group commit.
+    MutexLock lock(write_mu_);
+    while (batch.size() < options_.max_batch_writes && !write_queue_.empty()) {
+      batch.push_back(std::move(write_queue_.front()));
+      write_queue_.pop_front();
+    }
+  }
   const int64_t now = Now();
   int64_t version = *base;
   bool any_applied = false;
