@@ -107,6 +107,14 @@ class SharedWriter : public storage::Writer {
     return keys;
   }
   Result<std::optional<int64_t>> EarliestExpiry() override { return inner_->EarliestExpiry(); }
+  // The engine logs every commit of a backend that is not the sole writer (PostgreSQL's change
+  // feed reads that log); here it lands in the SQLite change log.
+  Status AppendChangeLog(const storage::ChangeLogRow& row) override {
+    return inner_->AppendChangeLog(row);
+  }
+  Status PruneChangeLog(int64_t through_version) override {
+    return inner_->PruneChangeLog(through_version);
+  }
   Status Commit() override KVC_NO_THREAD_SAFETY_ANALYSIS {
     Status s = inner_->Commit();
     if (s.ok()) {
