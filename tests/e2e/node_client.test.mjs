@@ -7,24 +7,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import v8 from "node:v8";
 import { KvU64, openKv } from "@deno/kv";
 import {
   annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, removeTempDirs, runDeno, sleep, startServer,
 } from "./harness.mjs";
+import { nodeV8Codec } from "./node_v8.mjs";
 
-// Node 20's V8 reads serialization format <= 15; Deno 2.9 writes 16. kvconnect serves
-// Deno's values as 15 (--portable-v8-values, cross_runtime.test.mjs); with
-// E2E_LOCAL_BACKEND=1 nothing does, so relabel here (the tags of storable values are the same).
-function decodeV8(bytes) {
-  if (bytes[0] === 0xff && bytes[1] === 0x10) {
-    const copy = Uint8Array.from(bytes);
-    copy[1] = 0x0f;
-    return v8.deserialize(copy);
-  }
-  return v8.deserialize(bytes);
-}
-const codec = { encodeV8: v8.serialize, decodeV8 };
+const codec = nodeV8Codec;
 
 let server;
 let kvUrl;

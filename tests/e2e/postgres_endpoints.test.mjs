@@ -11,9 +11,9 @@
 // Which node handled what is read off each node's own request counters (/metrics).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import v8 from "node:v8";
 import { openKv } from "@deno/kv";
 import { expectDenoOk, removeTempDirs, runDeno, startServer } from "./harness.mjs";
+import { nodeV8Codec } from "./node_v8.mjs";
 import { cleanupPg, startPg } from "./pg.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -22,18 +22,8 @@ let strong;
 let eventual;
 const opened = [];
 
-// V8 as Node writes it, read back by Node (the client's default codec needs Deno's V8).
-function decodeV8(bytes) {
-  if (bytes[0] === 0xff && bytes[1] === 0x10) {
-    const copy = Uint8Array.from(bytes);
-    copy[1] = 0x0f;
-    return v8.deserialize(copy);
-  }
-  return v8.deserialize(bytes);
-}
-
 async function nodeKv(server) {
-  const kv = await openKv(server.url, { accessToken: server.token, encodeV8: v8.serialize, decodeV8 });
+  const kv = await openKv(server.url, { accessToken: server.token, ...nodeV8Codec });
   opened.push(kv);
   return kv;
 }

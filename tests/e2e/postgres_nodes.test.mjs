@@ -20,25 +20,15 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import http from "node:http";
-import v8 from "node:v8";
 import { KvU64, openKv } from "@deno/kv";
 import {
   annotate, describeRun, expectCliOk, expectDenoOk, randomToken, removeTempDirs, runDeno, sleep, startServer,
 } from "./harness.mjs";
+import { decodeV8, nodeV8Codec } from "./node_v8.mjs";
 import { cleanupPg, startPg } from "./pg.mjs";
 import { dataPath, describeAnswer, fixture, H2, metadata, pollUntil } from "./raw_client.mjs";
 
-// Deno 2.9 writes V8 format 16, Node 20 reads <= 15; kvconnect serves 15 (--portable-v8-values),
-// relabel anyway as node_client.test.mjs does.
-function decodeV8(bytes) {
-  if (bytes[0] === 0xff && bytes[1] === 0x10) {
-    const copy = Uint8Array.from(bytes);
-    copy[1] = 0x0f;
-    return v8.deserialize(copy);
-  }
-  return v8.deserialize(bytes);
-}
-const codec = { encodeV8: v8.serialize, decodeV8 };
+const codec = nodeV8Codec;
 const VS = /^[0-9a-f]{20}$/;
 const plain = (v) => (v instanceof Uint8Array ? Array.from(v) : v);
 
