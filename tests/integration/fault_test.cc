@@ -5,13 +5,17 @@
 // the engine must refuse writes until it is restarted.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "common/random.h"
 #include "engine/engine.h"
+#include "engine/writer_task.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "testutil/faulty_backend.h"
 
@@ -29,6 +33,49 @@ Mutation SetBytes(std::string k, std::string v) {
   m.value = KvValue{std::move(v), ValueEncoding::kBytes};
   return m;
 }
+
+// Holds the engine's writer thread (as a writer task that waits) so that writes submitted
+// meanwhile are taken as one batch: the sweep below must see the same writer calls in every
+// round, however the machine schedules the submitting thread against the writer.
+// Thread-safety: Hold/Release from the test thread, Run on the writer thread; one mutex.
+class WriterGate : public engine::WriterTask {
+ public:
+  const char* name() const override { return "test writer gate"; }
+  int64_t NextRunMs() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_ ? 0 : -1;
+  }
+  void Bind(engine::WriterTaskHost* host) override { host_ = host; }
+  void Run(engine::WriterTaskContext& /*ctx*/, int64_t /*now_ms*/) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiting_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !held_; });
+    waiting_ = false;
+  }
+  // Returns once the writer thread waits in Run (so it has finished everything before).
+  void Hold() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ = true;
+    }
+    host_->Wake();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool waiting_ = false;
+  engine::WriterTaskHost* host_ = nullptr;
+};
 
 class FaultTest : public ::testing::Test {
  public:  // used by the sweep helper too
@@ -48,19 +95,33 @@ class FaultTest : public ::testing::Test {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     std::unique_ptr<storage::Backend> backend = std::move(*b);
     if (plan) backend = std::make_unique<testutil::FaultyBackend>(std::move(backend), plan);
-    auto e = engine::Engine::Open(std::move(backend), {});
+    engine::EngineOptions options;
+    options.task_factories.emplace_back([this] {
+      auto gate = std::make_unique<WriterGate>();
+      gate_ = gate.get();  // owned by the engine, which outlives every use below
+      return gate;
+    });
+    auto e = engine::Engine::Open(std::move(backend), options);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(*e);
   }
 
-  // Submits all writes at once (so the writer groups them) and waits for every answer.
-  std::vector<Result<CommitResult>> WriteAll(std::vector<AtomicWrite> writes) {
+  // Submits all writes while the writer is held, so that they commit as one batch, and waits
+  // for every answer. `while_held` runs while the writer waits (arming a fault there counts
+  // only the batch's own calls). A single write is not held: after a storage failure the
+  // engine runs no writer task, so the gate could not close.
+  std::vector<Result<CommitResult>> WriteAll(std::vector<AtomicWrite> writes,
+                                             const std::function<void()>& while_held = {}) {
     std::vector<std::promise<Result<CommitResult>>> promises(writes.size());
+    const bool hold = writes.size() > 1;
+    if (hold) gate_->Hold();
+    if (while_held) while_held();
     for (size_t i = 0; i < writes.size(); ++i) {
       engine_->Write(std::move(writes[i]), [&promises, i](Result<CommitResult> r) {
         promises[i].set_value(std::move(r));
       });
     }
+    if (hold) gate_->Release();
     std::vector<Result<CommitResult>> out;
     for (auto& p : promises) out.push_back(p.get_future().get());
     return out;
@@ -84,6 +145,7 @@ class FaultTest : public ::testing::Test {
 
   fs::path dir_;
   std::unique_ptr<engine::Engine> engine_;
+  WriterGate* gate_ = nullptr;  // owned by engine_
 };
 
 // Round `round`, write `i`: three keys that must appear together or not at all.
@@ -104,10 +166,9 @@ void SweepEveryCallPosition(FaultTest* t, FaultKind kind, std::map<std::string, 
     t->Open(plan);
     if (::testing::Test::HasFatalFailure()) return;
     const int64_t fired_before = plan->fired();
-    plan->FailNthCall(n, kind);
     std::vector<AtomicWrite> writes;
     for (int i = 0; i < kWrites; ++i) writes.push_back(Triple(n, i));
-    auto results = t->WriteAll(std::move(writes));
+    auto results = t->WriteAll(std::move(writes), [&] { plan->FailNthCall(n, kind); });
     const bool fired = plan->fired() > fired_before;
     if (!fired) reached_end = true;  // n is past the last writer call of this round
     plan->Disarm();
