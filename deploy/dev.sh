@@ -7,7 +7,7 @@
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
 #   everyday loop short).
-#   KVC_FUZZ=1 also builds the libFuzzer targets with clang (ASan+UBSan) and runs each for
+#   KVC_FUZZ=1 also builds the libFuzzer targets (in the clang ASan+UBSan tree) and runs each for
 #   KVC_FUZZ_SECONDS (default 30) on its seed corpus (default: on when CI is set).
 set -euo pipefail
 
@@ -19,7 +19,7 @@ PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compile
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml
   clang clang-tidy libclang-rt-14-dev ccache prometheus-cpp-dev prometheus curl
-  chromium fonts-dejavu-core libcurl4-openssl-dev postgresql-15 libpq-dev)
+  chromium fonts-dejavu-core libcurl4-openssl-dev postgresql-15 libpq-dev nghttp2-client)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -42,8 +42,8 @@ deps() {
   fi
 }
 
-# ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain,
-# ASan+UBSan, TSan) and once more with clang for the fuzzers.
+# ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain
+# g++, TSan g++, and ASan+UBSan with clang, which also builds the fuzzers).
 # Paths are hashed relative to the checkout, so a fresh clone elsewhere (CI) still hits.
 CMAKE_LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
@@ -73,28 +73,43 @@ print_stages() {
   printf '  %s\n' "${STAGES[@]}" >&2
 }
 
-# Builds the unit and integration tests with a sanitizer and runs them; any report fails.
-sanitized() {
-  local san=$1 dir=$2
-  log "Unit and integration tests under -fsanitize=$san ($dir)"
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE="$san" \
-    "${CMAKE_LAUNCHER[@]}" >/dev/null
-  cmake --build "$dir" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
-  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+# Runs the unit and integration tests of a sanitized build; any report fails.
+sanitized_ctest() {
+  ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/ubsan.supp \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir "$dir" --output-on-failure -j "$JOBS" --timeout 900 -L "unit|integration"
+    ctest --test-dir "$1" --output-on-failure -j "$JOBS" --timeout 900 -L "unit|integration"
 }
 
-# Builds the fuzzers with clang and runs each on its checked-in corpus; a crash fails. The
-# build covers the whole library, so clang's -Wthread-safety (an error) checks every lock.
-fuzz() {
-  local dir=$BUILD_DIR-fuzz
-  log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($dir)"
-  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKVC_BUILD_FUZZERS=ON -DKVC_BUILD_TESTS=OFF -DKVC_SANITIZE="address;undefined" \
+# One clang build serves the ASan+UBSan tests and the fuzzers: the library is compiled once,
+# with the sanitizers and libFuzzer's coverage counters (which the tests carry harmlessly).
+# Being clang, it also checks every lock annotation (-Wthread-safety is an error).
+ASAN_DIR=$BUILD_DIR-clang-asan
+asan_configure() {
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKVC_SANITIZE="address;undefined" -DKVC_BUILD_FUZZERS=ON "${CMAKE_LAUNCHER[@]}" >/dev/null
+}
+asan() {
+  log "Unit and integration tests under ASan+UBSan (clang) ($ASAN_DIR)"
+  asan_configure
+  cmake --build "$ASAN_DIR" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
+  sanitized_ctest "$ASAN_DIR"
+}
+tsan() {
+  local dir=$BUILD_DIR-tsan
+  log "Unit and integration tests under TSan (g++) ($dir)"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE=thread \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
-  cmake --build "$dir" -j "$JOBS"
-  "$ROOT/tests/fuzz/run.sh" "$dir" "${KVC_FUZZ_SECONDS:-30}"
+  cmake --build "$dir" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
+  sanitized_ctest "$dir"
+}
+
+# Builds the fuzzers (in the ASan tree) and runs each on its checked-in corpus; a crash fails.
+fuzz() {
+  log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($ASAN_DIR)"
+  asan_configure
+  cmake --build "$ASAN_DIR" -j "$JOBS" --target fuzzers
+  "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-30}"
 }
 
 e2e_deps() {
@@ -122,8 +137,8 @@ case "$cmd" in
     stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
     if [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; then
-      stage "asan+ubsan" sanitized "address;undefined" "$BUILD_DIR-asan"
-      stage tsan sanitized thread "$BUILD_DIR-tsan"
+      stage "asan+ubsan (clang)" asan
+      stage tsan tsan
     fi
     if [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; then
       stage fuzzers fuzz

@@ -27,9 +27,11 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
  public:
   Http1Session(ServerContext* ctx, Stream stream, std::string initial)
       : ctx_(ctx), stream_(std::move(stream)), heartbeat_(stream_.get_executor()) {
-    auto b = buffer_.prepare(initial.size());
-    std::memcpy(b.data(), initial.data(), initial.size());
-    buffer_.commit(initial.size());
+    if (!initial.empty()) {  // an empty buffer's data() may be null: no memcpy then
+      auto b = buffer_.prepare(initial.size());
+      std::memcpy(b.data(), initial.data(), initial.size());
+      buffer_.commit(initial.size());
+    }
     boost::system::error_code ec;
     auto ep = LowestSocket(stream_).remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());

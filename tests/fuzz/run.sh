@@ -8,6 +8,9 @@ build=${1:?build dir}
 secs=${2:-30}
 artifacts=${FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
 mkdir -p "$artifacts"
+# Undefined behaviour stops a fuzzer like a crash (clang's UBSan only reports it by default);
+# third-party reports are suppressed in tests/ubsan.supp.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppressions=$here/../ubsan.supp}
 for f in ${KVC_FUZZERS:-datapath v8_value key_codec metadata_json admin_json dump_import http1_session http2_session differential client_codec v8_tree backup_segment s3_listing}; do
   work=$(mktemp -d)
   cp -r "$here/corpus/$f/." "$work/"
