@@ -49,6 +49,7 @@ storage::StorageOptions StorageOptionsOf(const ServeConfig& c) {
     o.read_location = c.postgres_read;
     o.change_retention_ms = c.pg_change_retention_ms;
     o.feed_poll_ms = c.pg_feed_poll_ms;
+    o.commit_outcome_wait_ms = c.pg_commit_check_ms;
   }
   return o;
 }

@@ -71,6 +71,12 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "came (a safety net)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  s->add_option("--pg-commit-check-ms", c->pg_commit_check_ms,
+                "With --postgres: when the connection breaks during COMMIT, keep asking "
+                "PostgreSQL this long (through a failover) whether it landed before answering "
+                "503")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s->add_option("--access-token", c->access_token,
                 "Access token clients send (>= 12 characters); also from "
                 "KVCONNECT_ACCESS_TOKEN or DENO_KV_ACCESS_TOKEN; generated if absent");

@@ -33,6 +33,7 @@ struct ServeConfig {
   int64_t node_heartbeat_ms = 2000;
   int64_t pg_change_retention_ms = 60 * 1000;
   int64_t pg_feed_poll_ms = 1000;
+  int64_t pg_commit_check_ms = 10000;
   std::string access_token;
   std::string sync = "full";  // full | normal | off
   int64_t sqlite_mmap_bytes = int64_t{4} << 30;

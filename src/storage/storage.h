@@ -73,6 +73,9 @@ struct StorageOptions {
   int64_t feed_poll_ms = 1000;
   // postgres: how soon another node takes over sweeping expired keys when the sweeper dies.
   int64_t expiry_leader_retry_ms = 2000;
+  // postgres: how long a writer whose connection broke during COMMIT keeps asking whether it
+  // landed before answering 503 (PgBackendOptions::commit_outcome_wait_ms).
+  int64_t commit_outcome_wait_ms = 10000;
   // postgres: the application_name of this node's connections.
   std::string application_name = "kvconnect";
 };

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -430,6 +431,107 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
   std::cout << "[ info ] failover: " << acked.size() << " acknowledged writes (" << before_crash
             << " before the crash), " << failed.load() << " refused during it, lost " << lost
             << "; last version before " << last_before << ", first after " << first_after << "\n";
+  node.reset();
+}
+
+// The connection breaks during COMMIT and a standby is promoted meanwhile. The commit had
+// been streamed to the standby, so the promoted primary holds it: the writer, asking again on
+// the new timeline, finds the commit's change record and answers it as landed. A 503 there
+// would make a client send the write again and apply it twice.
+TEST(PostgresFailoverTest, ACommitCutOffByAFailoverIsAnsweredAsLandedWhenItWasReplicated) {
+  auto primary = testutil::PgServer::Start();
+  ASSERT_TRUE(primary.ok()) << primary.status().ToString();
+  auto standby = (*primary)->StartStandby(/*synchronous=*/false);
+  ASSERT_TRUE(standby.ok()) << standby.status().ToString();
+  const std::string conninfo =
+      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
+      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
+  auto node = OpenNode(conninfo);
+  ASSERT_TRUE(node);
+  Engine& e = *node->engine;
+  auto first = WriteSync(e, AtomicWrite{{}, {Set("before", "v")}, {}});
+  ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();
+
+  // From now on commits wait for a synchronous standby that never comes: each is written and
+  // streamed to the (asynchronous) standby, but never answered.
+  ASSERT_TRUE((*primary)->Exec("alter system set synchronous_standby_names = 'nobody'").ok());
+  ASSERT_TRUE((*primary)->Exec("select pg_reload_conf()").ok());
+  auto cut = std::async(std::launch::async, [&] {
+    return WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    auto waiting = (*primary)->QueryValue(
+        "select count(*) from pg_stat_activity where wait_event = 'SyncRep'");
+    if (waiting.ok() && *waiting != "0") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the commit never waited";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE((*standby)->WaitForReplay(**primary).ok());
+  ASSERT_TRUE((*primary)->Stop(testutil::PgStopMode::kImmediate).ok());
+  ASSERT_TRUE((*standby)->Promote().ok());
+
+  auto w = cut.get();
+  ASSERT_TRUE(w.ok()) << "answered " << w.status().ToString()
+                      << " for a commit the promoted primary holds";
+  ASSERT_TRUE(w->ok);
+  EXPECT_LT(w->version, int64_t{1} << 32);  // issued on the old timeline
+  auto r = ReadSync(e, {Point("cut")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->ranges[0].size(), 1u);
+  EXPECT_EQ(r->ranges[0][0].version, w->version);
+  auto after = WriteSync(e, AtomicWrite{{}, {Set("after", "v")}, {}});
+  ASSERT_TRUE(after.ok() && after->ok) << after.status().ToString();
+  EXPECT_GE(after->version, int64_t{1} << 32);
+  node.reset();
+}
+
+// The same cut, but the standby never received the commit (it was down): the promoted primary
+// does not hold it and never will, so the answer is an error a client retries (503), and the
+// key is absent.
+TEST(PostgresFailoverTest, ACommitLostWithTheOldPrimarysTailIsAnsweredAsNotLanded) {
+  auto primary = testutil::PgServer::Start();
+  ASSERT_TRUE(primary.ok()) << primary.status().ToString();
+  auto standby = (*primary)->StartStandby(/*synchronous=*/false);
+  ASSERT_TRUE(standby.ok()) << standby.status().ToString();
+  const std::string conninfo =
+      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
+      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
+  auto node = OpenNode(conninfo);
+  ASSERT_TRUE(node);
+  Engine& e = *node->engine;
+  auto first = WriteSync(e, AtomicWrite{{}, {Set("before", "v")}, {}});
+  ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();
+  ASSERT_TRUE((*standby)->WaitForReplay(**primary).ok());
+  ASSERT_TRUE((*standby)->Stop().ok());
+
+  ASSERT_TRUE((*primary)->Exec("alter system set synchronous_standby_names = 'nobody'").ok());
+  ASSERT_TRUE((*primary)->Exec("select pg_reload_conf()").ok());
+  auto cut = std::async(std::launch::async, [&] {
+    return WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    auto waiting = (*primary)->QueryValue(
+        "select count(*) from pg_stat_activity where wait_event = 'SyncRep'");
+    if (waiting.ok() && *waiting != "0") break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the commit never waited";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE((*primary)->Stop(testutil::PgStopMode::kImmediate).ok());
+  ASSERT_TRUE((*standby)->Restart().ok());
+  ASSERT_TRUE((*standby)->Promote().ok());
+
+  auto w = cut.get();
+  ASSERT_FALSE(w.ok()) << "a commit the promoted primary does not hold was acknowledged";
+  EXPECT_EQ(w.status().code(), StatusCode::kUnavailable) << w.status().ToString();
+  auto r = ReadSync(e, {Point("cut")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->ranges[0].empty());
+  // The client's retry lands once, on the new timeline.
+  auto retry = WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
+  ASSERT_TRUE(retry.ok() && retry->ok) << retry.status().ToString();
+  EXPECT_GE(retry->version, int64_t{1} << 32);
   node.reset();
 }
 

@@ -484,11 +484,13 @@ class PgWriter : public Writer {
 
   Status Commit() override {
     std::vector<Statement> stmts = KvStatements();
+    commit_version_ = 0;
     if (!log_rows_.empty()) {
       std::vector<int64_t> v, prev, t;
       std::vector<std::string> rec;
       for (ChangeLogRow& row : log_rows_) {
         v.push_back(row.version);
+        commit_version_ = std::max(commit_version_, row.version);
         prev.push_back(row.prev_version);
         t.push_back(row.time_ms);
         rec.push_back(std::move(row.bytes));
@@ -587,8 +589,15 @@ class PgWriter : public Writer {
 
   // The connection broke during COMMIT: whether the transaction committed is unknown, and
   // answering 503 would make clients send the write again (a second increment). Asks
-  // PostgreSQL on a new session (pg_xact_status), trusting the answer only on the timeline the
-  // transaction ran on (a promoted standby may have reused the transaction id).
+  // PostgreSQL on a new session, reconnecting for up to commit_outcome_wait_ms (a failover in
+  // progress), then gives up (503, outcome unknown):
+  //  - the commit's own change record (written in the same transaction) is there: it landed,
+  //    on this timeline or, replicated, on a promoted standby;
+  //  - on the timeline the transaction ran on, pg_xact_status says committed, aborted, or in
+  //    progress (asked again);
+  //  - on a later timeline without the record: it was in the old primary's lost tail, never
+  //    to appear, so a client's retry applies it once. A transaction id is not trusted there
+  //    (the promoted standby may have reused it).
   bool CommittedAnyway() {
     if (xid_.empty() || timeline_ < 0) return false;
     Connection probe(o_.conninfo,
@@ -596,22 +605,53 @@ class PgWriter : public Writer {
                       {"connect_timeout", "2"},
                       {"application_name", o_.application_name}},
                      "postgres commit check");
-    for (int attempt = 0; attempt < 20; ++attempt) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.commit_outcome_wait_ms);
+    while (true) {
+      // The transaction id is asked about only on its own timeline: a promoted standby that
+      // never saw it may not have reached it yet, and pg_xact_status fails for such an id.
       auto r = probe.Query(
-          "select pg_xact_status($1::xid8), ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), "
-          "1, 8))::bit(32)::bigint",
-          Params().Text(xid_));
-      if (!r.ok() || r->rows() != 1 || r->Int(0, 1) != timeline_) return false;
-      const std::string status = r->IsNull(0, 0) ? "" : r->Bytes(0, 0);
-      if (status == "committed") {
-        spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})", db_,
-                     xid_);
-        return true;
+          "select ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "
+          "(case when exists (select 1 from kvc_changes where db = $1::uuid and version = $2) "
+          "then 1 else 0 end)::bigint",
+          Params().Text(db_).Int64(commit_version_));
+      bool asked = r.ok() && r->rows() == 1;
+      if (asked) {
+        const bool same_timeline = r->Int(0, 0) == timeline_;
+        if (commit_version_ > 0 && r->Int(0, 1) == 1) {
+          spdlog::warn(
+              "database {}: the connection broke during COMMIT, which landed (version {}{})", db_,
+              commit_version_, same_timeline ? "" : ", on the new timeline");
+          return true;
+        }
+        if (!same_timeline) {
+          spdlog::warn(
+              "database {}: the connection broke during COMMIT, which was lost with the "
+              "old primary's tail (version {}); the client's retry applies it",
+              db_, commit_version_);
+          return false;
+        }
+        auto x = probe.Query("select pg_xact_status($1::xid8)", Params().Text(xid_));
+        asked = x.ok() && x->rows() == 1;
+        if (asked) {
+          const std::string status = x->IsNull(0, 0) ? "" : x->Bytes(0, 0);
+          if (status == "committed") {
+            spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})",
+                         db_, xid_);
+            return true;
+          }
+          if (status != "in progress") return false;
+        }
       }
-      if (status != "in progress") return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (std::chrono::steady_clock::now() >= deadline) {
+        spdlog::error(
+            "database {}: the connection broke during COMMIT and PostgreSQL did not say "
+            "within {} ms whether it landed (xid {}): answered as unavailable",
+            db_, o_.commit_outcome_wait_ms, xid_);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(asked ? 100 : 250));
     }
-    return false;
   }
 
   // The final state of the keys changed since the last flush: one upsert and one delete.
@@ -703,7 +743,8 @@ class PgWriter : public Writer {
   size_t sp_pending_mark_ = 0;
   size_t sp_undo_mark_ = 0;
   int64_t timeline_ = -1;
-  std::string xid_;  // the open transaction's id (text), for CommittedAnyway
+  std::string xid_;             // the open transaction's id (text), for CommittedAnyway
+  int64_t commit_version_ = 0;  // the newest version the committing transaction recorded
   bool leader_ = false;
   int64_t last_prune_ms_ = 0;
 };

@@ -55,6 +55,9 @@ struct PgBackendOptions {
   int64_t change_retention_ms = 60 * 1000;
   int64_t feed_poll_ms = 1000;
   int64_t expiry_leader_retry_ms = 2000;
+  // How long a writer whose connection broke during COMMIT keeps asking (reconnecting, e.g.
+  // through a failover) whether the commit landed, before answering 503 (outcome unknown).
+  int64_t commit_outcome_wait_ms = 10000;
   std::string application_name = "kvconnect";
 };
 

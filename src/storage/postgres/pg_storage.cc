@@ -148,6 +148,7 @@ Result<std::unique_ptr<Backend>> PgStorage::OpenBackend(const DatabaseRecord& da
   o.change_retention_ms = options_.change_retention_ms;
   o.feed_poll_ms = options_.feed_poll_ms;
   o.expiry_leader_retry_ms = options_.expiry_leader_retry_ms;
+  o.commit_outcome_wait_ms = options_.commit_outcome_wait_ms;
   o.application_name = options_.application_name;
   KVC_ASSIGN_OR_RETURN(auto b, PgBackend::Open(o));
   return std::unique_ptr<Backend>(std::move(b));
