@@ -434,105 +434,109 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
   node.reset();
 }
 
+// A primary, an asynchronous standby and a node whose conninfo lists both, for a commit that
+// the primary's death cuts off: Hang() makes the primary's commits wait for a synchronous
+// standby that never comes (each is written, and streamed to the standby if it runs, but
+// never answered) and starts a write that waits so.
+class CutCommit {
+ public:
+  void Start() {
+    auto primary = testutil::PgServer::Start();
+    ASSERT_TRUE(primary.ok()) << primary.status().ToString();
+    primary_ = std::move(*primary);
+    auto standby = primary_->StartStandby(/*synchronous=*/false);
+    ASSERT_TRUE(standby.ok()) << standby.status().ToString();
+    standby_ = std::move(*standby);
+    node_ = OpenNode("host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary_->port()) + "," +
+                     std::to_string(standby_->port()) + " user=kvc dbname=kvc connect_timeout=2");
+    ASSERT_TRUE(node_);
+    auto first = WriteSync(engine(), AtomicWrite{{}, {Set("before", "v")}, {}});
+    ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();
+    ASSERT_TRUE(standby_->WaitForReplay(*primary_).ok());
+  }
+  // The node's backend applies the reloaded setting when it next gets around to it, so a write
+  // may still commit at once: then the next one is tried, under another key (cut_key()).
+  void Hang() {
+    ASSERT_TRUE(primary_->Exec("alter system set synchronous_standby_names = 'nobody'").ok());
+    ASSERT_TRUE(primary_->Exec("select pg_reload_conf()").ok());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int attempt = 0;; ++attempt) {
+      cut_key_ = "cut" + std::to_string(attempt);
+      cut_ = std::async(std::launch::async, [this, key = cut_key_] {
+        return WriteSync(engine(), AtomicWrite{{}, {Set(key, "v")}, {}});
+      });
+      for (;;) {
+        auto waiting = primary_->QueryValue(
+            "select count(*) from pg_stat_activity where wait_event = 'SyncRep'");
+        if (waiting.ok() && *waiting != "0") return;
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no commit ever waited";
+        if (cut_.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) break;
+      }
+      auto done = cut_.get();
+      ASSERT_TRUE(done.ok() && done->ok) << done.status().ToString();
+    }
+  }
+  const std::string& cut_key() const { return cut_key_; }
+  Engine& engine() { return *node_->engine; }
+  testutil::PgServer& primary() { return *primary_; }
+  testutil::PgServer& standby() { return *standby_; }
+  Result<CommitResult> Answer() { return cut_.get(); }
+  ~CutCommit() { node_.reset(); }
+
+ private:
+  std::unique_ptr<testutil::PgServer> primary_, standby_;
+  std::unique_ptr<Node> node_;
+  std::future<Result<CommitResult>> cut_;
+  std::string cut_key_;
+};
+
 // The connection breaks during COMMIT and a standby is promoted meanwhile. The commit had
 // been streamed to the standby, so the promoted primary holds it: the writer, asking again on
 // the new timeline, finds the commit's change record and answers it as landed. A 503 there
 // would make a client send the write again and apply it twice.
 TEST(PostgresFailoverTest, ACommitCutOffByAFailoverIsAnsweredAsLandedWhenItWasReplicated) {
-  auto primary = testutil::PgServer::Start();
-  ASSERT_TRUE(primary.ok()) << primary.status().ToString();
-  auto standby = (*primary)->StartStandby(/*synchronous=*/false);
-  ASSERT_TRUE(standby.ok()) << standby.status().ToString();
-  const std::string conninfo =
-      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
-      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
-  auto node = OpenNode(conninfo);
-  ASSERT_TRUE(node);
-  Engine& e = *node->engine;
-  auto first = WriteSync(e, AtomicWrite{{}, {Set("before", "v")}, {}});
-  ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();
+  CutCommit c;
+  ASSERT_NO_FATAL_FAILURE(c.Start());
+  ASSERT_NO_FATAL_FAILURE(c.Hang());
+  ASSERT_TRUE(c.standby().WaitForReplay(c.primary()).ok());
+  ASSERT_TRUE(c.primary().Stop(testutil::PgStopMode::kImmediate).ok());
+  ASSERT_TRUE(c.standby().Promote().ok());
 
-  // From now on commits wait for a synchronous standby that never comes: each is written and
-  // streamed to the (asynchronous) standby, but never answered.
-  ASSERT_TRUE((*primary)->Exec("alter system set synchronous_standby_names = 'nobody'").ok());
-  ASSERT_TRUE((*primary)->Exec("select pg_reload_conf()").ok());
-  auto cut = std::async(std::launch::async, [&] {
-    return WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (;;) {
-    auto waiting = (*primary)->QueryValue(
-        "select count(*) from pg_stat_activity where wait_event = 'SyncRep'");
-    if (waiting.ok() && *waiting != "0") break;
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the commit never waited";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE((*standby)->WaitForReplay(**primary).ok());
-  ASSERT_TRUE((*primary)->Stop(testutil::PgStopMode::kImmediate).ok());
-  ASSERT_TRUE((*standby)->Promote().ok());
-
-  auto w = cut.get();
+  auto w = c.Answer();
   ASSERT_TRUE(w.ok()) << "answered " << w.status().ToString()
                       << " for a commit the promoted primary holds";
   ASSERT_TRUE(w->ok);
   EXPECT_LT(w->version, int64_t{1} << 32);  // issued on the old timeline
-  auto r = ReadSync(e, {Point("cut")});
+  auto r = ReadSync(c.engine(), {Point(c.cut_key())});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->ranges[0].size(), 1u);
   EXPECT_EQ(r->ranges[0][0].version, w->version);
-  auto after = WriteSync(e, AtomicWrite{{}, {Set("after", "v")}, {}});
+  auto after = WriteSync(c.engine(), AtomicWrite{{}, {Set("after", "v")}, {}});
   ASSERT_TRUE(after.ok() && after->ok) << after.status().ToString();
   EXPECT_GE(after->version, int64_t{1} << 32);
-  node.reset();
 }
 
 // The same cut, but the standby never received the commit (it was down): the promoted primary
 // does not hold it and never will, so the answer is an error a client retries (503), and the
-// key is absent.
+// key is absent until the retry lands it once.
 TEST(PostgresFailoverTest, ACommitLostWithTheOldPrimarysTailIsAnsweredAsNotLanded) {
-  auto primary = testutil::PgServer::Start();
-  ASSERT_TRUE(primary.ok()) << primary.status().ToString();
-  auto standby = (*primary)->StartStandby(/*synchronous=*/false);
-  ASSERT_TRUE(standby.ok()) << standby.status().ToString();
-  const std::string conninfo =
-      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
-      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
-  auto node = OpenNode(conninfo);
-  ASSERT_TRUE(node);
-  Engine& e = *node->engine;
-  auto first = WriteSync(e, AtomicWrite{{}, {Set("before", "v")}, {}});
-  ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();
-  ASSERT_TRUE((*standby)->WaitForReplay(**primary).ok());
-  ASSERT_TRUE((*standby)->Stop().ok());
+  CutCommit c;
+  ASSERT_NO_FATAL_FAILURE(c.Start());
+  ASSERT_TRUE(c.standby().Stop().ok());
+  ASSERT_NO_FATAL_FAILURE(c.Hang());
+  ASSERT_TRUE(c.primary().Stop(testutil::PgStopMode::kImmediate).ok());
+  ASSERT_TRUE(c.standby().Restart().ok());
+  ASSERT_TRUE(c.standby().Promote().ok());
 
-  ASSERT_TRUE((*primary)->Exec("alter system set synchronous_standby_names = 'nobody'").ok());
-  ASSERT_TRUE((*primary)->Exec("select pg_reload_conf()").ok());
-  auto cut = std::async(std::launch::async, [&] {
-    return WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (;;) {
-    auto waiting = (*primary)->QueryValue(
-        "select count(*) from pg_stat_activity where wait_event = 'SyncRep'");
-    if (waiting.ok() && *waiting != "0") break;
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the commit never waited";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE((*primary)->Stop(testutil::PgStopMode::kImmediate).ok());
-  ASSERT_TRUE((*standby)->Restart().ok());
-  ASSERT_TRUE((*standby)->Promote().ok());
-
-  auto w = cut.get();
+  auto w = c.Answer();
   ASSERT_FALSE(w.ok()) << "a commit the promoted primary does not hold was acknowledged";
   EXPECT_EQ(w.status().code(), StatusCode::kUnavailable) << w.status().ToString();
-  auto r = ReadSync(e, {Point("cut")});
+  auto r = ReadSync(c.engine(), {Point(c.cut_key())});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->ranges[0].empty());
-  // The client's retry lands once, on the new timeline.
-  auto retry = WriteSync(e, AtomicWrite{{}, {Set("cut", "v")}, {}});
+  auto retry = WriteSync(c.engine(), AtomicWrite{{}, {Set(c.cut_key(), "v")}, {}});
   ASSERT_TRUE(retry.ok() && retry->ok) << retry.status().ToString();
   EXPECT_GE(retry->version, int64_t{1} << 32);
-  node.reset();
 }
 
 }  // namespace
