@@ -227,6 +227,24 @@ export async function withTimeout(promise, ms, onTimeout) {
   }
 }
 
+/**
+ * The next value of a watch stream's reader (@deno/kv's `kv.watch(...).getReader()`); fails
+ * naming `what` when none comes within `ms` or the stream ends.
+ */
+export async function readFrame(reader, ms, what) {
+  let timer;
+  const timeout = new Promise((_, rej) => {
+    timer = setTimeout(() => rej(new Error(`${what}: no watch frame within ${ms} ms`)), ms);
+  });
+  try {
+    const r = await Promise.race([reader.read(), timeout]);
+    if (r.done) throw new Error(`${what}: watch stream ended`);
+    return r.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Server
 

@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { KvU64, openKv } from "@deno/kv";
 import {
-  annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, removeTempDirs, runDeno, sleep, startServer,
+  annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, readFrame, removeTempDirs, runDeno, sleep,
+  startServer,
 } from "./harness.mjs";
 import { nodeV8Codec } from "./node_v8.mjs";
 
@@ -32,20 +33,6 @@ async function collect(iter) {
   const out = [];
   for await (const e of iter) out.push(e);
   return out;
-}
-
-async function readFrame(reader, ms, what) {
-  let timer;
-  const timeout = new Promise((_, rej) => {
-    timer = setTimeout(() => rej(new Error(`${what}: no watch frame within ${ms} ms`)), ms);
-  });
-  try {
-    const r = await Promise.race([reader.read(), timeout]);
-    assert.equal(r.done, false, `${what}: watch stream ended`);
-    return r.value;
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** Runs a test body; on failure the server's output tail is attached. */

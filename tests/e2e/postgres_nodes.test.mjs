@@ -22,7 +22,8 @@ import crypto from "node:crypto";
 import http from "node:http";
 import { KvU64, openKv } from "@deno/kv";
 import {
-  annotate, describeRun, expectCliOk, expectDenoOk, randomToken, removeTempDirs, runDeno, sleep, startServer,
+  annotate, describeRun, expectCliOk, expectDenoOk, randomToken, readFrame, removeTempDirs, runDeno, sleep,
+  startServer,
 } from "./harness.mjs";
 import { decodeV8, nodeV8Codec } from "./node_v8.mjs";
 import { cleanupPg, startPg } from "./pg.mjs";
@@ -509,20 +510,6 @@ describe("two kvconnect nodes on one PostgreSQL", { timeout: 300_000 }, () => {
 function brief(res) {
   if (res.status === 200 && /protobuf/.test(String(res.headers?.["content-type"]))) return `200 (${res.body.length}-byte protobuf)`;
   return describeAnswer(res);
-}
-
-async function readFrame(reader, ms, what) {
-  let timer;
-  const timeout = new Promise((_, rej) => {
-    timer = setTimeout(() => rej(new Error(`${what}: no watch frame within ${ms} ms`)), ms);
-  });
-  try {
-    const r = await Promise.race([reader.read(), timeout]);
-    assert.equal(r.done, false, `${what}: watch stream ended`);
-    return r.value;
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 // Protobuf of the KV Connect data path (proto/datapath.proto), just what the rows need.

@@ -59,15 +59,18 @@ Result<std::optional<StoredRow>> RowOf(const PgResult& r) {
   return std::optional<StoredRow>(std::move(row));
 }
 
-Status AppendEntries(const PgResult& r, std::vector<Entry>* out) {
+// Rows whose columns from `col` on are key, value, encoding, version; a row with a NULL key (a
+// joined query's "no row in the range") is skipped.
+Status AppendEntries(const PgResult& r, std::vector<Entry>* out, int col = 0) {
   for (int i = 0; i < r.rows(); ++i) {
+    if (r.IsNull(i, col)) continue;
     Entry e;
-    e.key = r.Bytes(i, 0);
-    e.value = r.Bytes(i, 1);
-    const int64_t enc = r.Int(i, 2);
+    e.key = r.Bytes(i, col);
+    e.value = r.Bytes(i, col + 1);
+    const int64_t enc = r.Int(i, col + 2);
     if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
     e.encoding = static_cast<ValueEncoding>(enc);
-    e.version = r.Int(i, 3);
+    e.version = r.Int(i, col + 3);
     out->push_back(std::move(e));
   }
   return Status::Ok();
@@ -158,17 +161,7 @@ class PgReader : public Reader {
     KVC_ASSIGN_OR_RETURN(PgResult res, conn_->Run(r.reverse ? "scan_alone_rev" : "scan_alone", p));
     if (res.rows() == 0) return NotFound("the database is gone from PostgreSQL");
     if (r.start < r.end && r.limit > 0) {
-      for (int i = 0; i < res.rows(); ++i) {
-        if (res.IsNull(i, 1)) continue;  // no row in the range
-        Entry e;
-        e.key = res.Bytes(i, 1);
-        e.value = res.Bytes(i, 2);
-        const int64_t enc = res.Int(i, 3);
-        if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
-        e.encoding = static_cast<ValueEncoding>(enc);
-        e.version = res.Int(i, 4);
-        out->push_back(std::move(e));
-      }
+      KVC_RETURN_IF_ERROR(AppendEntries(res, out, /*col=*/1));  // column 0: the version
     }
     return res.Int(0, 0);
   }
