@@ -381,6 +381,22 @@ std::string Application::tls_url() const {
              : "";
 }
 
+BoundListeners Application::listeners() const {
+  BoundListeners l;
+  l.main = {config_.net.host, server_->bound_port(), url()};
+  if (!config_.net.tls_host.empty()) {
+    l.tls = BoundListener{config_.net.tls_host, server_->bound_tls_port(), tls_url()};
+  }
+  if (metrics_server_) {
+    BoundListener m;
+    (void)ParseAddr(config_.metrics_addr, &m.host, &m.port);
+    m.port = metrics_server_->bound_port();
+    m.url = metrics_url();
+    l.metrics = std::move(m);
+  }
+  return l;
+}
+
 std::string Application::metrics_url() const {
   if (!metrics_server_) return "";
   std::string host;
