@@ -104,7 +104,9 @@ TEST(DeepInput, KeyCodecTakesAMillionPartsOrRefusesThem) {
   // bytes of the nested-tuple code that Deno never writes are refused.
   const std::string parts(kLevels, '\x26');  // false
   auto key = codec::DecodeKey(parts);
-  if (key.ok()) EXPECT_EQ(key->size(), kLevels);
+  if (key.ok()) {
+    EXPECT_EQ(key->size(), kLevels);
+  }
   EXPECT_FALSE(codec::DecodeKey(std::string(kLevels, '\x05')).ok());
 }
 
