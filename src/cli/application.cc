@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "codec/json_depth.h"
 #include "common/clock.h"
 #include "common/random.h"
 
@@ -189,7 +190,10 @@ Status Application::Init() {
       return out;
     };
   }
-  kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
+  codec::SetMaxJsonDepth(c.service.max_json_depth);
+  body_pool_ = std::make_unique<service::WorkPool>(c.service.body_pool, "request body pool");
+  kv_ =
+      std::make_unique<service::KvService>(c.service, secret_, directory_.get(), body_pool_.get());
   kv_->SetAuthObserver(metrics_.get());
   kv_->SetPortableValueObserver(metrics_.get());
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
@@ -212,8 +216,8 @@ Status Application::Init() {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
-  queue_api_ =
-      std::make_unique<service::QueueApi>(c.queue_api, directory_.get(), kv_->authenticator());
+  queue_api_ = std::make_unique<service::QueueApi>(c.queue_api, directory_.get(),
+                                                   kv_->authenticator(), body_pool_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kPath, {}, queue_api_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kDatabasePattern, {}, queue_api_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},

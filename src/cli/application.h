@@ -110,6 +110,9 @@ class Application {
   std::unique_ptr<service::AdminOps> admin_ops_;
   std::unique_ptr<service::AdminApi> admin_api_;
   std::unique_ptr<service::QueueApi> queue_api_;
+  // Parses metadata and queue API bodies off the I/O threads; after the handlers that post to it,
+  // so it finishes their queued work (and joins) before they go away.
+  std::unique_ptr<service::WorkPool> body_pool_;
   // Push delivery per database name (--queue-push), and the dispatchers running.
   struct Push {
     std::shared_ptr<queue::PushDispatcher> dispatcher;

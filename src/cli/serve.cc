@@ -17,6 +17,7 @@
 #include "cli/application.h"
 #include "cli/ready_file.h"
 #include "codec/config_json.h"
+#include "codec/json_depth.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
@@ -91,6 +92,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--max-body-bytes", c->net.max_body_bytes, "Request body cap (413 above)")
       ->capture_default_str();
   s->add_option("--max-header-bytes", c->net.max_header_bytes, "Request header cap")
+      ->capture_default_str();
+  s->add_option("--max-json-depth", c->service.max_json_depth,
+                "Nesting of arrays and objects allowed in a JSON request body (400 above)")
+      ->check(CLI::Range(size_t{1}, codec::kMaxJsonDepthLimit))
       ->capture_default_str();
   s->add_option("--max-connections", c->net.max_connections, "Concurrent connections cap")
       ->capture_default_str();

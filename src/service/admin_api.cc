@@ -325,12 +325,16 @@ void AdminApi::Authenticate(const std::shared_ptr<Call>& call) {
       call->Fail(s);
       return;
     }
-    try {
-      Route(call, *snap);
-    } catch (const std::exception& e) {
-      spdlog::error("admin handler failed: {}", e.what());
-      call->Fail(Internal("An internal server error occurred."));
-    }
+    // Routing parses and validates the body: CPU work for the worker, not an I/O thread.
+    Status posted = Post([this, call, snap] {
+      try {
+        Route(call, *snap);
+      } catch (const std::exception& e) {
+        spdlog::error("admin handler failed: {}", e.what());
+        call->Fail(Internal("An internal server error occurred."));
+      }
+    });
+    if (!posted.ok()) call->Fail(posted);
   });
 }
 

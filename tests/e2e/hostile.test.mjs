@@ -436,3 +436,136 @@ describe("hostile input", { timeout: 300_000 }, () => {
     }
   }, { target: () => limited });
 });
+
+// Deep nesting and oversized bodies on every JSON endpoint: the metadata exchange (POST / and
+// /databases/default/connect, HTTP/1.1 and HTTP/2), the admin API, the queue API and NDJSON import.
+// Bodies nest arrays and objects at most --max-json-depth (64) levels and are parsed off the I/O
+// threads, so each row wants a 4xx with a readable text, and /healthz answered within 1 s on
+// another connection while the bad requests (two at once, one per I/O thread) are being handled.
+describe("hostile input: deep nesting and 16 MB bodies on every JSON endpoint", { timeout: 600_000 }, () => {
+  let server;
+  let queueToken;
+
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+    const res = expectCliOk(await server.tokenCmd("create", "--db", "default", "--scope", "queue"), server);
+    queueToken = res.stdout.trim();
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  /** Metadata + snapshot_read over h2c; throws if the server is gone or refuses. */
+  async function stillServing(what) {
+    assert.ok(server.running, `the server exited after: ${what}`);
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token);
+      assert.equal(m.status, 200, `metadata exchange after "${what}": ${describeAnswer(m)}`);
+      const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(r.status, 200, `snapshot_read after "${what}": ${describeAnswer(r)}`);
+    });
+  }
+
+  /** GET /healthz on a connection of its own: { status, ms }. */
+  async function healthz() {
+    const started = Date.now();
+    const r = await rawExchange(server.port, (s) => s.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+      { timeoutMs: 15_000 });
+    return { status: statusLine(r.text), ms: Date.now() - started };
+  }
+
+  /**
+   * An HTTP/1.1 POST on a raw connection: { status, text } of the answer (or what happened).
+   * Bodies over 1 MB go out in 64 KB pieces after a pause, and stop once the server answers: it
+   * refuses a Content-Length over --max-body-bytes at once and closes, and a client still writing
+   * then gets a reset instead of the answer.
+   */
+  async function http1(reqPath, headers, body) {
+    const send = async (s) => {
+      if (body.length <= 1 << 20) {
+        s.write(http1Post(reqPath, { headers, body }));
+        return;
+      }
+      let answered = false;
+      s.on("data", () => {
+        answered = true;
+      });
+      const request = http1Post(reqPath, { headers, body: "" });
+      s.write(request.replace(/Content-Length: 0\r\n/, `Content-Length: ${Buffer.byteLength(body)}\r\n`));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (let at = 0; at < body.length && !answered && !s.destroyed; at += 1 << 16) {
+        if (!s.write(body.slice(at, at + (1 << 16)))) {
+          await new Promise((resolve) => {
+            s.once("drain", resolve);
+            s.once("close", resolve);
+          });
+        }
+      }
+    };
+    // Connection: close, so the answer ends when the server closes.
+    const r = await rawExchange(server.port, send, { timeoutMs: 60_000 });
+    const line = statusLine(r.text);
+    const status = line ? Number(line.split(" ")[1]) : undefined;
+    const at = r.text.indexOf("\r\n\r\n");
+    return { status, text: at < 0 ? `${rawAnswer(r)}, ${closing(r)}` : r.text.slice(at + 4) };
+  }
+
+  async function http2(reqPath, headers, body) {
+    return await withH2(server.url, {}, (h2) => h2.request(reqPath, { headers, body, timeoutMs: 60_000 }));
+  }
+
+  const json = { "content-type": "application/json" };
+  const endpoints = [
+    { name: "metadata exchange POST / over HTTP/1.1", send: (b) => http1("/", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST / over HTTP/2", send: (b) => http2("/", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST /databases/default/connect over HTTP/1.1",
+      send: (b) => http1("/databases/default/connect", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST /databases/default/connect over HTTP/2",
+      send: (b) => http2("/databases/default/connect", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "admin API POST /admin/v1/databases/default/entries/list (admin token)",
+      send: (b) => http1("/admin/v1/databases/default/entries/list", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "queue API POST /queue/v1/enqueue (queue-scope token)",
+      send: (b) => http1("/queue/v1/enqueue", { authorization: `Bearer ${queueToken}`, ...json }, b) },
+    { name: "NDJSON import POST /admin/v1/databases/default/import (admin token)", import: true,
+      send: (b) => http1("/admin/v1/databases/default/import", { authorization: `Bearer ${server.token}`, "content-type": "application/x-ndjson" }, b) },
+  ];
+  const bodies = [
+    { name: "150 KB of '['", body: () => "[".repeat(150_000), copies: 6, status: 400,
+      text: /nested deeper than 64 levels/, importText: /line 1: .*too deep/ },
+    { name: "80,000-deep valid JSON", body: () => "[".repeat(80_000) + "]".repeat(80_000), copies: 6, status: 400,
+      text: /nested deeper than 64 levels/, importText: /line 1: .*too deep/ },
+    { name: "a 16 MB body (Content-Length 16777216, --max-body-bytes 4 MiB)", body: () => "[".repeat(16 * 1024 * 1024), copies: 2, status: 413,
+      text: /exceeds the limit of 4194304 bytes/, importText: /exceeds the limit of 4194304 bytes/ },
+  ];
+
+  for (const e of endpoints) {
+    for (const b of bodies) {
+      const input = `${e.name}: ${b.name}`;
+      test(input, { timeout: 120_000 }, async () => {
+        const obs = { text: "(no answer recorded)" };
+        try {
+          // A server that an earlier row brought down is started again, so each row stands alone.
+          if (!server.running || !(await healthz()).status) server = await server.restart();
+          const body = b.body();
+          const failed = (err) => ({ status: undefined, text: `no answer (${err.code ?? err.message})` });
+          const bad = Array.from({ length: b.copies }, () => e.send(body).catch(failed));
+          await new Promise((resolve) => setTimeout(resolve, 50)); // the bodies are on their way
+          const health = await healthz();
+          const [r] = await Promise.all(bad);
+          const text = r.text.length > 90 ? `${r.text.slice(0, 90)}…` : r.text;
+          obs.text = `${r.status ?? "no status"} ${JSON.stringify(text.trim())}; /healthz meanwhile: ` +
+            `${health.status || "no answer"} after ${health.ms} ms`;
+          assert.equal(r.status, b.status, "the status of the answer");
+          assert.match(r.text, e.import ? b.importText : b.text);
+          assert.match(String(health.status), /^HTTP\/1\.1 200/, "/healthz answers");
+          assert.ok(health.ms < 1000, `/healthz took ${health.ms} ms while the bad requests were handled`);
+          await stillServing(input);
+          rows.push([input, `${obs.text}; then a normal client is served`]);
+        } catch (err) {
+          rows.push([input, `TEST FAILED — ${obs.text} — ${String(err.message).split("\n")[0]}`]);
+          throw annotate(err, server);
+        }
+      });
+    }
+  }
+});
