@@ -86,8 +86,8 @@ std::string SseEvent(const std::vector<std::string>& items) {
   return out;
 }
 
-// The SSE frames of a watch on keys (WatchStream's encoder). A key whose entry has no JSON view
-// (never for data written through Deno) is sent as absent, and logged.
+// The SSE frames of a watch on keys (WatchStream's encoder). An entry without a JSON view (only
+// a damaged KvU64: every key and every value a client can write has one) is left out, and logged.
 std::string KeysEvent(const std::vector<std::string>& keys,
                       const std::vector<std::optional<Entry>>& entries) {
   std::vector<std::string> items;

@@ -451,9 +451,8 @@ bool HandleQueueAdmin(const Directory::Database& db, const std::string& rest,
             auto value = codec::QueueValueJson(d.payload, /*v8=*/false);
             std::string keys = "[";
             for (size_t k = 0; k < d.keys_if_undelivered.size(); ++k) {
-              auto key = codec::KeyToJson(d.keys_if_undelivered[k]);
               if (k > 0) keys.push_back(',');
-              keys += key.ok() ? *key : "null";
+              keys += codec::KeyToJson(d.keys_if_undelivered[k]);
             }
             keys += "]";
             if (i > 0) out.push_back(',');

@@ -17,8 +17,8 @@ import {
   annotate, describeRun, expectCliOk, expectDenoOk, makeCerts, makeTempDir, removeTempDirs, runDeno, startServer,
 } from "./harness.mjs";
 import {
-  dataPath, describeAnswer, fixture, H2, H2_FRAME, http1Post, metadata, METADATA_BODY, pollUntil, RawH2, rawExchange,
-  statusLine, trickle, withH2,
+  dataPath, describeAnswer, fixture, H2, H2_FRAME, http1Post, metadata, METADATA_BODY, pbMutation, pollUntil, RawH2,
+  rawExchange, statusLine, trickle, withH2,
 } from "./raw_client.mjs";
 
 const TOKEN_RE = /^kvt_([0-9a-f]{16})_([0-9a-f]{64})$/;
@@ -568,4 +568,105 @@ describe("hostile input: deep nesting and 16 MB bodies on every JSON endpoint", 
       });
     }
   }
+});
+
+// --- keys that are no Deno key (issue 20, item 4) ---------------------------------------------
+// KV Connect keys are opaque bytes, so a write token can store bytes no Deno client writes.
+// Each row stores one such key with a hand-made atomic_write, then lists the root, reads the
+// key by its raw form, exports and deletes it through the admin API: every answer must be
+// non-5xx with readable content (the raw key part {"type":"raw","value":base64url}), and the
+// server keeps serving. Before the raw form the listing answered 500 "damaged data" and the
+// export ended at 0 bytes.
+describe("hostile input: keys that are no Deno key", { timeout: 120_000 }, () => {
+  let server;
+
+  before(async () => {
+    server = await startServer({});
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  async function admin(op, body, db = "default") {
+    const res = await fetch(`${server.url}/admin/v1/databases/${db}/${op}`, {
+      method: "POST", headers: { authorization: `Bearer ${server.token}` },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  }
+
+  /** As the first block's stillServing, on h2c: metadata + snapshot_read with Deno's bytes. */
+  async function stillServing(what) {
+    assert.ok(server.running, `the server exited after: ${what}`);
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token);
+      assert.equal(m.status, 200, `metadata exchange after "${what}": ${describeAnswer(m)}`);
+      const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(r.status, 200, `snapshot_read after "${what}": ${describeAnswer(r)}`);
+    });
+  }
+
+  const poisonKeys = [
+    ["an unknown tag (bytes 99 61 62 63)", Buffer.from([0x99, 0x61, 0x62, 0x63])],
+    ["a string part that is not UTF-8 (02 c3 28 00)", Buffer.from([0x02, 0xc3, 0x28, 0x00])],
+    ["a non-minimal integer (1d 02 00 05)", Buffer.from([0x1d, 0x02, 0x00, 0x05])],
+    ["a typed part then a truncated float (02 'p' 00 21 80)", Buffer.from([0x02, 0x70, 0x00, 0x21, 0x80])],
+  ];
+  for (const [n, [what, key]] of poisonKeys.entries()) {
+    const input = `a key that is no Deno key, ${what}, written over KV Connect; then list, get, export, delete`;
+    test(input, async () => {
+      const obs = [];
+      try {
+        await withH2(server.url, {}, async (h2) => {
+          const m = await metadata(h2, server.token);
+          assert.equal(m.status, 200, describeAnswer(m));
+          const w = await dataPath(h2, m.json, "atomic_write", pbMutation(key, { data: Buffer.from(`row${n}`) }));
+          obs.push(`atomic_write ${w.status}`);
+          assert.equal(w.status, 200, `atomic_write: ${describeAnswer(w)}`);
+        });
+        const list = await admin("entries/list", {});
+        obs.push(`list ${list.status}`);
+        assert.equal(list.status, 200, list.text);
+        const value = Buffer.from(`row${n}`).toString("base64url");
+        const listed = JSON.parse(list.text).entries.find((e) => e.value.value === value);
+        assert.equal(listed?.key.at(-1)?.type, "raw", `the listing shows the key with a raw part: ${list.text}`);
+        const keyJson = listed.key;
+        obs.push(`as ${JSON.stringify(keyJson)}`);
+        const get = await admin("entries/get", { key: keyJson });
+        obs.push(`get ${get.status}`);
+        assert.equal(get.status, 200, get.text);
+        assert.deepEqual(JSON.parse(get.text).entry?.key, keyJson);
+        const dump = await admin("export", "");
+        obs.push(`export ${dump.status} (${dump.text.length} bytes)`);
+        assert.equal(dump.status, 200, dump.text);
+        assert.ok(dump.text.includes(JSON.stringify(keyJson)), `the export holds the key: ${dump.text}`);
+        const del = await admin("entries/delete", { key: keyJson });
+        obs.push(`delete ${del.status}`);
+        assert.equal(del.status, 200, del.text);
+        const gone = await admin("entries/get", { key: keyJson });
+        assert.equal(JSON.parse(gone.text).entry, null, "deleted by its raw form");
+        await stillServing(input);
+        rows.push([input, `${obs.join(", ")}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.join(", ")} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+
+  test("a raw key part that is not base64, in entries/get", async () => {
+    const input = "entries/get with a raw key part that is not base64";
+    let obs = "(no answer recorded)";
+    try {
+      const r = await admin("entries/get", { key: [{ type: "raw", value: "@@" }] });
+      obs = `${r.status} ${r.text.slice(0, 90)}`;
+      assert.equal(r.status, 400);
+      assert.match(r.text, /'key':/);
+      await stillServing(input);
+      rows.push([input, `${obs}; then a normal client is served`]);
+    } catch (e) {
+      rows.push([input, `TEST FAILED — ${obs} — ${String(e.message).split("\n")[0]}`]);
+      throw annotate(e, server);
+    }
+  });
 });
