@@ -184,22 +184,23 @@ export function randomToken(len = 24) {
 }
 
 /**
- * A loopback port the kernel just handed out to a listener that closed it again: only for a
- * program that cannot be told to listen on port 0 and report the port (PostgreSQL with tcp in
- * pg.mjs, redis-server in the benchmarks). Another process may take the port before that
- * program binds it, so the caller must see its "address in use" failure and try again with a
- * new guess (a few times). kvconnect itself binds port 0 (startServer).
+ * A TCP port for a program that cannot be told to listen on port 0 and report the port
+ * (PostgreSQL with tcp in pg.mjs, redis-server in the benchmarks): a random port BELOW the
+ * kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), which the kernel never
+ * hands to a client socket or a port-0 listener, so only another explicit bind can hold it.
+ * The caller still sees that program's "address in use" failure and tries a new guess (a few
+ * times). kvconnect itself binds port 0 (startServer).
  */
 export function guessTcpPort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
+  let low = 32768;
+  try {
+    low = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || low;
+  } catch {
+    // not Linux: the common default
+  }
+  const floor = 10000;
+  if (low - floor < 1000) throw new Error(`guessTcpPort: the ephemeral range starts at ${low}, leaving no room below it`);
+  return floor + crypto.randomInt(low - floor);
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
