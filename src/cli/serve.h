@@ -41,6 +41,9 @@ struct ServeConfig {
   int shutdown_grace_ms = 10000;
   int64_t shutdown_drain_ms = 0;  // readiness 503 this long before the listeners close
   std::string metrics_addr;       // a separate listener for /metrics and health (optional)
+  // /metrics and /readyz?verbose=1 without a token: on the metrics_addr listener if set, else
+  // on the main listener (service/operator_gate.h).
+  bool metrics_public = false;
   service::MetricsOptions metrics;
   net::ServerOptions net;
   engine::EngineOptions engine;
