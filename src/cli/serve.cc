@@ -348,7 +348,9 @@ void PrintBanner(const Application& app) {
             << url << "/databases/NAME/connect\").\n"
             << "Health: " << url << "/healthz, " << url
             << "/readyz; metrics: " << (app.metrics_url().empty() ? url : app.metrics_url())
-            << "/metrics\n\n";
+            << "/metrics"
+            << (app.config().metrics_public ? "" : " (Authorization: Bearer <bootstrap token>)")
+            << "\n\n";
   const service::ServiceOptions& so = app.config().service;
   if (!so.public_url.empty()) {
     std::cout << "Metadata answers send clients to " << so.public_url << so.endpoint_path
