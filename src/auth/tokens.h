@@ -42,7 +42,8 @@ struct TokenClaims {
   int64_t expires_at_ms = 0;    // hard end of validity (including any grace period)
 };
 
-// Compares in time independent of where the inputs differ (lengths may leak).
+// Compares in time independent of where the inputs differ (OpenSSL's CRYPTO_memcmp; lengths
+// may leak).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 // Extracts the token of an `Authorization: Bearer <token>` header.

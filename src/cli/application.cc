@@ -200,11 +200,17 @@ Status Application::Init() {
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
   admin_api_->SetStorage(storage_.get());
-  metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
-  ready_handler_ =
-      std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kReady);
+  // --metrics-public opens the metrics listener if there is one, else the main listener.
+  const bool main_open = c.metrics_public && c.metrics_addr.empty();
+  for (auto [routes, open] :
+       {std::pair{&main_operator_, main_open}, std::pair{&metrics_operator_, c.metrics_public}}) {
+    routes->gate = std::make_unique<service::OperatorGate>(kv_->authenticator(), open);
+    routes->metrics = std::make_unique<service::MetricsHandler>(metrics_.get(), routes->gate.get());
+    routes->ready = std::make_unique<service::HealthHandler>(
+        health_.get(), service::HealthHandler::Kind::kReady, routes->gate.get());
+  }
   console_handler_ = std::make_unique<service::ConsoleHandler>();
 
   // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
@@ -224,10 +230,11 @@ Status Application::Init() {
               admin_api_.get());
   // The web console's files; it answers its own 404s and 405s, with its security headers.
   router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {}, console_handler_.get());
-  for (service::Router* r : {&router_, &metrics_router_}) {
+  for (auto [r, routes] :
+       {std::pair{&router_, &main_operator_}, std::pair{&metrics_router_, &metrics_operator_}}) {
     r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());
-    r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, ready_handler_.get());
-    r->Add("metrics", M::kExact, "/metrics", {"GET", "HEAD"}, metrics_handler_.get());
+    r->Add("readyz", M::kExact, "/readyz", {"GET", "HEAD"}, routes->ready.get());
+    r->Add("metrics", M::kExact, "/metrics", {"GET", "HEAD"}, routes->metrics.get());
     r->SetObserver(metrics_.get());
   }
   return Status::Ok();

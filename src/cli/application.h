@@ -121,9 +121,16 @@ class Application {
   std::map<std::string, queue::PushOptions> push_options_;
   Mutex push_mu_;
   std::vector<Push> pushes_ KVC_GUARDED_BY(push_mu_);
-  std::unique_ptr<service::MetricsHandler> metrics_handler_;
   std::unique_ptr<service::HealthHandler> live_handler_;
-  std::unique_ptr<service::HealthHandler> ready_handler_;
+  // /metrics and /readyz per router (main, metrics listener), each with who may read the
+  // operator details there (--metrics-public opens one of them).
+  struct OperatorRoutes {
+    std::unique_ptr<service::OperatorGate> gate;
+    std::unique_ptr<service::MetricsHandler> metrics;
+    std::unique_ptr<service::HealthHandler> ready;
+  };
+  OperatorRoutes main_operator_;
+  OperatorRoutes metrics_operator_;
   std::unique_ptr<service::ConsoleHandler> console_handler_;
   service::Router router_;          // every endpoint
   service::Router metrics_router_;  // the separate metrics listener's endpoints

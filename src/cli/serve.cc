@@ -174,6 +174,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Once every listener is bound, write this file (atomically, mode 0600): one JSON "
                 "object with the bound addresses and ports (port 0 in --addr, --tls-addr or "
                 "--metrics-addr picks a free one), the URLs and the pid");
+  s->add_flag("--metrics-public", c->metrics_public,
+              "Serve /metrics and /readyz?verbose=1 without a token (a trusted network only): on "
+              "--metrics-addr when given (the main listener still asks for the bootstrap token), "
+              "else on the main listener");
   s->add_option("--metrics-stats-interval-ms", c->metrics.stats_interval_ms,
                 "How often per-database key counts and sizes are refreshed for /metrics")
       ->check(CLI::PositiveNumber)
@@ -186,6 +190,14 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--public-url", c->service.public_url,
                 "The server's URL as clients see it, e.g. https://kv.example.com behind a proxy; "
                 "metadata answers point at <URL>/v2 (default: the request's scheme and Host)");
+  s->add_option("--allowed-host", c->service.allowed_hosts,
+                "Without --public-url: a Host (NAME or NAME:PORT) metadata answers may build "
+                "endpoint URLs from; other Hosts get 400 (repeatable; default: any Host)")
+      ->delimiter(',');
+  s->add_option("--hsts-max-age-s", c->net.hsts_max_age_s,
+                "Strict-Transport-Security max-age on answers over TLS (0: no header)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_option("--backup-to", c->backup_to,
                 "Continuous backup: ship every commit (and periodic snapshots) to this directory "
                 "or s3://bucket/prefix (credentials, region and endpoint from AWS_* variables)");
@@ -346,7 +358,9 @@ void PrintBanner(const Application& app) {
             << url << "/databases/NAME/connect\").\n"
             << "Health: " << url << "/healthz, " << url
             << "/readyz; metrics: " << (app.metrics_url().empty() ? url : app.metrics_url())
-            << "/metrics\n\n";
+            << "/metrics"
+            << (app.config().metrics_public ? "" : " (Authorization: Bearer <bootstrap token>)")
+            << "\n\n";
   const service::ServiceOptions& so = app.config().service;
   if (!so.public_url.empty()) {
     std::cout << "Metadata answers send clients to " << so.public_url << so.endpoint_path
@@ -398,6 +412,13 @@ int RunServe(ServeConfig c) {
       return 2;
     }
     c.service.public_url = std::move(*url);
+  }
+  const bool loopback =
+      c.net.host == "localhost" || c.net.host == "::1" || c.net.host.rfind("127.", 0) == 0;
+  if (c.service.public_url.empty() && c.service.allowed_hosts.empty() && !loopback) {
+    spdlog::warn(
+        "metadata answers build endpoint URLs from each request's Host header; set --public-url "
+        "or --allowed-host NAME so a forged Host cannot send clients elsewhere");
   }
 
   // A ready file left by an earlier run must not be taken for this one's.

@@ -44,6 +44,9 @@ struct ServeConfig {
   // Written (atomically, mode 0600) once every listener is bound: the bound addresses as JSON,
   // so whoever started the server with port 0 learns the ports. Empty: none.
   std::string ready_file;
+  // /metrics and /readyz?verbose=1 without a token: on the metrics_addr listener if set, else
+  // on the main listener (service/operator_gate.h).
+  bool metrics_public = false;
   service::MetricsOptions metrics;
   net::ServerOptions net;
   engine::EngineOptions engine;

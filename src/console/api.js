@@ -151,9 +151,13 @@ export async function readEvents(body, onEvent) {
   }
 }
 
-// The server's Prometheus text at /metrics (no token needed) as [{name, labels, value}].
-export async function fetchMetrics() {
-  const res = await fetch("/metrics", { cache: "no-store", credentials: "omit" });
+// The server's Prometheus text at /metrics as [{name, labels, value}]. It needs the bootstrap
+// token (unless the operator opened it with --metrics-public); a database's admin token gets 403.
+export async function fetchMetrics(token) {
+  const res = await fetch("/metrics", {
+    headers: { authorization: `Bearer ${token}` },
+    cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+  });
   if (!res.ok) throw new ApiError(res.status, `http_${res.status}`, await res.text());
   const samples = [];
   for (const line of (await res.text()).split("\n")) {

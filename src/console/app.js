@@ -675,7 +675,7 @@ $("import-button").addEventListener("click", async () => {
 async function refreshStats() {
   if (!state.api) return;
   const status = $("stats-status");
-  const [, metrics] = await Promise.allSettled([reloadDatabases(), fetchMetrics()]);
+  const [, metrics] = await Promise.allSettled([reloadDatabases(), fetchMetrics(state.api.token)]);
   if (metrics.status === "rejected") {
     setText(status, `/metrics is not available here (${describeError(metrics.reason)}); ` +
       "the numbers above come from the database list.");

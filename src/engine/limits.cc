@@ -81,6 +81,9 @@ Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t n
 }
 
 Status ValidateWatch(const std::vector<std::string>& keys, const Limits& limits) {
+  // A watch of nothing would hold a stream (and a subscription) open that never sends a
+  // change: refused, as a request that cannot mean anything.
+  if (keys.empty()) return InvalidArgument("A watch request needs at least one key.");
   if (keys.size() > limits.max_watched_keys) {
     return InvalidArgument("Too many keys watched in a single watch request.");
   }

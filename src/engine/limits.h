@@ -39,6 +39,7 @@ inline const std::vector<uint32_t> kDefaultBackoffSchedule = {100, 1000, 5000, 3
 Status ValidateSnapshotRead(const std::vector<ReadRange>& ranges, const Limits& limits);
 // REQUIRES: mutation kinds and value encodings were already decoded (codec/).
 Status ValidateAtomicWrite(const AtomicWrite& write, const Limits& limits, int64_t now_ms);
+// Also refuses a watch of no keys (ours: the reference has no text for it).
 Status ValidateWatch(const std::vector<std::string>& keys, const Limits& limits);
 
 }  // namespace kvc::engine

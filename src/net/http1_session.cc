@@ -130,6 +130,13 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     }
     beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
     const auto& h = parser_->get();
+    if (!OnlyChunked(h)) {
+      // A proxy in front may frame such a body differently than we do (request smuggling);
+      // RFC 9112 section 6.3 has the server answer 400 and close.
+      SendErrorAndClose(InvalidArgument(
+          "Unsupported Transfer-Encoding: only a single 'chunked' coding is accepted."));
+      return;
+    }
     if (!parser_->is_done() && beast::iequals(h[http::field::expect], "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
@@ -143,6 +150,14 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       return;
     }
     ReadBody();
+  }
+
+  // True if the request has no Transfer-Encoding, or exactly one field whose value is exactly
+  // `chunked` (not `chunked, identity`, not `gzip, chunked`, not two fields).
+  static bool OnlyChunked(const http::request_header<>& h) {
+    const size_t fields = h.count(http::field::transfer_encoding);
+    if (fields == 0) return true;
+    return fields == 1 && beast::iequals(h[http::field::transfer_encoding], "chunked");
   }
 
   void ReadBody() {
@@ -241,7 +256,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     }
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(resp.status), version_);
-    res->set(http::field::server, "kvconnect");
+    SetCommonHeaders(*res);
     if (!resp.content_type.empty()) res->set(http::field::content_type, resp.content_type);
     for (const auto& [k, v] : resp.headers) res->set(k, v);
     res->body() = std::move(resp.body);
@@ -259,13 +274,23 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
                       });
   }
 
+  // Server, and Strict-Transport-Security over TLS (unless --hsts-max-age-s is 0).
+  template <class Body>
+  void SetCommonHeaders(http::response<Body>& res) const {
+    res.set(http::field::server, "kvconnect");
+    if constexpr (kIsTls<Stream>) {
+      const std::string hsts = HstsValue(ctx_->options);
+      if (!hsts.empty()) res.set(http::field::strict_transport_security, hsts);
+    }
+  }
+
   // Answers a request the session could not parse (through the one status table) and closes.
   void SendErrorAndClose(const Status& error) {
     state_ = State::kHandling;
     service::HttpResponse e = service::ErrorResponse(error);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(e.status), 11);
-    res->set(http::field::server, "kvconnect");
+    SetCommonHeaders(*res);
     res->set(http::field::content_type, e.content_type);
     res->body() = std::move(e.body);
     res->keep_alive(false);
@@ -308,7 +333,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     heartbeat_bytes_ = std::move(resp.heartbeat);
     heartbeat_interval_ = resp.heartbeat_interval;
     header_res_.emplace(static_cast<http::status>(resp.status), version_);
-    header_res_->set(http::field::server, "kvconnect");
+    SetCommonHeaders(*header_res_);
     if (!resp.content_type.empty()) header_res_->set(http::field::content_type, resp.content_type);
     for (const auto& [k, v] : resp.headers) header_res_->set(k, v);
     header_res_->chunked(true);

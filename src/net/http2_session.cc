@@ -207,7 +207,6 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       Close();
       return;
     }
-    activity_ = true;
     const uint64_t dispatched_before = dispatched_;
     if (!Feed(read_buf_.data(), n)) return;
     // Bytes that completed no request (WINDOW_UPDATE, PING, SETTINGS, a partial request) get
@@ -271,8 +270,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   // Runs every second: resets streams whose request did not complete within request_timeout
-  // (they hold buffered bodies), and closes the connection after idle_timeout without
-  // activity or open streams.
+  // (they hold buffered bodies), and closes the connection after idle_timeout without open
+  // streams or request frames (HEADERS, DATA). PING, SETTINGS and WINDOW_UPDATE frames do not
+  // count, so a client that only pings cannot hold a connection forever; an open watch stream
+  // or a request being answered keeps it.
   void ArmHousekeeping() {
     housekeeping_.expires_after(std::chrono::seconds(1));
     housekeeping_.async_wait([self = this->shared_from_this()](boost::system::error_code ec) {
@@ -283,7 +284,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   void Housekeeping() {
     const auto now = std::chrono::steady_clock::now();
-    if (activity_) {
+    if (activity_ || !streams_.empty()) {
       last_activity_ = now;
       activity_ = false;
     }
@@ -387,6 +388,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (!resp.content_type.empty()) hdrs.emplace_back("content-type", resp.content_type);
     if (!resp.stream) hdrs.emplace_back("content-length", std::to_string(resp.body.size()));
     for (auto& h : resp.headers) hdrs.push_back(h);
+    if constexpr (kIsTls<Stream>) {
+      std::string hsts = HstsValue(ctx_->options);
+      if (!hsts.empty()) hdrs.emplace_back("strict-transport-security", std::move(hsts));
+    }
     std::vector<nghttp2_nv> nva;
     nva.reserve(hdrs.size());
     for (auto& [k, v] : hdrs) {
@@ -561,6 +566,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   static int OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     auto* self = static_cast<Http2Session*>(user);
+    if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) {
+      self->activity_ = true;  // requests; control frames alone leave the connection idle
+    }
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       auto* st = static_cast<H2Stream*>(
@@ -606,7 +614,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   bool closed_ = false;
   bool close_after_write_ = false;
   bool shutting_down_ = false;
-  bool activity_ = false;
+  bool activity_ = false;  // a request frame arrived since the last housekeeping round
   std::map<int32_t, std::unique_ptr<H2Stream>> streams_;
 };
 

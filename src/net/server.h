@@ -55,6 +55,8 @@ struct ServerOptions {
   int32_t h2_initial_window = 1 << 20;  // per stream
   int32_t h2_connection_window = 16 << 20;
   size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped
+  // Strict-Transport-Security max-age (seconds) on every answer over TLS; 0: no header.
+  int64_t hsts_max_age_s = 365LL * 24 * 3600;
 };
 
 // Connection counts for metrics.

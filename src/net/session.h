@@ -41,6 +41,11 @@ inline void QuickAck(tcp::socket& s) {
   ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
+// The Strict-Transport-Security value of answers over TLS, or empty (no header).
+inline std::string HstsValue(const ServerOptions& o) {
+  return o.hsts_max_age_s > 0 ? "max-age=" + std::to_string(o.hsts_max_age_s) : std::string();
+}
+
 class Session {
  public:
   virtual ~Session() = default;

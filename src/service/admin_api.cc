@@ -260,7 +260,9 @@ void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Databa
     if (!out.ok()) return finish(call, out.status());
     const codec::SnapshotManifest& m = out->manifest;
     std::string json =
-        "{\"database\":" + JsonQuote(rec.name) + ",\"target\":" + JsonQuote((*target)->Describe()) +
+        "{\"database\":" + JsonQuote(rec.name) + ",\"target\":" +
+        // Where the server's backups live is the operator's business, not a tenant's.
+        JsonQuote(call->who.database_id.empty() ? (*target)->Describe() : std::string()) +
         ",\"object\":" + JsonQuote(out->data_object) +
         ",\"versionstamp\":" + VersionstampJson(m.version) + ",\"time\":" + Time(m.time_ms) +
         ",\"keys\":" + std::to_string(m.key_count) + ",\"bytes\":" + std::to_string(m.bytes) +
@@ -495,11 +497,12 @@ void AdminApi::ListDatabases(const std::shared_ptr<Call>& call) {
     std::string out = "{\"databases\":[";
     bool first = true;
     for (const DatabaseInfo& info : *dbs) {
-      // A token bound to one database sees only that one.
-      if (!call->who.database_id.empty() && info.record.id != call->who.database_id) continue;
+      // A token bound to one database sees only that one, and not where the server keeps it.
+      const bool scoped = !call->who.database_id.empty();
+      if (scoped && info.record.id != call->who.database_id) continue;
       if (!first) out.push_back(',');
       first = false;
-      out += DatabaseJson(info, *snapshot);
+      out += DatabaseJson(scoped ? DatabaseInfo{info.record, ""} : info, *snapshot);
     }
     out += "]}";
     call->Ok(std::move(out));

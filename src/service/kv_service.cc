@@ -165,6 +165,39 @@ void KvService::Handle(HttpRequest req, Responder respond) {
   }
 }
 
+namespace {
+// Splits "host[:port]" ("[v6]:port" too) into its host and port (empty when none).
+std::pair<std::string_view, std::string_view> SplitAuthority(std::string_view authority) {
+  const size_t close = authority.rfind(']');
+  const size_t colon = authority.rfind(':');
+  if (colon == std::string_view::npos || (close != std::string_view::npos && colon < close)) {
+    return {authority, {}};
+  }
+  return {authority.substr(0, colon), authority.substr(colon + 1)};
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool HostAllowed(std::string_view authority, const std::vector<std::string>& allowed) {
+  const auto [host, port] = SplitAuthority(authority);
+  for (const std::string& entry : allowed) {
+    const auto [allowed_host, allowed_port] = SplitAuthority(entry);
+    if (!EqualsIgnoringCase(host, allowed_host)) continue;
+    if (allowed_port.empty() || allowed_port == port) return true;
+  }
+  return false;
+}
+
 Result<std::string> KvService::EndpointUrl(const HttpRequest& req) const {
   if (!options_.public_url.empty()) return options_.public_url + options_.endpoint_path;
   if (req.authority.empty()) {
@@ -176,6 +209,11 @@ Result<std::string> KvService::EndpointUrl(const HttpRequest& req) const {
     return InvalidArgument(
         "The Host header (or :authority) is not a valid host[:port]; the metadata answer "
         "builds the absolute endpoint URL from it.");
+  }
+  if (!options_.allowed_hosts.empty() && !HostAllowed(req.authority, options_.allowed_hosts)) {
+    return InvalidArgument("The Host header (or :authority) '" + req.authority +
+                           "' is not a name this server answers for (--allowed-host); the "
+                           "metadata answer builds the endpoint URL from it.");
   }
   const char* scheme = req.scheme == "https" ? "https://" : "http://";
   return scheme + req.authority + options_.endpoint_path;

@@ -49,6 +49,9 @@ struct ServiceOptions {
   // The server's URL as clients see it (e.g. behind a proxy), as NormalizePublicUrl returns
   // it; endpoints are this + endpoint_path. Empty: the request's scheme and Host/:authority.
   std::string public_url;
+  // Without public_url: the Host/:authority values metadata answers may build endpoint URLs
+  // from (--allowed-host; see HostAllowed). Another Host gets 400. Empty: any Host.
+  std::vector<std::string> allowed_hosts;
   // Requests per second per access token (token bucket), unless the token sets its own rate
   // (then its bucket holds max(rate, 1) requests); 0: unlimited. The bootstrap token has its
   // own setting (default unlimited). Over the limit: kThrottled (503 with Retry-After).
@@ -76,6 +79,11 @@ struct ServiceOptions {
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
 // with a lowercase scheme and without trailing slashes; kInvalidArgument says what is wrong.
 Result<std::string> NormalizePublicUrl(std::string_view url);
+
+// Is `authority` (host[:port] of a request) one of `allowed`? An entry without a port matches
+// that host on any port, one with a port only that pair; names compare case-insensitively,
+// and an IPv6 entry is written in brackets ("[::1]").
+bool HostAllowed(std::string_view authority, const std::vector<std::string>& allowed);
 
 class KvService : public Handler {
  public:

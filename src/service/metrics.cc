@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "queue/queue.h"
+#include "service/http_status.h"
 
 namespace kvc::service {
 namespace {
@@ -469,12 +470,18 @@ void Metrics::RenderBackup(const std::vector<backup::BackupStatus>& statuses,
   }
 }
 
-void MetricsHandler::Handle(HttpRequest, Responder respond) {
-  HttpResponse r;
-  r.status = 200;
-  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = metrics_->Render();
-  respond(std::move(r));
+void MetricsHandler::Handle(HttpRequest request, Responder respond) {
+  gate_->Check(request, [this, respond = std::move(respond)](Status s) {
+    if (!s.ok()) {
+      respond(ErrorResponse(s));
+      return;
+    }
+    HttpResponse r;
+    r.status = 200;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_->Render();
+    respond(std::move(r));
+  });
 }
 
 }  // namespace kvc::service

@@ -32,6 +32,7 @@
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
+#include "service/operator_gate.h"
 #include "service/portable_values.h"
 #include "service/router.h"
 
@@ -130,14 +131,16 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   std::thread thread_;
 };
 
-// GET /metrics.
+// GET /metrics, for whoever `gate` admits (service/operator_gate.h).
 class MetricsHandler : public Handler {
  public:
-  explicit MetricsHandler(Metrics* metrics) : metrics_(metrics) {}
+  // REQUIRES: metrics and gate outlive the handler.
+  MetricsHandler(Metrics* metrics, const OperatorGate* gate) : metrics_(metrics), gate_(gate) {}
   void Handle(HttpRequest request, Responder respond) override;
 
  private:
   Metrics* metrics_;
+  const OperatorGate* gate_;
 };
 
 }  // namespace kvc::service

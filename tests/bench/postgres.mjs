@@ -188,7 +188,9 @@ function parseMetrics(text) {
 
 /** The commit figures of a node's /metrics for writes (origin="write"), summed. */
 async function commitMetrics(server) {
-  const res = await fetch(`${server.url}/metrics`, { signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(`${server.url}/metrics`, {
+    headers: { authorization: `Bearer ${server.token}` }, signal: AbortSignal.timeout(10_000),
+  });
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
   const samples = parseMetrics(await res.text());
   const sum = (name) => samples

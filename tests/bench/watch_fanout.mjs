@@ -34,7 +34,7 @@ function cpuSeconds(pid) {
 
 async function storageReads(server) {
   try {
-    const res = await fetch(`${server.url}/metrics`);
+    const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
     if (res.status !== 200) return null;
     let sum = 0;
     for (const line of (await res.text()).split("\n")) {

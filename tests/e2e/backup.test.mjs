@@ -30,8 +30,9 @@ function parseMetrics(text) {
   }
   return out;
 }
+const bearer = (server) => ({ headers: { authorization: `Bearer ${server.token}` } });
 async function metrics(server) {
-  return parseMetrics(await (await fetch(`${server.url}/metrics`)).text());
+  return parseMetrics(await (await fetch(`${server.url}/metrics`, bearer(server))).text());
 }
 const m = (ms, name, db = "default") => ms.get(`${name}{database="${db}"}`);
 
@@ -258,7 +259,7 @@ test("continuous backup to S3 through a target outage, restored from S3",
       const down = await metrics(server);
       assert.ok(m(down, "kvconnect_backup_errors_total") > 0, "no shipping error counted during the outage");
       assert.ok(m(down, "kvconnect_backup_lag_commits") > 0, "no lag during the outage");
-      const ready = await (await fetch(`${server.url}/readyz`)).text();
+      const ready = await (await fetch(`${server.url}/readyz?verbose=1`, bearer(server))).text();
       assert.match(ready, /backup of 'default': .* pending/, ready);
       s3 = await startS3(s3Dir, port);
       const caught = await waitShipped(server, 90_000);  // retries back off up to 60 s

@@ -83,7 +83,7 @@ async function nodeWatchMismatches(kv, prefix, who) {
 
 // kvconnect_portable_v8_values_total by "path/outcome" from the server's /metrics.
 async function conversionCounts(server) {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } })).text();
   const counts = {};
   for (const m of text.matchAll(/^kvconnect_portable_v8_values_total\{([^}]*)\} (\S+)$/gm)) {
     const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));

@@ -670,3 +670,257 @@ describe("hostile input: keys that are no Deno key", { timeout: 120_000 }, () =>
     }
   });
 });
+
+// --- what callers without a token see, and the smaller transport findings ---------------
+// Its own servers: `guarded` (the run's backend) with a TLS listener, --idle-timeout-ms 3000
+// and --allowed-host 127.0.0.1; `public` (SQLite: it runs --backup-to, so /readyz has backup
+// lines to leak) with a --metrics-addr listener opened by --metrics-public.
+// (Its own import line, so blocks appended by other changes merge without touching the top.)
+import { sleep } from "./harness.mjs";
+import { http1Body } from "./raw_client.mjs";
+
+describe("hostile input: exposure", { timeout: 300_000 }, () => {
+  let caPem;
+  let guarded;
+  let publicServer;
+  let backupDir;
+
+  before(async () => {
+    const certs = await makeCerts(await makeTempDir("kvconnect-e2e-certs-"));
+    caPem = fs.readFileSync(certs.ca, "utf8");
+    guarded = await startServer({
+      tlsCert: certs.cert,
+      tlsKey: certs.key,
+      tlsPort: true,
+      extraArgs: ["--idle-timeout-ms", "3000", "--allowed-host", "127.0.0.1", "--catalog-poll-ms", "200"],
+    });
+  });
+  after(async () => {
+    await guarded?.kill();
+    await publicServer?.kill();
+  });
+
+  const bearer = (token) => ({ authorization: `Bearer ${token}` });
+
+  /** Metadata + snapshot_read on fresh connections to both listeners of `guarded`. */
+  async function stillServing(what) {
+    assert.ok(guarded.running, `the server exited after: ${what}`);
+    for (const [url, ca] of [[guarded.url, undefined], [guarded.tlsUrl, caPem]]) {
+      await withH2(url, { ca }, async (h2) => {
+        const m = await metadata(h2, guarded.token);
+        assert.equal(m.status, 200, `${url}: metadata exchange after "${what}": ${describeAnswer(m)}`);
+        const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+        assert.equal(r.status, 200, `${url}: snapshot_read after "${what}": ${describeAnswer(r)}`);
+      });
+    }
+  }
+
+  function row(input, fn, { timeout = 60_000, target = () => guarded } = {}) {
+    test(input, { timeout }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await fn(obs);
+        if (target() === guarded) await stillServing(input);
+        else assert.ok(target().running, `the server exited after: ${input}`);
+        rows.push([input, `${obs.text}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, target());
+      }
+    });
+  }
+
+  /** A database and an admin token bound to it, made with the CLI. */
+  async function scopedAdmin(name) {
+    expectCliOk(await guarded.dbCmd("create", name), guarded);
+    const res = expectCliOk(await guarded.tokenCmd("create", "--db", name, "--scope", "admin"), guarded);
+    return res.stdout.trim();
+  }
+
+  row("GET /metrics without a token, with a database's admin token, with the bootstrap token", async (obs) => {
+    const token = await scopedAdmin("exposure-metrics");
+    const none = await fetch(`${guarded.url}/metrics`);
+    const noneText = await none.text();
+    const scoped = await pollUntil(() => fetch(`${guarded.url}/metrics`, { headers: bearer(token) }),
+      (r) => r.status !== 401, { timeoutMs: 10_000, intervalMs: 150, what: "token known" });
+    const boot = await fetch(`${guarded.url}/metrics`, { headers: bearer(guarded.token) });
+    const bootText = await boot.text();
+    obs.text = `${none.status} ${JSON.stringify(noneText.trim())}; scoped admin: ${scoped.status}; bootstrap: ${boot.status}`;
+    assert.equal(none.status, 401, noneText);
+    assert.doesNotMatch(noneText, /kvconnect_|database=/);
+    assert.equal(scoped.status, 403, "a database's admin must not see every database's metrics");
+    assert.equal(boot.status, 200);
+    assert.match(bootText, /kvconnect_http_requests_total/);
+  });
+
+  row("GET /readyz without a token names no database; ?verbose=1 needs the bootstrap token", async (obs) => {
+    const plain = await fetch(`${guarded.url}/readyz`);
+    const plainText = await plain.text();
+    const verboseNone = await fetch(`${guarded.url}/readyz?verbose=1`);
+    const verbose = await fetch(`${guarded.url}/readyz?verbose=1`, { headers: bearer(guarded.token) });
+    obs.text = `${plain.status} ${JSON.stringify(plainText)}; ?verbose=1 without a token: ${verboseNone.status}, ` +
+      `with the bootstrap token: ${verbose.status}`;
+    assert.equal(plain.status, 200);
+    assert.equal(plainText, "ready\n");
+    assert.equal(verboseNone.status, 401);
+    assert.equal(verbose.status, 200);
+  });
+
+  row("server with --backup-to: /readyz (no token) shows no backup lines; --metrics-public opens only --metrics-addr", async (obs) => {
+    backupDir = await makeTempDir("kvconnect-e2e-backup-");
+    publicServer = await startServer({
+      dataDir: await makeTempDir(),  // SQLite: --backup-to is for SQLite storage
+      metrics: true,  // --metrics-addr 127.0.0.1:0
+      extraArgs: ["--backup-to", backupDir, "--backup-interval-ms", "100", "--metrics-public"],
+    });
+    const side = publicServer.metricsUrl;
+    const ready = await fetch(`${publicServer.url}/readyz`);
+    const readyText = await ready.text();
+    const mainMetrics = await fetch(`${publicServer.url}/metrics`);
+    const mainVerbose = await fetch(`${publicServer.url}/readyz?verbose=1`);
+    const sideMetrics = await fetch(`${side}/metrics`);
+    const sideVerbose = await fetch(`${side}/readyz?verbose=1`);
+    const sideVerboseText = await sideVerbose.text();
+    obs.text = `/readyz ${ready.status} ${JSON.stringify(readyText)}; main /metrics ${mainMetrics.status}, ` +
+      `main ?verbose=1 ${mainVerbose.status}; metrics listener /metrics ${sideMetrics.status}, ` +
+      `?verbose=1 ${sideVerbose.status}`;
+    assert.equal(ready.status, 200);
+    assert.doesNotMatch(readyText, /backup|default/, "no database names or backup state without a token");
+    assert.equal(mainMetrics.status, 401, "--metrics-public with --metrics-addr leaves the main listener closed");
+    assert.equal(mainVerbose.status, 401);
+    assert.equal(sideMetrics.status, 200);
+    assert.match(sideVerboseText, /backup of 'default'/);
+  }, { target: () => publicServer });
+
+  const rawRequest = (lines, body = "") => `${lines.join("\r\n")}\r\n\r\n${body}`;
+  const chunked = (text) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n0\r\n\r\n`;
+
+  for (const coding of ["chunked, identity", "gzip, chunked", "identity"]) {
+    row(`HTTP/1.1 metadata exchange with Transfer-Encoding: ${coding}`, async (obs) => {
+      const req = rawRequest([
+        "POST / HTTP/1.1", `Host: 127.0.0.1:${guarded.port}`, `Authorization: Bearer ${guarded.token}`,
+        "Content-Type: application/json", `Transfer-Encoding: ${coding}`,
+      ], chunked(METADATA_BODY));
+      const r = await rawExchange(guarded.port, (s) => s.write(req), { timeoutMs: 10_000 });
+      obs.text = `${rawAnswer(r)} ${JSON.stringify(http1Body(r.text).trim())}, ${closing(r)}`;
+      assert.match(statusLine(r.text), /^HTTP\/1\.1 400/);
+      assert.match(http1Body(r.text), /Transfer-Encoding/);
+      assert.ok(r.closed, "the server closes the connection");
+    });
+  }
+
+  row("HTTP/1.1 metadata exchange with Transfer-Encoding: chunked (control)", async (obs) => {
+    const req = rawRequest([
+      "POST / HTTP/1.1", `Host: 127.0.0.1:${guarded.port}`, `Authorization: Bearer ${guarded.token}`,
+      "Content-Type: application/json", "Transfer-Encoding: chunked", "Connection: close",
+    ], chunked(METADATA_BODY));
+    const r = await rawExchange(guarded.port, (s) => s.write(req), { timeoutMs: 10_000 });
+    obs.text = rawAnswer(r);
+    assert.match(statusLine(r.text), /^HTTP\/1\.1 200/);
+  });
+
+  row("Strict-Transport-Security on TLS answers (HTTP/2 and HTTP/1.1), none on plain HTTP", async (obs) => {
+    const h2tls = await withH2(guarded.tlsUrl, { ca: caPem }, (h2) => metadata(h2, guarded.token));
+    const h2plain = await withH2(guarded.url, {}, (h2) => metadata(h2, guarded.token));
+    const h1 = await rawExchange(guarded.tlsPort, (s) => s.write(rawRequest([
+      "GET /healthz HTTP/1.1", "Host: 127.0.0.1", "Connection: close"])), {
+      tlsOptions: { ca: caPem, ALPNProtocols: ["http/1.1"] }, timeoutMs: 10_000,
+    });
+    const h1hsts = /^strict-transport-security: *(.*)$/im.exec(h1.text)?.[1]?.trim();
+    obs.text = `h2 over TLS: ${h2tls.headers["strict-transport-security"] ?? "(none)"}; HTTP/1.1 over TLS: ` +
+      `${h1hsts ?? "(none)"}; h2c: ${h2plain.headers["strict-transport-security"] ?? "(none)"}`;
+    assert.equal(h2tls.headers["strict-transport-security"], "max-age=31536000");
+    assert.equal(h1hsts, "max-age=31536000");
+    assert.equal(h2plain.headers["strict-transport-security"], undefined);
+  });
+
+  row("watch with zero keys (an empty Watch message)", async (obs) => {
+    await withH2(guarded.url, {}, async (h2) => {
+      const m = await metadata(h2, guarded.token);
+      const r = await dataPath(h2, m.json, "watch", Buffer.alloc(0), { timeoutMs: 5_000 });
+      obs.text = describeAnswer(r);
+      assert.equal(r.status, 400, obs.text);
+      assert.match(r.text, /at least one key/);
+    });
+  });
+
+  row("HTTP/2 connection that only sends PINGs (--idle-timeout-ms 3000)", async (obs) => {
+    const raw = await RawH2.connect(guarded.port);
+    const started = Date.now();
+    const ping = Buffer.concat([Buffer.from([0, 0, 8, H2_FRAME.PING, 0, 0, 0, 0, 0]), crypto.randomBytes(8)]);
+    try {
+      while (!raw.closed && Date.now() - started < 15_000) {
+        raw.write(ping);
+        await sleep(500);
+      }
+      const s = raw.summary();
+      const secs = ((Date.now() - started) / 1000).toFixed(1);
+      obs.text = `${s.goaway ? `GOAWAY ${s.goaway.code}` : "no GOAWAY"}; ` +
+        `${raw.closed ? `closed by the server after about ${secs} s` : `still open after ${secs} s`}`;
+      assert.ok(raw.closed, "a connection that only pings is idle and must be closed");
+    } finally {
+      raw.close();
+    }
+  }, { timeout: 30_000 });
+
+  row("HTTP/2 connection with an open watch and nothing else (--idle-timeout-ms 3000, control)", async (obs) => {
+    const h2 = await H2.connect(guarded.url);
+    try {
+      const m = await metadata(h2, guarded.token);
+      const endpoint = new URL(m.json.endpoints[0].url);
+      // Watch { keys: [ WatchKey { key: ["exposure"] } ] }
+      const key = Buffer.concat([Buffer.from([0x02]), Buffer.from("exposure"), Buffer.from([0x00])]);
+      const watchKey = Buffer.concat([Buffer.from([0x0a, key.length]), key]);
+      const body = Buffer.concat([Buffer.from([0x0a, watchKey.length]), watchKey]);
+      const stream = h2.session.request({
+        ":method": "POST", ":path": `${endpoint.pathname}/watch`, ...bearer(m.json.token),
+        "x-denokv-version": String(m.json.version), "x-denokv-database-id": m.json.databaseId,
+        "content-type": "application/x-protobuf",
+      });
+      let status;
+      let bytes = 0;
+      stream.on("response", (h) => { status = h[":status"]; });
+      stream.on("data", (d) => { bytes += d.length; });
+      stream.on("error", () => {});
+      stream.end(body);
+      await sleep(7_000);  // over twice the idle timeout
+      obs.text = `watch ${status}, ${bytes} bytes of frames; connection ${h2.alive && !h2.goaway ? "still open" : "closed"} after 7 s`;
+      assert.equal(status, 200);
+      assert.ok(h2.alive && !h2.goaway, "an open watch stream is not idle");
+      stream.close();
+    } finally {
+      h2.close();
+    }
+  }, { timeout: 30_000 });
+
+  row("metadata exchange with a Host not in --allowed-host 127.0.0.1", async (obs) => {
+    const ask = (host) => rawExchange(guarded.port, (s) => s.write(rawRequest([
+      "POST / HTTP/1.1", `Host: ${host}`, `Authorization: Bearer ${guarded.token}`,
+      "Content-Type: application/json", "Connection: close", `Content-Length: ${METADATA_BODY.length}`,
+    ], METADATA_BODY)), { timeoutMs: 10_000 });
+    const evil = await ask("evil.example");
+    const good = await ask(`127.0.0.1:${guarded.port}`);
+    obs.text = `${rawAnswer(evil)} ${JSON.stringify(http1Body(evil.text).trim())}; Host 127.0.0.1:${guarded.port}: ` +
+      `${rawAnswer(good)}`;
+    assert.match(statusLine(evil.text), /^HTTP\/1\.1 400/);
+    assert.match(http1Body(evil.text), /--allowed-host/);
+    assert.doesNotMatch(http1Body(evil.text), /evil\.example\/v2/);
+    assert.match(statusLine(good.text), /^HTTP\/1\.1 200/);
+  });
+
+  row("a database's admin token lists databases: no server file path", async (obs) => {
+    const token = await scopedAdmin("exposure-paths");
+    const list = await pollUntil(() => fetch(`${guarded.url}/admin/v1/databases`, { headers: bearer(token) }),
+      (r) => r.status === 200, { timeoutMs: 10_000, intervalMs: 150, what: "token known" });
+    const json = await list.json();
+    const full = await (await fetch(`${guarded.url}/admin/v1/databases`, { headers: bearer(guarded.token) })).json();
+    const own = json.databases.find((d) => d.name === "exposure-paths");
+    const seen = full.databases.find((d) => d.name === "exposure-paths");
+    obs.text = `scoped admin: ${json.databases.length} database(s), location ${JSON.stringify(own?.location)}; ` +
+      `bootstrap token: location ${seen?.location ? "(set)" : JSON.stringify(seen?.location)}`;
+    assert.equal(json.databases.length, 1);
+    assert.equal(own.location, "");
+    if (guarded.dataDir) assert.ok(!JSON.stringify(json).includes(guarded.dataDir), "no data directory path");
+    assert.ok(seen.location, "a server-wide token still sees where the database lives");
+  });
+});

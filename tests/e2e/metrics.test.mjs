@@ -3,7 +3,8 @@
 // move under Deno's HTTP/2 traffic and @deno/kv's HTTP/1.1 traffic (requests by route and
 // protocol, commit groups, the database's last version, watch streams), the separate
 // --metrics-addr listener answers the same, and /readyz turns 503 as soon as SIGTERM arrives
-// (--shutdown-drain-ms keeps the listener open meanwhile) while /healthz stays 200.
+// (--shutdown-drain-ms keeps the listener open meanwhile) while /healthz stays 200. /metrics
+// needs the bootstrap token on both listeners (no --metrics-public here).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -62,7 +63,7 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
   });
 
   async function scrape(base = server.url) {
-    const res = await fetch(`${base}/metrics`);
+    const res = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
     assert.equal(res.status, 200);
     assert.match(res.headers.get("content-type"), /^text\/plain; version=0\.0\.4/);
     return await res.text();
@@ -123,6 +124,7 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
     const text = await scrape(server.metricsUrl);
     assert.ok(text.includes("kvconnect_http_requests_total"));
     assert.equal((await fetch(`${server.metricsUrl}/healthz`)).status, 200);
+    assert.equal((await fetch(`${server.metricsUrl}/metrics`)).status, 401, "no token, no metrics");
     // KV Connect is not served there.
     const res = await fetch(`${server.metricsUrl}/`, { method: "POST", body: "{}" });
     assert.equal(res.status, 404);

@@ -30,7 +30,7 @@ async function nodeKv(server) {
 
 /** The data-path requests a node answered, by route. */
 async function served(server) {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } })).text();
   const out = { snapshot_read: 0, atomic_write: 0, watch: 0 };
   for (const m of text.matchAll(/^kvconnect_http_requests_total\{([^}]*)\} (\d+(?:\.\d+)?)/gm)) {
     const route = /route="([^"]+)"/.exec(m[1])?.[1];
@@ -87,7 +87,7 @@ test("metadata answers list the answering node first, then strong, then eventual
     { url: `${strong.url}/v2`, consistency: "strong" },
     { url: `${eventual.url}/v2`, consistency: "eventual" },
   ]);
-  const metrics = await (await fetch(`${eventual.url}/metrics`)).text();
+  const metrics = await (await fetch(`${eventual.url}/metrics`, { headers: { authorization: `Bearer ${eventual.token}` } })).text();
   assert.match(metrics, /^kvconnect_nodes_live\{role="strong"\} 1$/m);
   assert.match(metrics, /^kvconnect_nodes_live\{role="eventual"\} 1$/m);
   assert.match(metrics, /^kvconnect_replica_lag_seconds \d/m);

@@ -1,6 +1,10 @@
 // Data-path tokens, bearer parsing and the metadata-exchange JSON codec.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "auth/tokens.h"
 #include "codec/metadata_json.h"
 #include "common/clock.h"
@@ -77,6 +81,36 @@ TEST(Tokens, ParseBearer) {
   EXPECT_TRUE(auth::ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(auth::ConstantTimeEquals("abc", "abd"));
   EXPECT_FALSE(auth::ConstantTimeEquals("abc", "abcd"));
+}
+
+TEST(Tokens, ConstantTimeEqualsComparesEveryByte) {
+  EXPECT_TRUE(auth::ConstantTimeEquals("", ""));
+  EXPECT_FALSE(auth::ConstantTimeEquals("", "a"));
+  const std::string a("a\0b\xff", 4);
+  std::string b = a;
+  EXPECT_TRUE(auth::ConstantTimeEquals(a, b));
+  for (size_t i = 0; i < b.size(); ++i) {  // a difference anywhere, even after a NUL
+    std::string c = a;
+    c[i] = static_cast<char>(c[i] ^ 0x80);
+    EXPECT_FALSE(auth::ConstantTimeEquals(a, c)) << i;
+  }
+}
+
+// The compare is OpenSSL's CRYPTO_memcmp, not a loop of ours an optimizer might shorten:
+// the one definition in src/ says so (a rule kept by a test, as layering_test does).
+TEST(Tokens, ConstantTimeEqualsIsOpenSsls) {
+  std::ifstream in(std::string(KVC_SOURCE_DIR) + "/src/auth/tokens.cc");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string src = text.str();
+  const size_t def = src.find("bool ConstantTimeEquals(");
+  ASSERT_NE(def, std::string::npos);
+  const size_t end = src.find("\n}\n", def);
+  ASSERT_NE(end, std::string::npos);
+  const std::string body = src.substr(def, end - def);
+  EXPECT_NE(body.find("CRYPTO_memcmp("), std::string::npos) << body;
+  EXPECT_EQ(body.find("for ("), std::string::npos) << body;
 }
 
 TEST(MetadataJson, RequestParsing) {

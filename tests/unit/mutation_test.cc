@@ -193,5 +193,13 @@ TEST(Limits, WatchTexts) {
   EXPECT_TRUE(ValidateWatch(std::vector<std::string>(10, "k"), l).ok());
 }
 
+TEST(Limits, WatchOfNoKeysIsRefused) {
+  Limits l;
+  const Status s = ValidateWatch({}, l);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "A watch request needs at least one key.");
+  EXPECT_TRUE(ValidateWatch({"k"}, l).ok());
+}
+
 }  // namespace
 }  // namespace kvc::engine

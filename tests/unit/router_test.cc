@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "service/kv_service.h"
+
 namespace kvc::service {
 namespace {
 
@@ -83,6 +85,20 @@ TEST(Router, ExactFirstThenLongestPrefixAndClearErrors) {
                                       "datapath 200 h1 plain", "metrics 200 h1 plain",
                                       "metrics 405 h1 plain", "unmatched 404 h1 plain",
                                       "unmatched 404 h1 plain"}));
+}
+
+// --allowed-host: which Host values a metadata answer may build endpoint URLs from.
+TEST(HostAllowed, NamesPortsAndCase) {
+  const std::vector<std::string> allowed = {"kv.example.com", "127.0.0.1:4512", "[::1]"};
+  EXPECT_TRUE(HostAllowed("kv.example.com", allowed));
+  EXPECT_TRUE(HostAllowed("KV.Example.COM:443", allowed));  // no port in the entry: any port
+  EXPECT_TRUE(HostAllowed("127.0.0.1:4512", allowed));
+  EXPECT_FALSE(HostAllowed("127.0.0.1:4513", allowed));  // a port in the entry: only that one
+  EXPECT_FALSE(HostAllowed("127.0.0.1", allowed));
+  EXPECT_TRUE(HostAllowed("[::1]:4512", allowed));
+  EXPECT_FALSE(HostAllowed("evil.example", allowed));
+  EXPECT_FALSE(HostAllowed("kv.example.com.evil.example", allowed));
+  EXPECT_FALSE(HostAllowed("evil.example:kv.example.com", allowed));
 }
 
 }  // namespace
