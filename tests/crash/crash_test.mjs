@@ -118,15 +118,15 @@ async function loadDenoKv() {
 }
 
 /**
- * Opens a @deno/kv client on `server` whose requests all end: each has a timeout, and
+ * Opens a @deno/kv client on `server` whose requests all end: each has a timeout (`timeoutMs`), and
  * `signal` aborts them together. maxRetries 0: no hidden retries of 5xx answers, so every
  * commit is sent exactly once and its outcome is what the writer sees. `observe(url, status,
  * error)`, if given, sees every HTTP answer (status) or failed request (error).
  */
-export async function openClient(server, signal, observe) {
+export async function openClient(server, signal, observe, timeoutMs = REQUEST_TIMEOUT_MS) {
   const { openKv } = await loadDenoKv();
   const fetcher = async (url, init = {}) => {
-    const request = fetch(url, { ...init, signal: AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]) });
+    const request = fetch(url, { ...init, signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) });
     if (!observe) return await request;
     try {
       const res = await request;

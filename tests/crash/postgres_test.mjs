@@ -114,6 +114,14 @@ const requestKind = (url) => (url.endsWith("/atomic_write") ? "write" : url.ends
 // ---------------------------------------------------------------------------
 // Two nodes on one PostgreSQL
 
+// No request may take longer than this. A node whose connection broke during COMMIT keeps the
+// commit's answer while it asks PostgreSQL whether it landed, for up to --pg-commit-check-ms
+// (10 s by default) through an outage and restart, so the bound sits above that (a bound equal
+// to it failed on a loaded machine, where PostgreSQL alone takes seconds to restart).
+const PG_REQUEST_TIMEOUT_MS = 25_000;
+// The longest a burst of pg_terminate_backend goes on waiting for a write it cut off.
+const MAX_SESSION_BURST_MS = 20_000;
+
 class PgCrashRun extends CrashRun {
   constructor(opts, out) {
     super(opts, out);
@@ -157,7 +165,9 @@ class PgCrashRun extends CrashRun {
     const clients = [];
     for (let n = 0; n < NODES; n++) {
       clients.push([]);
-      for (let i = 0; i < per; i++) clients[n].push(await openClient(this.nodes[n], signals[n], observe?.(n)));
+      for (let i = 0; i < per; i++) {
+        clients[n].push(await openClient(this.nodes[n], signals[n], observe?.(n), PG_REQUEST_TIMEOUT_MS));
+      }
     }
     return clients;
   }
@@ -380,6 +390,8 @@ class OutageRun extends PgCrashRun {
       }
       await sleep(killAtMs);
 
+      const failedDuring = () =>
+        [...st.statuses].filter(([k]) => /^during write 5\d\d$/.test(k)).reduce((a, [, n]) => a + n, 0);
       st.inflightAtKill = [...st.pending];
       for (const op of st.inflightAtKill) op.atKill = true;
       st.when = "during";
@@ -395,7 +407,11 @@ class OutageRun extends PgCrashRun {
       } else {
         this.phase = `cycle ${cycle}: terminating the nodes' sessions`;
         st.terminated = 0;
-        while (Date.now() - tStop < outageMs) {
+        // A burst hits a write only when it finds a session inside a transaction, which on a
+        // loaded machine can take longer than the drawn window: the burst goes on (up to
+        // MAX_SESSION_BURST_MS) until a write has been answered with a 5xx, so every cycle
+        // exercises the fault it counts.
+        while (Date.now() - tStop < outageMs || (failedDuring() === 0 && Date.now() - tStop < MAX_SESSION_BURST_MS)) {
           st.terminated += Number(await this.pg.query(
             "select count(pg_terminate_backend(pid)) from pg_stat_activity where application_name like 'kvconnect%'",
           ));
@@ -405,7 +421,7 @@ class OutageRun extends PgCrashRun {
       st.when = "after";
       st.upAt = Date.now();
       this.outage.outageMs.push(st.upAt - tStop);
-      const failedWrites = [...st.statuses].filter(([k]) => /^during write 5\d\d$/.test(k)).reduce((a, [, n]) => a + n, 0);
+      const failedWrites = failedDuring();
       if (failedWrites === 0) st.problems.push("no write was answered with a 5xx during the fault: it was not exercised");
 
       this.phase = `cycle ${cycle}: nodes reconnecting by themselves`;
