@@ -61,7 +61,11 @@ Result<std::string> ReadSecretFile(const std::string& path, const std::string& f
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return IoError(flag + ": cannot read " + path + ": " + std::strerror(err));
+      std::string message = flag + ": cannot read ";
+      message += path;
+      message += ": ";
+      message += std::strerror(err);
+      return IoError(std::move(message));
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -101,7 +105,12 @@ Status LoadServeSecrets(ServeConfig& c) {
       if (end == std::string::npos) end = text.size();
       std::string line = text.substr(start, end - start);
       TrimTrailing(&line);
-      if (!line.empty()) c.queue_push_secrets.push_back(name + "=" + line);
+      if (!line.empty()) {
+        std::string entry = name;
+        entry += '=';
+        entry += line;
+        c.queue_push_secrets.push_back(std::move(entry));
+      }
       start = end + 1;
     }
   }

@@ -42,8 +42,8 @@ class WarnedPaths {
 
 // Logs `message` about `path` unless it was logged for that path before in this process.
 void WarnOnce(const std::string& path, const std::string& message) {
-  static WarnedPaths* const warned = new WarnedPaths();  // never destroyed: used at exit too
-  if (warned->Insert(path)) spdlog::warn("{}", message);
+  static WarnedPaths* const kWarned = new WarnedPaths();  // never destroyed: used at exit too
+  if (kWarned->Insert(path)) spdlog::warn("{}", message);
 }
 
 // Removes the group and other bits of the open file `fd` (at `path`) if it has any.
