@@ -37,6 +37,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (app.got_subcommand("serve")) {
+    // Before any thread exists: every thread inherits the mask, so SIGTERM during start-up
+    // waits for serve's sigwait (and a drained shutdown) instead of killing the process.
+    kvc::cli::BlockServeSignals();
     kvc::Status s = kvc::cli::ApplyServeConfigFile(serve_cmd, serve);
     if (!s.ok()) {
       std::cerr << "error: " << s.message() << "\n";

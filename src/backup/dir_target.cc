@@ -79,7 +79,11 @@ Status FsyncDir(const std::string& dir) {
 
 // Creates `dir` (mode 0700) if missing, and fsyncs its parent so that the new entry lasts.
 Status MakeDir(const std::string& dir, const std::string& parent) {
-  if (::mkdir(dir.c_str(), 0700) == 0) return FsyncDir(parent);
+  if (::mkdir(dir.c_str(), 0700) == 0) {
+    // Exactly 0700, whatever the umask.
+    if (::chmod(dir.c_str(), 0700) != 0) return Errno("cannot set the mode of", dir, errno);
+    return FsyncDir(parent);
+  }
   const int err = errno;
   struct stat st {};
   if (err == EEXIST && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cli/secrets.h"
 #include "codec/json_depth.h"
 #include "common/clock.h"
 #include "common/random.h"
@@ -90,8 +91,9 @@ Status Application::Init() {
   }
   writer_lock_ = std::move(*lock);
 
-  // Bootstrap access token: flag, then environment, then the storage's secret
-  // kAccessTokenSecret (generated on first start).
+  // Bootstrap access token: flag or file, then environment, then the storage's secret
+  // kAccessTokenSecret (generated on first start). Push secrets from files or the environment.
+  KVC_RETURN_IF_ERROR(LoadServeSecrets(c));
   if (c.access_token.empty()) {
     if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
   }

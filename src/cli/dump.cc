@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "engine/engine.h"
 #include "service/query.h"
+#include "storage/private_file.h"
 #include "storage/storage.h"
 
 namespace kvc::cli {
@@ -437,6 +438,8 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
   if (app.got_subcommand("export")) {
     std::ofstream file;
     if (to_file) {
+      // A dump holds every value: mode 0600 before anything is written to it.
+      if (Status s = storage::PreparePrivateFile(config.file, true); !s.ok()) return PrintError(s);
       file.open(config.file, std::ios::binary | std::ios::trunc);
       if (!file) return PrintError(IoError("cannot write " + config.file));
     }

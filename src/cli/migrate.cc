@@ -11,6 +11,7 @@
 #include "cli/application.h"
 #include "codec/versionstamp.h"
 #include "common/random.h"
+#include "storage/private_file.h"
 
 namespace kvc::cli {
 namespace {
@@ -61,10 +62,10 @@ class OpenedStorage {
       std::error_code ec;
       const fs::file_status st = fs::status(o.location, ec);
       if (fs::is_regular_file(st)) {
-        temp_dir_ =
+        const fs::path temp =
             fs::temp_directory_path(ec) / ("kvconnect-migrate-" + HexEncode(RandomBytes(6)));
-        fs::create_directories(temp_dir_, ec);
-        if (ec) return IoError("cannot create " + temp_dir_.string() + ": " + ec.message());
+        KVC_RETURN_IF_ERROR(storage::MakeOwnedPrivateDirectory(temp.string()));
+        temp_dir_ = temp;  // ours to remove at the end
         o.default_database_file = o.location;
         o.location = temp_dir_.string();
       } else if (!fs::is_directory(st)) {

@@ -81,7 +81,11 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
       ->capture_default_str();
   s->add_option("--access-token", c->access_token,
                 "Access token clients send (>= 12 characters); also from "
-                "KVCONNECT_ACCESS_TOKEN or DENO_KV_ACCESS_TOKEN; generated if absent");
+                "KVCONNECT_ACCESS_TOKEN or DENO_KV_ACCESS_TOKEN; generated if absent. Visible "
+                "in `ps`: prefer --access-token-file or the environment");
+  s->add_option("--access-token-file", c->access_token_file,
+                "Read the access token from this file (not readable by others; a trailing "
+                "newline is dropped)");
   s->add_option("--sync", c->sync, "Durability: full (fsync every commit), normal, off")
       ->check(CLI::IsMember({"full", "normal", "off"}))
       ->capture_default_str();
@@ -240,7 +244,12 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
       ->delimiter(',');
   s->add_option("--queue-push-secret", c->queue_push_secrets,
                 "Signing secret of a database's push: NAME=whsec_BASE64 (repeatable; two for a "
-                "rotation)")
+                "rotation). Visible in `ps`: prefer --queue-push-secret-file or "
+                "KVCONNECT_QUEUE_PUSH_SECRET")
+      ->delimiter(',');
+  s->add_option("--queue-push-secret-file", c->queue_push_secret_files,
+                "Signing secrets of a database's push from a file: NAME=PATH, one whsec_ secret "
+                "per line (two for a rotation; not readable by others); repeatable")
       ->delimiter(',');
   s->add_option("--queue-push-allow", c->queue_push_allow,
                 "Address or CIDR that push may reach although private or loopback (repeatable)")
@@ -371,6 +380,17 @@ void PrintBanner(const Application& app) {
 
 }  // namespace
 
+sigset_t BlockServeSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return set;
+}
+
 int RunServe(ServeConfig c) {
   // Logs go to stderr; stdout carries only the start-up banner.
   spdlog::set_default_logger(spdlog::stderr_color_mt("kvconnect"));
@@ -424,6 +444,7 @@ int RunServe(ServeConfig c) {
   // A ready file left by an earlier run must not be taken for this one's.
   if (!c.ready_file.empty()) ::unlink(c.ready_file.c_str());
 
+  BlockServeSignals();  // again, for a caller other than main(); before Open starts threads
   auto opened = Application::Open(c);
   if (!opened.ok()) {
     std::cerr << "error: " << opened.status().message() << "\n";
@@ -431,14 +452,9 @@ int RunServe(ServeConfig c) {
   }
   Application& app = **opened;
 
-  // Block the signals before starting threads so only sigwait sees them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // The signals were blocked before the first thread started (main); only sigwait sees them,
+  // and one that came during start-up waits here.
+  const sigset_t set = BlockServeSignals();
   RaiseOpenFileLimit(c.net.max_connections);
 
   if (Status s = app.Start(); !s.ok()) {

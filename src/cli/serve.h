@@ -1,6 +1,8 @@
 // `kvconnect serve`: options, flag registration and the run loop.
 #pragma once
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <string>
 
@@ -35,7 +37,8 @@ struct ServeConfig {
   int64_t pg_feed_poll_ms = 1000;
   int64_t pg_commit_check_ms = 10000;
   std::string access_token;
-  std::string sync = "full";  // full | normal | off
+  std::string access_token_file;  // the token in a file (cli/secrets.h), kept out of `ps`
+  std::string sync = "full";      // full | normal | off
   int64_t sqlite_mmap_bytes = int64_t{4} << 30;
   std::string log_level = "info";
   int shutdown_grace_ms = 10000;
@@ -60,6 +63,7 @@ struct ServeConfig {
   // rotation), literal addresses or CIDRs allowed although private or loopback.
   std::vector<std::string> queue_push;
   std::vector<std::string> queue_push_secrets;
+  std::vector<std::string> queue_push_secret_files;  // NAME=PATH, one secret per line
   std::vector<std::string> queue_push_allow;
   size_t queue_push_concurrency = 4;
   int64_t queue_push_timeout_ms = 30000;
@@ -73,7 +77,13 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* config);
 // Applies `config->config_file` (if set) to the options of the `serve` command that were not
 // given on the command line. Returns an error naming the file and the offending key.
 Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config);
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, and so in every thread it starts
+// afterwards (threads inherit the mask): they stay pending until RunServe's sigwait takes them,
+// so one that arrives during start-up still ends in a drained shutdown. Ignores SIGPIPE.
+// Returns the blocked set. REQUIRES: called before any thread starts (main() does).
+sigset_t BlockServeSignals();
 // Runs the server until SIGINT/SIGTERM. Returns the process exit code.
+// REQUIRES: BlockServeSignals() was called before any thread started.
 int RunServe(ServeConfig config);
 
 }  // namespace kvc::cli

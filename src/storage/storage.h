@@ -113,8 +113,8 @@ class Storage : public DatabaseProvisioner {
   virtual std::string Describe() const = 0;
 
   // A directory for this storage's temporary files (backups stage snapshot copies there), on
-  // the same file system as the data where there is one; created (mode 0700) if missing.
-  // Errors: IoError.
+  // the same file system as the data where there is one; created (mode 0700) if missing, and
+  // refused if another user owns it (storage/private_file.h). Errors: IoError.
   virtual Result<std::string> ScratchDirectory() = 0;
   // Makes the storage of a new database named `name` from `snapshot_file` (a file as
   // Reader::CopySnapshot writes it, e.g. restored from a backup), taking the file over (it is

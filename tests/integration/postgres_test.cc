@@ -6,10 +6,14 @@
 // promoted synchronous standby neither loses an acknowledged write nor issues a versionstamp
 // twice (versions jump by 2^32 on the new timeline).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <set>
@@ -134,6 +138,40 @@ TEST_F(PostgresNodesTest, BothNodesShareOneDatabaseCatalogAndSecrets) {
 
 // Clients on both nodes increment one counter by check-and-set, retrying on a failed check:
 // the final count is the number of successful commits (no lost update, never two winners).
+// The PostgreSQL storage stages backup snapshot copies in $TMPDIR/kvconnect-<uid> (the
+// "scratch directory"): a directory of that name another user made first (they could read the
+// copies or swap them) is refused; our own is made, or set back to, 0700.
+TEST_F(PostgresNodesTest, ScratchDirectoryOfAnotherUserUnderTmpIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a directory another user owns";
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kvc-pg-scratch-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmpl.c_str(), 1);
+  const std::string scratch = tmpl + "/kvconnect-" + std::to_string(::getuid());
+  ASSERT_EQ(::mkdir(scratch.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(scratch.c_str(), 0777), 0);
+  ASSERT_EQ(::chown(scratch.c_str(), 65534, 65534), 0);
+  auto refused = a_->storage->ScratchDirectory();
+  EXPECT_EQ(refused.status().code(), StatusCode::kIoError);
+  EXPECT_NE(refused.status().message().find("belongs to user id 65534"), std::string::npos)
+      << refused.status().message();
+  ASSERT_EQ(::rmdir(scratch.c_str()), 0);
+  auto made = a_->storage->ScratchDirectory();
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(*made, scratch);
+  struct stat st {};
+  ASSERT_EQ(::stat(scratch.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  if (old_tmpdir) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+}
+
 TEST_F(PostgresNodesTest, CheckAndSetAcrossNodesNeverLetsTwoWritersWin) {
   ASSERT_TRUE(WriteSync(*a_->engine, AtomicWrite{{}, {Set("counter", "0")}, {}}).ok());
   constexpr int kClients = 8;

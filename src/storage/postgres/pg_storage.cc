@@ -10,6 +10,7 @@
 #include "storage/postgres/pg_catalog.h"
 #include "storage/postgres/pg_conn.h"
 #include "storage/postgres/pg_schema.h"
+#include "storage/private_file.h"
 
 namespace kvc::storage {
 namespace {
@@ -194,10 +195,8 @@ Result<std::string> PgStorage::ScratchDirectory() {
   const char* tmp = std::getenv("TMPDIR");
   const fs::path dir =
       fs::path(tmp && *tmp ? tmp : "/tmp") / ("kvconnect-" + std::to_string(::getuid()));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return IoError("cannot create " + dir.string() + ": " + ec.message());
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  // A shared place: refused if another user made it first (storage/private_file.h).
+  KVC_RETURN_IF_ERROR(MakeOwnedPrivateDirectory(dir.string()));
   return dir.string();
 }
 

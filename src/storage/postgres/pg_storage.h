@@ -38,7 +38,8 @@ class PgStorage : public Storage {
   std::string SecretLocation(const std::string& name) const override;
   Result<std::unique_ptr<WriterLock>> LockWriters() override;
   std::string Describe() const override { return description_; }
-  // A private directory under the system's temporary directory.
+  // A private directory under the system's temporary directory ($TMPDIR or /tmp):
+  // kvconnect-<uid>, mode 0700; IoError if another user owns one of that name.
   Result<std::string> ScratchDirectory() override;
   // Not supported: backups restore into SQLite; `kvconnect migrate` moves data here.
   Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,

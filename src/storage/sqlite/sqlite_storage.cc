@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/random.h"
+#include "storage/private_file.h"
 #include "storage/sqlite/sqlite_catalog.h"
 #include "storage/sqlite/sqlite_util.h"
 
@@ -57,11 +58,10 @@ void RemoveDatabaseFiles(const std::string& path) {
 Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions& options) {
   const std::string& dir = options.location;
   if (dir.empty()) return InvalidArgument("the data directory must not be empty");
-  std::error_code ec;
-  const bool existed = fs::exists(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return IoError("cannot create data directory " + dir + ": " + ec.message());
-  if (!existed) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  // New directories are 0700; one the operator made keeps its mode (the files in it are 0600).
+  if (Status s = MakePrivateDirectories(dir); !s.ok()) {
+    return IoError("cannot create data directory " + dir + ": " + s.message());
+  }
   const fs::path root(dir);
   KVC_ASSIGN_OR_RETURN(auto catalog,
                        SqliteCatalog::Open((root / kCatalogFile).string(), options.vfs));
@@ -125,10 +125,7 @@ Result<DatabaseRecord> SqliteStorage::Create(const std::string& name) {
 
 Result<std::string> SqliteStorage::ScratchDirectory() {
   const fs::path dir = root_ / "tmp";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return IoError("cannot create " + dir.string() + ": " + ec.message());
-  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  KVC_RETURN_IF_ERROR(MakeOwnedPrivateDirectory(dir.string()));
   return dir.string();
 }
 
@@ -213,6 +210,7 @@ Result<std::optional<std::string>> SqliteStorage::ReadSecret(const std::string& 
     if (ec) return IoError("cannot read " + path.string() + ": " + ec.message());
     return std::optional<std::string>();
   }
+  KVC_RETURN_IF_ERROR(PreparePrivateFile(path.string(), false));  // tightened if older and looser
   std::ifstream in(path);
   if (!in) return IoError("cannot read " + path.string());
   std::stringstream ss;
@@ -232,10 +230,11 @@ Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
   if (stored) return std::move(*stored);
   const fs::path path = root_ / name;
   std::string v = make();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return IoError("cannot create " + path.string() + ": " + std::strerror(errno));
   const std::string line = v + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  bool ok = ::fchmod(fd, kPrivateFileMode) == 0;  // exactly 0600, whatever the umask
+  ok = ok && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   ok = ::fsync(fd) == 0 && ok;
   ::close(fd);
   if (!ok) return IoError("cannot write " + path.string());
@@ -245,7 +244,8 @@ Result<std::string> SqliteStorage::LoadOrCreateSecret(const std::string& name,
 
 Result<std::unique_ptr<WriterLock>> SqliteStorage::LockWriters() {
   const std::string path = (root_ / kLockFile).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  KVC_RETURN_IF_ERROR(PreparePrivateFile(path, true));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return IoError("cannot open " + path + ": " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

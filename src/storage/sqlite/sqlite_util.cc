@@ -1,5 +1,7 @@
 #include "storage/sqlite/sqlite_util.h"
 
+#include "storage/private_file.h"
+
 namespace kvc::storage::sqlite {
 
 Connection::~Connection() {
@@ -9,6 +11,12 @@ Connection::~Connection() {
 
 Status Connection::Open(const std::string& path, int flags, int busy_timeout_ms,
                         const std::string& pragmas, const std::string& vfs) {
+  // A file SQLite would create gets 0644 minus the umask, and its -wal and -shm the same: make
+  // it 0600 first (and tighten older files), so all of them are private (storage/private_file.h).
+  const bool on_disk = !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
+  if (on_disk && (flags & SQLITE_OPEN_READWRITE) != 0) {
+    KVC_RETURN_IF_ERROR(PrepareSqliteFiles(path, (flags & SQLITE_OPEN_CREATE) != 0));
+  }
   // On failure SQLite usually still returns a handle; the destructor closes it.
   if (sqlite3_open_v2(path.c_str(), &db_, flags, vfs.empty() ? nullptr : vfs.c_str()) !=
       SQLITE_OK) {

@@ -33,7 +33,9 @@ class Connection {
 
   // Opens `path` with sqlite3_open_v2 `flags`, turns on extended result codes, sets the busy
   // timeout, then runs `pragmas` (may be empty). `vfs`: the SQLite VFS to use by name (empty:
-  // the default; tests register fault-injecting ones). Returns IoError on failure.
+  // the default; tests register fault-injecting ones). Opened for writing, a file on disk and
+  // its -wal/-shm/-journal are made private first (0600; storage/private_file.h). Returns
+  // IoError on failure.
   // REQUIRES: called once.
   Status Open(const std::string& path, int flags, int busy_timeout_ms, const std::string& pragmas,
               const std::string& vfs = "");
