@@ -70,10 +70,10 @@ Status Application::Init() {
     if (!c.sqlite_path.empty()) {
       return InvalidArgument("--sqlite-path and --postgres exclude each other");
     }
-    if (!c.backup_to.empty()) {
+    if (!c.backup_to.empty() || !c.backup_allow.empty()) {
       return InvalidArgument(
-          "--backup-to is for SQLite storage; with --postgres use PostgreSQL's own backups "
-          "(pg_basebackup and WAL archiving)");
+          "--backup-to and --backup-allow are for SQLite storage; with --postgres use "
+          "PostgreSQL's own backups (pg_basebackup and WAL archiving)");
     }
   } else if (!c.postgres_read.empty()) {
     return InvalidArgument("--postgres-read needs --postgres");
@@ -88,6 +88,13 @@ Status Application::Init() {
                       "ends), or give this server a --data-dir of its own");
   }
   writer_lock_ = std::move(*lock);
+  // Backup destinations (the data directory exists now, so its symlinks resolve): refused
+  // when relative or touching the data directory.
+  backup::BackupDestinations destinations;
+  if (c.postgres.empty()) {
+    KVC_ASSIGN_OR_RETURN(
+        destinations, backup::BackupDestinations::Create(c.backup_to, c.backup_allow, c.data_dir));
+  }
 
   // Bootstrap access token: flag, then environment, then the storage's secret
   // kAccessTokenSecret (generated on first start).
@@ -196,6 +203,7 @@ Status Application::Init() {
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
   admin_api_->SetStorage(storage_.get());
+  admin_api_->SetBackupDestinations(std::move(destinations));
   metrics_handler_ = std::make_unique<service::MetricsHandler>(metrics_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
