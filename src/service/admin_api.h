@@ -110,6 +110,9 @@ class AdminApi : public Handler {
 
   // An online snapshot into a backup target (backup/operations.h), on the backup thread.
   void Backup(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  // On the worker: checks the destination and the rate bound, then starts the backup thread.
+  void StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
+                   const std::string& requested);
 
   // Entry operations, through the engine.
   void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);

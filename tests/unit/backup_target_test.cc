@@ -533,9 +533,10 @@ TEST_F(BackupDestinationsTest, RequestsGoOnlyWhereTheOperatorAllowed) {
   EXPECT_EQ(scoped_allowed.status().message(), scoped_other.status().message());
   EXPECT_EQ(d->Resolve("s3://bucket/other", false).status().code(), StatusCode::kPermissionDenied);
   // Not allowed, for anyone.
-  for (const std::string& other : {tmp_ + "/backups", tmp_ + "/backups/c", std::string("/tmp"),
-                                   std::string("s3://bucket/allowed/sub"),
-                                   std::string("s3://bucket"), std::string("s3://other/allowed")}) {
+  for (const std::string& other :
+       {tmp_ + "/backups", tmp_ + "/backups/c", std::string("/var/kvc-nowhere"),
+        std::string("s3://bucket/allowed/sub"), std::string("s3://bucket"),
+        std::string("s3://other/allowed")}) {
     auto r = d->Resolve(other, true);
     EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << other;
     EXPECT_NE(r.status().message().find("not one the operator allowed"), std::string::npos);
