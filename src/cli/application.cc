@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "codec/json_depth.h"
 #include "common/clock.h"
 #include "common/random.h"
 
@@ -196,7 +197,10 @@ Status Application::Init() {
       return out;
     };
   }
-  kv_ = std::make_unique<service::KvService>(c.service, secret_, directory_.get());
+  codec::SetMaxJsonDepth(c.service.max_json_depth);
+  body_pool_ = std::make_unique<service::WorkPool>(c.service.body_pool, "request body pool");
+  kv_ =
+      std::make_unique<service::KvService>(c.service, secret_, directory_.get(), body_pool_.get());
   kv_->SetAuthObserver(metrics_.get());
   kv_->SetPortableValueObserver(metrics_.get());
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
@@ -220,8 +224,8 @@ Status Application::Init() {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
-  queue_api_ =
-      std::make_unique<service::QueueApi>(c.queue_api, directory_.get(), kv_->authenticator());
+  queue_api_ = std::make_unique<service::QueueApi>(c.queue_api, directory_.get(),
+                                                   kv_->authenticator(), body_pool_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kPath, {}, queue_api_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kDatabasePattern, {}, queue_api_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
@@ -387,6 +391,22 @@ std::string Application::tls_url() const {
   return server_ && !config_.net.tls_host.empty()
              ? UrlOf(true, config_.net.tls_host, server_->bound_tls_port())
              : "";
+}
+
+BoundListeners Application::listeners() const {
+  BoundListeners l;
+  l.main = {config_.net.host, server_->bound_port(), url()};
+  if (!config_.net.tls_host.empty()) {
+    l.tls = BoundListener{config_.net.tls_host, server_->bound_tls_port(), tls_url()};
+  }
+  if (metrics_server_) {
+    BoundListener m;
+    (void)ParseAddr(config_.metrics_addr, &m.host, &m.port);
+    m.port = metrics_server_->bound_port();
+    m.url = metrics_url();
+    l.metrics = std::move(m);
+  }
+  return l;
 }
 
 std::string Application::metrics_url() const {

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/serve.h"
@@ -37,6 +38,21 @@ namespace kvc::cli {
 // environment.
 inline constexpr const char* kAccessTokenSecret = "access-token";
 
+// A bound listener: the host it was given, the port it got (the kernel's choice when the flag
+// said 0) and its URL.
+struct BoundListener {
+  std::string host;
+  uint16_t port = 0;
+  std::string url;  // e.g. http://127.0.0.1:4512; an IPv6 host in brackets
+};
+
+// Every listener of a started server.
+struct BoundListeners {
+  BoundListener main;                    // --addr (TLS when --tls-cert without --tls-addr)
+  std::optional<BoundListener> tls;      // --tls-addr
+  std::optional<BoundListener> metrics;  // --metrics-addr
+};
+
 class Application {
  public:
   // Opens the storage (storage::OpenStorage) and every database, and builds the services. Listens
@@ -55,6 +71,8 @@ class Application {
   std::string url() const;          // the primary listener, e.g. http://127.0.0.1:4512
   std::string tls_url() const;      // the second (TLS) listener, or empty
   std::string metrics_url() const;  // the separate metrics listener, or empty
+  // The listeners with their bound ports. REQUIRES: Start() succeeded.
+  BoundListeners listeners() const;
   const ServeConfig& config() const { return config_; }
   const storage::Storage& storage() const { return *storage_; }
   // The bootstrap token came from (and, if created, was written to) the storage's secret
@@ -92,6 +110,9 @@ class Application {
   std::unique_ptr<service::AdminOps> admin_ops_;
   std::unique_ptr<service::AdminApi> admin_api_;
   std::unique_ptr<service::QueueApi> queue_api_;
+  // Parses metadata and queue API bodies off the I/O threads; after the handlers that post to it,
+  // so it finishes their queued work (and joins) before they go away.
+  std::unique_ptr<service::WorkPool> body_pool_;
   // Push delivery per database name (--queue-push), and the dispatchers running.
   struct Push {
     std::shared_ptr<queue::PushDispatcher> dispatcher;

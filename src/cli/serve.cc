@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "cli/application.h"
+#include "cli/ready_file.h"
 #include "codec/config_json.h"
+#include "codec/json_depth.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
@@ -91,6 +93,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
       ->capture_default_str();
   s->add_option("--max-header-bytes", c->net.max_header_bytes, "Request header cap")
       ->capture_default_str();
+  s->add_option("--max-json-depth", c->service.max_json_depth,
+                "Nesting of arrays and objects allowed in a JSON request body (400 above)")
+      ->check(CLI::Range(size_t{1}, codec::kMaxJsonDepthLimit))
+      ->capture_default_str();
   s->add_option("--max-connections", c->net.max_connections, "Concurrent connections cap")
       ->capture_default_str();
   s->add_option("--max-checks", c->engine.limits.max_checks, "Checks per atomic write")
@@ -164,6 +170,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--metrics-addr", c->metrics_addr,
                 "Also serve /metrics, /healthz and /readyz on this HOST:PORT (they are always on "
                 "the main listener too)");
+  s->add_option("--ready-file", c->ready_file,
+                "Once every listener is bound, write this file (atomically, mode 0600): one JSON "
+                "object with the bound addresses and ports (port 0 in --addr, --tls-addr or "
+                "--metrics-addr picks a free one), the URLs and the pid");
   s->add_option("--metrics-stats-interval-ms", c->metrics.stats_interval_ms,
                 "How often per-database key counts and sizes are refreshed for /metrics")
       ->check(CLI::PositiveNumber)
@@ -400,6 +410,9 @@ int RunServe(ServeConfig c) {
     c.service.public_url = std::move(*url);
   }
 
+  // A ready file left by an earlier run must not be taken for this one's.
+  if (!c.ready_file.empty()) ::unlink(c.ready_file.c_str());
+
   auto opened = Application::Open(c);
   if (!opened.ok()) {
     std::cerr << "error: " << opened.status().message() << "\n";
@@ -421,6 +434,16 @@ int RunServe(ServeConfig c) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
   }
+  // Every listener is bound now: report the ports (the kernel's choice for port 0).
+  const std::string ready = ReadyJson(app.listeners(), static_cast<long>(::getpid()));
+  spdlog::info("ready {}", ready);
+  if (!c.ready_file.empty()) {
+    if (Status s = WriteFileAtomically(c.ready_file, ready + "\n"); !s.ok()) {
+      std::cerr << "error: --ready-file: " << s.message() << "\n";
+      app.Shutdown();
+      return 1;
+    }
+  }
   PrintBanner(app);
 
   while (true) {
@@ -439,6 +462,7 @@ int RunServe(ServeConfig c) {
     break;
   }
   app.Shutdown();
+  if (!c.ready_file.empty()) ::unlink(c.ready_file.c_str());
   spdlog::info("shutdown complete");
   return 0;
 }

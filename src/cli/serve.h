@@ -41,6 +41,9 @@ struct ServeConfig {
   int shutdown_grace_ms = 10000;
   int64_t shutdown_drain_ms = 0;  // readiness 503 this long before the listeners close
   std::string metrics_addr;       // a separate listener for /metrics and health (optional)
+  // Written (atomically, mode 0600) once every listener is bound: the bound addresses as JSON,
+  // so whoever started the server with port 0 learns the ports. Empty: none.
+  std::string ready_file;
   service::MetricsOptions metrics;
   net::ServerOptions net;
   engine::EngineOptions engine;

@@ -49,10 +49,10 @@ Status About(const char* member, const Status& s) {
   return Status(s.code(), "'" + std::string(member) + "': " + s.message());
 }
 
+// A KvKeyJSON member as key bytes (raw parts included, so every stored key can be named).
 Result<std::string> KeyMember(const rapidjson::Value& obj, const char* member) {
-  auto parts = KeyFromJson(TextOf(obj[member]));
-  if (!parts.ok()) return About(member, parts.status());
-  std::string key = EncodeKey(*parts);
+  auto key = KeyBytesFromJson(TextOf(obj[member]));
+  if (!key.ok()) return About(member, key.status());
   return key;
 }
 
@@ -233,9 +233,9 @@ Result<AdminRange> ParseAdminExportRequest(std::string_view body) {
 }
 
 Result<AdminRange> AdminPrefixRange(std::string_view prefix_json, std::string* encoded_prefix) {
-  auto parts = KeyFromJson(prefix_json);
-  if (!parts.ok()) return About("prefix", parts.status());
-  std::string prefix = EncodeKey(*parts);
+  auto key = KeyBytesFromJson(prefix_json);
+  if (!key.ok()) return About("prefix", key.status());
+  std::string prefix = std::move(*key);
   AdminRange r;
   r.start = prefix + '\x00';
   r.end = prefix + '\xff';
@@ -271,9 +271,9 @@ Result<AdminWatchRequest> ParseAdminWatchRequest(std::string_view body) {
     return r;
   }
   for (const auto& k : d["keys"].GetArray()) {
-    auto parts = KeyFromJson(TextOf(k));
-    if (!parts.ok()) return About("keys", parts.status());
-    r.keys.push_back(EncodeKey(*parts));
+    auto key = KeyBytesFromJson(TextOf(k));
+    if (!key.ok()) return About("keys", key.status());
+    r.keys.push_back(std::move(*key));
   }
   return r;
 }
@@ -319,9 +319,7 @@ Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool m
 
 Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry) {
   if (entry != nullptr) return AdminEntryJson(*entry, false);
-  auto k = KeyToJson(key);
-  if (!k.ok()) return Corruption("watched key has no JSON view: " + k.status().message());
-  return "{\"key\":" + *k + ",\"value\":null,\"versionstamp\":null}";
+  return "{\"key\":" + KeyToJson(key) + ",\"value\":null,\"versionstamp\":null}";
 }
 
 Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uint32_t v8_format,
@@ -361,9 +359,9 @@ Result<std::vector<Enqueue>> ParseQueueEnqueueRequest(std::string_view body, uin
     }
     if (m.HasMember("keys_if_undelivered")) {
       for (const auto& k : m["keys_if_undelivered"].GetArray()) {
-        auto parts = KeyFromJson(TextOf(k));
-        if (!parts.ok()) return About("keys_if_undelivered", parts.status());
-        e.keys_if_undelivered.push_back(EncodeKey(*parts));
+        auto key = KeyBytesFromJson(TextOf(k));
+        if (!key.ok()) return About("keys_if_undelivered", key.status());
+        e.keys_if_undelivered.push_back(std::move(*key));
       }
     }
     out.push_back(std::move(e));

@@ -43,6 +43,9 @@ struct AdminTokenRequest {
 };
 Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body);
 
+// Keys in requests are KvKeyJSON and may hold raw parts (v8_json.h: bytes as they are), so an
+// operator can name, read and delete a key that is no Deno key.
+//
 // Keys [start, end) in the key encoding, chosen as Deno.Kv.list chooses them: a prefix alone
 // is every key strictly under it; a prefix with start (or end) is bounded by that key inside
 // the prefix; start and end without a prefix is that range.
@@ -100,7 +103,7 @@ Result<AdminRange> ParseAdminExportRequest(std::string_view body);
 
 // The keys strictly under the key `prefix_json` (a KvKeyJSON; [] is every key), as a Selector
 // with only that prefix names them; `*encoded_prefix` (if given) gets the encoded prefix.
-// Errors: as KeyFromJson, prefixed with "'prefix': ".
+// Errors: as KeyBytesFromJson, prefixed with "'prefix': ".
 Result<AdminRange> AdminPrefixRange(std::string_view prefix_json,
                                     std::string* encoded_prefix = nullptr);
 
@@ -128,8 +131,10 @@ Result<AdminWatchRequest> ParseAdminWatchRequest(std::string_view body);
 // The cursor that continues a listing after `last_key` (opaque to clients).
 std::string AdminCursor(std::string_view last_key);
 
-// A ListedEntry: KvEntryJSON, plus {"raw": {"encoding", "bytes"}} when `raw`.
-// Errors: a key that does not decode (Corruption: it came from storage).
+// A ListedEntry: KvEntryJSON, plus {"raw": {"encoding", "bytes"}} when `raw`. Every key has a
+// view (a key that is no Deno key gets a raw part, v8_json.h), and so has every value a client
+// can store. Errors: Corruption only for a KvU64 value that is not 8 bytes (the data path
+// refuses those, so only damaged storage holds one).
 Result<std::string> AdminEntryJson(const Entry& entry, bool raw);
 // An EntryList: the entries, and the cursor after the last one when `more`, else null.
 Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool more, bool raw);

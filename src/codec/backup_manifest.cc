@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "codec/civil_time.h"
+#include "codec/json_parse.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 
@@ -93,8 +94,14 @@ std::string EncodeSnapshotManifest(const SnapshotManifest& m) {
 
 Result<SnapshotManifest> DecodeSnapshotManifest(std::string_view json) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
-  if (d.HasParseError() || !d.IsObject()) return Corruption("snapshot manifest is not JSON");
+  JsonParseFailure failure;
+  if (!ParseJsonDocument(json, kDefaultMaxJsonDepth, &d, &failure)) {
+    if (failure.too_deep) {
+      return Corruption(JsonTooDeepText("snapshot manifest", kDefaultMaxJsonDepth));
+    }
+    return Corruption("snapshot manifest is not JSON");
+  }
+  if (!d.IsObject()) return Corruption("snapshot manifest is not JSON");
   auto str = [&](const char* k, std::string* out) {
     if (!d.HasMember(k) || !d[k].IsString()) return false;
     *out = std::string(d[k].GetString(), d[k].GetStringLength());

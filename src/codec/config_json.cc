@@ -6,13 +6,14 @@
 #endif
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/schema.h>
 #include <rapidjson/stringbuffer.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 
+#include "codec/json_parse.h"
 #include "codec/json_schema.h"
 
 namespace kvc::codec {
@@ -32,7 +33,7 @@ const Compiled& Schema() {
   static const Compiled* compiled = [] {
     auto* c = new Compiled();
     std::string_view text = EmbeddedSchema(kSchemaName);
-    c->doc.Parse(text.data(), text.size());
+    if (!ParseJsonDocument(text, kDefaultMaxJsonDepth, &c->doc, nullptr)) std::abort();
     for (const auto& m : c->doc["properties"].GetObject()) {
       c->by_key.emplace(m.name.GetString(), std::make_unique<rapidjson::SchemaDocument>(m.value));
     }
@@ -67,11 +68,13 @@ std::vector<std::string> ConfigKeys() {
 Result<std::vector<std::pair<std::string, std::string>>> ParseConfigFile(std::string_view json) {
   const Compiled& c = Schema();
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
-  if (d.HasParseError()) {
-    return InvalidArgument(std::string("malformed JSON at byte ") +
-                           std::to_string(d.GetErrorOffset()) + ": " +
-                           rapidjson::GetParseError_En(d.GetParseError()));
+  JsonParseFailure failure;
+  if (!ParseJsonDocument(json, kDefaultMaxJsonDepth, &d, &failure)) {
+    if (failure.too_deep) {
+      return InvalidArgument(JsonTooDeepText("the configuration", kDefaultMaxJsonDepth));
+    }
+    return InvalidArgument("malformed JSON at byte " + std::to_string(failure.offset) + ": " +
+                           failure.reason);
   }
   if (!d.IsObject()) return InvalidArgument("the configuration must be a JSON object");
   for (const auto& m : d.GetObject()) {

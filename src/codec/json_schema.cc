@@ -1,6 +1,5 @@
 #include "codec/json_schema.h"
 
-#include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 
 #include <map>
@@ -43,8 +42,7 @@ const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
   const std::string_view text = EmbeddedSchema(file);
   if (text.empty()) return nullptr;
   rapidjson::Document d;
-  d.Parse(text.data(), text.size());
-  if (d.HasParseError() || !d.IsObject()) return nullptr;
+  if (!ParseJsonDocument(text, kDefaultMaxJsonDepth, &d, nullptr) || !d.IsObject()) return nullptr;
   if (!definition.empty()) {
     if (!d.HasMember("definitions")) return nullptr;
     const rapidjson::Value& defs = d["definitions"];
@@ -60,14 +58,6 @@ const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
   const rapidjson::SchemaDocument* raw = doc.get();
   cache.by_name.emplace(std::move(name), std::move(doc));
   return raw;
-}
-
-Status ParseJsonText(std::string_view text, std::string_view what, rapidjson::Document* doc) {
-  doc->Parse<rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
-  if (!doc->HasParseError()) return Status::Ok();
-  return InvalidArgument(std::string(what) + " is not valid JSON: " +
-                         rapidjson::GetParseError_En(doc->GetParseError()) + " (at byte " +
-                         std::to_string(doc->GetErrorOffset()) + ").");
 }
 
 Status ValidateJson(const rapidjson::SchemaDocument& schema, const rapidjson::Value& value,

@@ -10,6 +10,7 @@
 
 #include <string_view>
 
+#include "codec/json_parse.h"
 #include "common/status.h"
 
 namespace kvc::codec {
@@ -22,10 +23,6 @@ std::string_view EmbeddedSchema(std::string_view file);
 // the file or the definition does not exist.
 const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
                                                 std::string_view definition = {});
-
-// Parses `text` into *doc. Errors: InvalidArgument "<what> is not valid JSON: <reason> (at byte
-// N)."
-Status ParseJsonText(std::string_view text, std::string_view what, rapidjson::Document* doc);
 
 // Errors: InvalidArgument "<what> does not match the expected schema at <pointer> (rule '<rule>')."
 Status ValidateJson(const rapidjson::SchemaDocument& schema, const rapidjson::Value& value,

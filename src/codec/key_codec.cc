@@ -202,6 +202,29 @@ Result<KeyPart> ReadFloat(KeyReader* reader, size_t tag_offset) {
   return KeyPart::Float(std::bit_cast<double>(bits));
 }
 
+// Reads one part at the reader's position. Errors: as DecodeKey.
+Result<KeyPart> ReadPart(KeyReader* reader) {
+  const size_t offset = reader->pos();
+  uint8_t tag = 0;
+  if (!reader->ReadByte(&tag)) return Truncated("key", offset);
+  if (tag == kTagBytes || tag == kTagString) {
+    std::string data;
+    const bool is_string = tag == kTagString;
+    if (!reader->ReadEscaped(&data)) return Truncated(is_string ? "string" : "bytes", offset);
+    if (!is_string) return KeyPart::Bytes(data);
+    if (!IsValidUtf8(data)) {
+      return InvalidArgument("invalid key: string part at offset " + std::to_string(offset) +
+                             " is not valid UTF-8");
+    }
+    return KeyPart::String(data);
+  }
+  if (tag >= kTagNegIntLong && tag <= kTagPosIntLong) return ReadInt(reader, tag, offset);
+  if (tag == kTagFloat) return ReadFloat(reader, offset);
+  if (tag == kTagFalse || tag == kTagTrue) return KeyPart::Bool(tag == kTagTrue);
+  return InvalidArgument("invalid key: unknown tag " + HexByte(tag) + " at offset " +
+                         std::to_string(offset));
+}
+
 }  // namespace
 
 KeyPart KeyPart::Bytes(std::string_view data) {
@@ -348,35 +371,27 @@ Result<std::vector<KeyPart>> DecodeKey(std::string_view encoded) {
   std::vector<KeyPart> parts;
   KeyReader reader(encoded);
   while (!reader.done()) {
-    const size_t offset = reader.pos();
-    uint8_t tag = 0;
-    if (!reader.ReadByte(&tag)) return Truncated("key", offset);
-    if (tag == kTagBytes || tag == kTagString) {
-      std::string data;
-      const bool is_string = tag == kTagString;
-      if (!reader.ReadEscaped(&data)) return Truncated(is_string ? "string" : "bytes", offset);
-      if (!is_string) {
-        parts.push_back(KeyPart::Bytes(data));
-        continue;
-      }
-      if (!IsValidUtf8(data)) {
-        return InvalidArgument("invalid key: string part at offset " + std::to_string(offset) +
-                               " is not valid UTF-8");
-      }
-      parts.push_back(KeyPart::String(data));
-    } else if (tag >= kTagNegIntLong && tag <= kTagPosIntLong) {
-      KVC_ASSIGN_OR_RETURN(KeyPart part, ReadInt(&reader, tag, offset));
-      parts.push_back(std::move(part));
-    } else if (tag == kTagFloat) {
-      KVC_ASSIGN_OR_RETURN(KeyPart part, ReadFloat(&reader, offset));
-      parts.push_back(std::move(part));
-    } else if (tag == kTagFalse || tag == kTagTrue) {
-      parts.push_back(KeyPart::Bool(tag == kTagTrue));
-    } else {
-      return InvalidArgument("invalid key: unknown tag " + HexByte(tag) + " at offset " +
-                             std::to_string(offset));
-    }
+    KVC_ASSIGN_OR_RETURN(KeyPart part, ReadPart(&reader));
+    parts.push_back(std::move(part));
   }
+  return parts;
+}
+
+std::vector<KeyPart> DecodeCanonicalKeyPrefix(std::string_view encoded, size_t* consumed) {
+  std::vector<KeyPart> parts;
+  KeyReader reader(encoded);
+  size_t end = 0;
+  while (!reader.done()) {
+    Result<KeyPart> part = ReadPart(&reader);
+    if (!part.ok()) break;
+    // A part counts only if it names exactly its bytes: a non-minimal integer or a NaN with
+    // other payload bits decodes, but would encode differently.
+    const std::string again = EncodeKey({*part});
+    if (encoded.substr(end, reader.pos() - end) != again) break;
+    end = reader.pos();
+    parts.push_back(std::move(*part));
+  }
+  *consumed = end;
   return parts;
 }
 

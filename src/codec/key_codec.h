@@ -83,6 +83,13 @@ std::string EncodeKey(const std::vector<KeyPart>& key);
 // an unknown tag, a truncated part, or a string part that is not valid UTF-8.
 Result<std::vector<KeyPart>> DecodeKey(std::string_view encoded);
 
+// Keys are opaque bytes on the wire, so a client may store bytes no Deno client would write.
+// Returns the longest run of whole parts at the start of `encoded` that each decode and encode
+// back to exactly their bytes, and sets `*consumed` to the length of that run:
+// EncodeKey(result) == encoded.substr(0, *consumed). For a key Deno wrote, *consumed is
+// encoded.size(). Never fails. REQUIRES: consumed != nullptr.
+std::vector<KeyPart> DecodeCanonicalKeyPrefix(std::string_view encoded, size_t* consumed);
+
 // Returns a readable debug form such as ["users",1n,2.5,true,Uint8Array(00ff)]. If encoded does
 // not decode, returns "<invalid key: HEX>" with the raw bytes in lowercase hex.
 std::string KeyToString(std::string_view encoded);

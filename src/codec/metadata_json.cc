@@ -1,10 +1,10 @@
 #include "codec/metadata_json.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "codec/json_parse.h"
 #include "codec/json_schema.h"
 
 namespace kvc::codec {
@@ -20,12 +20,7 @@ Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
     return req;
   }
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
-  if (d.HasParseError()) {
-    return InvalidArgument(std::string("The metadata exchange request body is not valid JSON: ") +
-                           rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
-                           std::to_string(d.GetErrorOffset()) + ").");
-  }
+  KVC_RETURN_IF_ERROR(ParseJsonText(body, "The metadata exchange request body", &d));
   const auto* schema = CompiledSchema("metadata-exchange-request.schema.json");
   if (!schema) return Internal("metadata request schema is missing");
   KVC_RETURN_IF_ERROR(ValidateJson(*schema, d, "The metadata exchange request"));
@@ -64,12 +59,7 @@ std::string EncodeMetadataResponse(const MetadataResponse& r) {
 
 Result<MetadataResponse> ParseMetadataResponse(std::string_view json) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
-  if (d.HasParseError()) {
-    return InvalidArgument(std::string("The metadata exchange response is not valid JSON: ") +
-                           rapidjson::GetParseError_En(d.GetParseError()) + " (at byte " +
-                           std::to_string(d.GetErrorOffset()) + ").");
-  }
+  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The metadata exchange response", &d));
   if (!d.IsObject() || !d.HasMember("version") || !d["version"].IsInt()) {
     return InvalidArgument(
         "The metadata exchange response has no integer 'version' member at the top level.");
@@ -99,10 +89,10 @@ Status ValidateJsonAgainstSchema(std::string_view schema_name, std::string_view 
   const auto* schema = CompiledSchema(schema_name);
   if (!schema) return NotFound("unknown schema " + std::string(schema_name));
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
-  if (d.HasParseError()) {
-    return InvalidArgument(std::string("not valid JSON: ") +
-                           rapidjson::GetParseError_En(d.GetParseError()));
+  JsonParseFailure failure;
+  if (!ParseJsonDocument(json, MaxJsonDepth(), &d, &failure)) {
+    if (failure.too_deep) return InvalidArgument(JsonTooDeepText("The document", MaxJsonDepth()));
+    return InvalidArgument("not valid JSON: " + failure.reason);
   }
   return ValidateJson(*schema, d, "The document");
 }

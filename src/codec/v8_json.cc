@@ -1250,10 +1250,20 @@ Result<KeyPart> KeyPartFromNode(const Json& node) {
   return InvalidArgument("bad KvKeyPartJSON: unknown type " + Utf16ToUtf8(type->string));
 }
 
+// Whether `node` is a raw key part, {"type": "raw", ...}.
+bool IsRawKeyPart(const Json& node) {
+  if (node.type != Json::Type::kObject) return false;
+  const Json* type = node.Find(u"type");
+  return type != nullptr && type->IsString() && type->string == u"raw";
+}
+
 Result<std::vector<KeyPart>> KeyFromNode(const Json& node) {
   if (node.type != Json::Type::kArray) return InvalidArgument("bad KvKeyJSON: not an array");
   std::vector<KeyPart> key;
   for (const Json& item : node.items) {
+    if (IsRawKeyPart(item)) {
+      return InvalidArgument("bad KvKeyJSON: a raw part names bytes, not a Deno key part");
+    }
     Result<KeyPart> part = KeyPartFromNode(item);
     if (!part.ok()) return part.status();
     key.push_back(std::move(*part));
@@ -1261,13 +1271,26 @@ Result<std::vector<KeyPart>> KeyFromNode(const Json& node) {
   return key;
 }
 
-void AppendKeyJson(const std::vector<KeyPart>& key, std::string* out) {
-  out->push_back('[');
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (i > 0) out->push_back(',');
-    out->append(KeyPartToJson(key[i]));
+// The bytes a KvKeyJSON names: each part's encoding in turn, a raw part's bytes as they are.
+Result<std::string> KeyBytesFromNode(const Json& node) {
+  if (node.type != Json::Type::kArray) return InvalidArgument("bad KvKeyJSON: not an array");
+  std::string out;
+  for (const Json& item : node.items) {
+    if (IsRawKeyPart(item)) {
+      const Json* value = item.Find(u"value");
+      if (value == nullptr || !value->IsString()) {
+        return InvalidArgument("bad KvKeyPartJSON: a raw part's value is base64 of its bytes");
+      }
+      Result<std::string> bytes = DecodeBase64(value->string);
+      if (!bytes.ok()) return InvalidArgument("bad KvKeyPartJSON: " + bytes.status().message());
+      out += *bytes;
+      continue;
+    }
+    Result<KeyPart> part = KeyPartFromNode(item);
+    if (!part.ok()) return part.status();
+    out += EncodeKey({std::move(*part)});
   }
-  out->push_back(']');
+  return out;
 }
 
 Result<KvValue> KvValueFromNode(const Json& node, uint32_t format_version,
@@ -1425,11 +1448,19 @@ Result<KeyPart> KeyPartFromJson(std::string_view json) {
   return KeyPartFromNode(*node);
 }
 
-Result<std::string> KeyToJson(std::string_view encoded) {
-  Result<std::vector<KeyPart>> key = DecodeKey(encoded);
-  if (!key.ok()) return key.status();
-  std::string out;
-  AppendKeyJson(*key, &out);
+std::string KeyToJson(std::string_view encoded) {
+  size_t consumed = 0;
+  const std::vector<KeyPart> key = DecodeCanonicalKeyPrefix(encoded, &consumed);
+  std::string out = "[";
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append(KeyPartToJson(key[i]));
+  }
+  if (consumed < encoded.size()) {
+    if (!key.empty()) out.push_back(',');
+    out += "{\"type\":\"raw\",\"value\":\"" + Base64Url(encoded.substr(consumed)) + "\"}";
+  }
+  out.push_back(']');
   return out;
 }
 
@@ -1437,6 +1468,12 @@ Result<std::vector<KeyPart>> KeyFromJson(std::string_view json) {
   Result<Json> node = ParseJson(json, V8JsonOptions{});
   if (!node.ok()) return node.status();
   return KeyFromNode(*node);
+}
+
+Result<std::string> KeyBytesFromJson(std::string_view json) {
+  Result<Json> node = ParseJson(json, V8JsonOptions{});
+  if (!node.ok()) return node.status();
+  return KeyBytesFromNode(*node);
 }
 
 Result<std::string> KvValueToJson(const KvValue& value, const V8JsonOptions& options) {
@@ -1473,11 +1510,9 @@ Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version,
 }
 
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options) {
-  Result<std::string> key = KeyToJson(entry.key);
-  if (!key.ok()) return key.status();
   Result<std::string> value = KvValueToJson(KvValue{entry.value, entry.encoding}, options);
   if (!value.ok()) return value.status();
-  return "{\"key\":" + *key + ",\"value\":" + *value + ",\"versionstamp\":\"" +
+  return "{\"key\":" + KeyToJson(entry.key) + ",\"value\":" + *value + ",\"versionstamp\":\"" +
          VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"}";
 }
 
@@ -1492,8 +1527,8 @@ Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
   if (key == nullptr || value == nullptr || stamp == nullptr || !stamp->IsString()) {
     return InvalidArgument("bad KvEntryJSON: needs key, value and versionstamp");
   }
-  Result<std::vector<KeyPart>> parts = KeyFromNode(*key);
-  if (!parts.ok()) return parts.status();
+  Result<std::string> key_bytes = KeyBytesFromNode(*key);
+  if (!key_bytes.ok()) return key_bytes.status();
   Result<KvValue> kv_value = KvValueFromNode(*value, format_version, options);
   if (!kv_value.ok()) return kv_value.status();
   const std::string hex = Utf16ToUtf8(stamp->string);
@@ -1507,7 +1542,7 @@ Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
     return InvalidArgument("bad KvEntryJSON: versionstamp is not 20 hex digits ending in 0000");
   }
   Entry entry;
-  entry.key = EncodeKey(*parts);
+  entry.key = std::move(*key_bytes);
   entry.value = std::move(kv_value->data);
   entry.encoding = kv_value->encoding;
   entry.version = VersionstampToVersion(bytes);

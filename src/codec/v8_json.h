@@ -6,6 +6,11 @@
 //             string; Uint8Array: URL-safe base64 without padding (either alphabet, padded or
 //             not, is accepted on input)
 //   key       [part, ...]                                        (KvKeyJSON)
+//   raw part  {"type": "raw", "value": "<URL-safe base64>"}: bytes of a key as they are stored.
+//             Keys are opaque bytes on the wire, so a client can store bytes that are no Deno
+//             key; such a key is shown as its typed parts as far as they decode (and encode back
+//             to the same bytes), then one raw part with the rest. On input a raw part stands
+//             for its bytes wherever it appears. Our own addition: @deno/kv-utils refuses it.
 //   value     {"type": T, "value": ...}                           (KvValueJSON), T one of
 //             undefined null boolean number bigint string object Array Map Set Date RegExp
 //             Error EvalError RangeError ReferenceError SyntaxError TypeError URIError
@@ -75,12 +80,16 @@ Result<V8Value> V8ValueFromJson(std::string_view json, const V8JsonOptions& opti
 
 // Key parts and keys. KeyFromJson/KeyPartFromJson errors (InvalidArgument): malformed JSON, an
 // unknown type, a string with a lone surrogate (keys are UTF-8), a bigint beyond the key
-// codec's 255 bytes.
+// codec's 255 bytes; KeyFromJson also refuses a raw part (it has no typed form).
 std::string KeyPartToJson(const KeyPart& part);
 Result<KeyPart> KeyPartFromJson(std::string_view json);
-// `encoded` is a key in the tuple encoding; errors as DecodeKey.
-Result<std::string> KeyToJson(std::string_view encoded);
+// The KvKeyJSON of any key bytes `encoded`: typed parts for a key Deno could write, otherwise a
+// raw part as described above. Never fails, so a key a client stored always has a view.
+std::string KeyToJson(std::string_view encoded);
 Result<std::vector<KeyPart>> KeyFromJson(std::string_view json);
+// The key bytes a KvKeyJSON names, raw parts included; KeyBytesFromJson(KeyToJson(k)) == k for
+// every k. Errors: as KeyFromJson, and a raw part whose value is not base64.
+Result<std::string> KeyBytesFromJson(std::string_view json);
 
 // A stored value with its encoding: kV8 as its KvValueJSON (shared objects expanded; if that
 // is too large, as refs; if the V8 codec cannot represent it, the {"type": "v8"} raw form), kLe64
@@ -95,9 +104,9 @@ Result<std::string> KvValueToJson(const KvValue& value, const V8JsonOptions& opt
 Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version = kV8WriteVersion,
                                 const V8JsonOptions& options = {});
 
-// KvEntryJSON of an entry (its key decoded, its value as KvValueToJson, its versionstamp from
-// `version`), and back. EntryFromJson errors: as KeyFromJson and KvValueFromJson, a missing
-// member, a versionstamp that is not 20 hex digits ending in 0000.
+// KvEntryJSON of an entry (its key as KeyToJson, its value as KvValueToJson, its versionstamp
+// from `version`), and back. EntryFromJson errors: as KeyBytesFromJson and KvValueFromJson, a
+// missing member, a versionstamp that is not 20 hex digits ending in 0000.
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options = {});
 Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version = kV8WriteVersion,
                             const V8JsonOptions& options = {});

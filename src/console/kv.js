@@ -4,7 +4,8 @@
 //
 // Key syntax, as Deno code writes keys: ["users", 42, 7n, true, Uint8Array([1, 2])]; strings in
 // double quotes with JSON escapes; numbers also NaN, Infinity, -Infinity; bigints with a
-// trailing n. A KvKeyJSON array is accepted too.
+// trailing n; raw:BASE64 for a raw part (the bytes of a stored key that are no Deno key part,
+// as URL-safe base64; clients may store any bytes as a key). A KvKeyJSON array is accepted too.
 
 // Bytes of base64 in either alphabet, padded or not.
 export function decodeBase64(text) {
@@ -39,6 +40,8 @@ export function formatKeyPart(part) {
       return String(part.value);
     case "Uint8Array":
       return `Uint8Array([${Array.from(decodeBase64(part.value)).join(", ")}])`;
+    case "raw":
+      return `raw:${part.value}`;
     default:
       return JSON.stringify(part);
   }
@@ -115,6 +118,12 @@ export function parseKey(text) {
     if (word("NaN")) return { type: "number", value: "NaN" };
     if (word("Infinity")) return { type: "number", value: "Infinity" };
     if (word("-Infinity")) return { type: "number", value: "-Infinity" };
+    if (word("raw:")) {
+      const m = /^[A-Za-z0-9_-]+/.exec(src.slice(i));
+      if (!m) fail("expected URL-safe base64 bytes after raw:");
+      i += m[0].length;
+      return { type: "raw", value: m[0] };
+    }
     if (word("new Uint8Array") || word("Uint8Array")) {
       expect("(");
       expect("[");
@@ -145,7 +154,7 @@ export function parseKey(text) {
       i += num[0].length;
       return { type: "number", value: Number(num[0]) };
     }
-    fail(c === "'" ? "strings need double quotes" : "expected a string, number, bigint, boolean or Uint8Array");
+    fail(c === "'" ? "strings need double quotes" : "expected a string, number, bigint, boolean, Uint8Array or raw:");
   };
   expect("[");
   const key = [];

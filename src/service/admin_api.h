@@ -16,6 +16,8 @@
 //
 // Ownership: borrows the directory, authenticator, admin operations and metrics; they must
 // outlive it. Streams it starts (watch) hold their engine.
+// Requests are routed on the worker once the token is known, so their bodies are parsed and
+// validated there, never on an I/O thread.
 // Thread-safety: Handle() from any thread. Callbacks complete on engine threads or the worker.
 #pragma once
 

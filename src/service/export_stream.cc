@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -14,6 +15,9 @@ namespace {
 
 // The response body of one export. The scan's reader thread calls OnPage; the session calls
 // Start and Cancel on its I/O thread, and the sink's `written` callbacks arrive there too.
+// The most dump text handed to the session in one SendThen (progress is seen per piece).
+constexpr size_t kPieceBytes = size_t{64} << 10;
+
 class ExportStream : public StreamSource, public std::enable_shared_from_this<ExportStream> {
  public:
   explicit ExportStream(const ExportOptions& options) : options_(options) {}
@@ -64,10 +68,15 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
     bool stalled = false;
     {
       MutexLock lock(mu_);
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
+      // The stall clock restarts whenever the client takes a piece (OnWritten): a slow reader
+      // that keeps taking is never cut off, only one that takes nothing for the whole timeout.
+      const auto stall = std::chrono::milliseconds(options_.stall_timeout_ms);
+      last_progress_ = std::chrono::steady_clock::now();
       while (!cancelled_ && (sink_ == nullptr || (!abort && inflight_ > options_.window_bytes))) {
-        if (!cv_.WaitUntil(mu_, deadline)) break;
+        if (!cv_.WaitUntil(mu_, last_progress_ + stall) &&
+            std::chrono::steady_clock::now() >= last_progress_ + stall) {
+          break;
+        }
       }
       if (cancelled_ || sink_ == nullptr) return false;  // gone, or never started in time
       stalled = !abort && inflight_ > options_.window_bytes;
@@ -82,10 +91,12 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
     } else if (abort) {
       sink->Abort();
     } else {
-      if (!text.empty()) {
-        const size_t n = text.size();
-        std::weak_ptr<ExportStream> weak = weak_from_this();
-        sink->SendThen(std::move(text), [weak, n] {
+      // Sent in pieces, each reported when it left the session, so the stall clock sees a
+      // slow client's progress within a page (a page of large values can be megabytes).
+      std::weak_ptr<ExportStream> weak = weak_from_this();
+      for (size_t at = 0; at < text.size(); at += kPieceBytes) {
+        const size_t n = std::min(kPieceBytes, text.size() - at);
+        sink->SendThen(text.substr(at, n), [weak, n] {
           if (auto self = weak.lock()) self->OnWritten(n);
         });
       }
@@ -103,6 +114,7 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
     {
       MutexLock lock(mu_);
       inflight_ -= n;
+      last_progress_ = std::chrono::steady_clock::now();
     }
     cv_.NotifyAll();
   }
@@ -114,6 +126,8 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
   bool cancelled_ KVC_GUARDED_BY(mu_) = false;
   bool sending_ KVC_GUARDED_BY(mu_) = false;  // the scan is calling the sink outside mu_
   size_t inflight_ KVC_GUARDED_BY(mu_) = 0;   // bytes sent and not yet written out
+  // When the client last took a piece (or the current wait began).
+  std::chrono::steady_clock::time_point last_progress_ KVC_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -99,10 +99,12 @@ AuthOptions AuthOptionsOf(const ServiceOptions& o) {
 }
 }  // namespace
 
-KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory)
+KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory,
+                     WorkPool* body_pool)
     : options_(std::move(options)),
       directory_(directory),
-      auth_(AuthOptionsOf(options_), std::move(server_secret), directory) {}
+      auth_(AuthOptionsOf(options_), std::move(server_secret), directory),
+      body_pool_(body_pool) {}
 
 namespace {
 // "/databases/<name-or-id>/connect" -> the name or id; otherwise empty.
@@ -140,8 +142,20 @@ void KvService::Handle(HttpRequest req, Responder respond) {
           Status(StatusCode::kMethodNotAllowed, "Method not allowed; KV Connect uses POST.")));
       return;
     }
-    if (is_metadata) {
+    if (is_metadata && body_pool_ == nullptr) {
       HandleMetadata(std::move(req), std::move(database), std::move(respond));
+    } else if (is_metadata) {
+      // Parsing and validating the body is CPU work: a pool thread does it, not this I/O thread.
+      Status posted = body_pool_->Post(
+          [this, req = std::move(req), database = std::move(database), respond]() mutable {
+            try {
+              HandleMetadata(std::move(req), std::move(database), respond);
+            } catch (const std::exception& e) {
+              spdlog::error("handler failed: {}", e.what());
+              respond(ErrorResponse(Internal("An internal server error occurred.")));
+            }
+          });
+      if (!posted.ok()) respond(ErrorResponse(posted));
     } else {
       HandleDataPath(req, path.substr(prefix.size()), respond);
     }

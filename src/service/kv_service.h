@@ -13,7 +13,10 @@
 // access token's id; a revoked or expired access token's data-path tokens stop working as soon
 // as the directory snapshot shows it (within the catalog poll interval).
 //
-// Ownership: does not own the directory; it must outlive the service.
+// The metadata exchange (body parsing and schema validation included) runs on a body pool, so a
+// large or hostile body never holds an I/O thread; the data path decodes inline.
+//
+// Ownership: borrows the directory and body pool; they must outlive the service.
 // Thread-safety: Handle() may be called from any thread concurrently.
 #pragma once
 
@@ -24,11 +27,13 @@
 #include <string_view>
 
 #include "auth/tokens.h"
+#include "codec/json_depth.h"
 #include "engine/engine.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/http_types.h"
 #include "service/portable_values.h"
+#include "service/work_pool.h"
 
 namespace kvc::service {
 
@@ -61,6 +66,11 @@ struct ServiceOptions {
   std::function<std::vector<std::pair<std::string, std::string>>()> peer_endpoints;
   // This node's own consistency in that list ("eventual" for a node reading from a standby).
   std::string self_consistency = "strong";
+  // The pool that parses request bodies off the I/O threads (`serve` makes one for the
+  // metadata exchange and the queue API). Queue full: 503.
+  WorkPoolOptions body_pool;
+  // Nesting cap of JSON request bodies; `serve` applies it process-wide (codec/json_depth.h).
+  size_t max_json_depth = codec::kDefaultMaxJsonDepth;
 };
 
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
@@ -69,8 +79,10 @@ Result<std::string> NormalizePublicUrl(std::string_view url);
 
 class KvService : public Handler {
  public:
-  // REQUIRES: server_secret.size() >= 32; directory outlives the service.
-  KvService(ServiceOptions options, std::string server_secret, Directory* directory);
+  // REQUIRES: server_secret.size() >= 32; directory outlives the service. Metadata exchanges
+  // are handled on `body_pool` (which must outlive the service); null: on the calling thread.
+  KvService(ServiceOptions options, std::string server_secret, Directory* directory,
+            WorkPool* body_pool = nullptr);
   // Refusals by reason go to `observer` (metrics). REQUIRES: before the first request.
   void SetAuthObserver(AuthObserver* observer) { auth_.SetObserver(observer); }
   // Conversions of V8 values go to `observer` (metrics). REQUIRES: before the first request.
@@ -104,6 +116,7 @@ class KvService : public Handler {
   Directory* const directory_;
   Authenticator auth_;
   PortableValues portable_;  // used only with options_.portable_v8_values
+  WorkPool* const body_pool_;
 };
 
 }  // namespace kvc::service

@@ -154,8 +154,9 @@ struct QueueApi::Call {
   void Fail(const Status& s) const { respond(AdminErrorResponse(s)); }
 };
 
-QueueApi::QueueApi(QueueApiOptions options, Directory* directory, Authenticator* auth)
-    : options_(options), directory_(directory), auth_(auth) {}
+QueueApi::QueueApi(QueueApiOptions options, Directory* directory, Authenticator* auth,
+                   WorkPool* body_pool)
+    : options_(options), directory_(directory), auth_(auth), body_pool_(body_pool) {}
 
 void QueueApi::Handle(HttpRequest request, Responder respond) {
   auto call = std::make_shared<Call>();
@@ -199,7 +200,15 @@ void QueueApi::Authenticate(const std::shared_ptr<Call>& call) {
       return;
     }
     call->who = std::move(*who);
-    Guarded(call->respond, [&] { Route(call, *snap, /*may_refresh=*/true); });
+    if (body_pool_ == nullptr) {
+      Guarded(call->respond, [&] { Route(call, *snap, /*may_refresh=*/true); });
+      return;
+    }
+    // Route parses and validates the body: CPU work for the pool, not an I/O thread.
+    Status posted = body_pool_->Post([this, call, snap] {
+      Guarded(call->respond, [&] { Route(call, *snap, /*may_refresh=*/true); });
+    });
+    if (!posted.ok()) call->Fail(posted);
   });
 }
 
@@ -442,9 +451,8 @@ bool HandleQueueAdmin(const Directory::Database& db, const std::string& rest,
             auto value = codec::QueueValueJson(d.payload, /*v8=*/false);
             std::string keys = "[";
             for (size_t k = 0; k < d.keys_if_undelivered.size(); ++k) {
-              auto key = codec::KeyToJson(d.keys_if_undelivered[k]);
               if (k > 0) keys.push_back(',');
-              keys += key.ok() ? *key : "null";
+              keys += codec::KeyToJson(d.keys_if_undelivered[k]);
             }
             keys += "]";
             if (i > 0) out.push_back(',');

@@ -7,9 +7,9 @@
 //
 // Also the admin API's queue resources (counts and dead letters), through HandleQueueAdmin.
 //
-// Ownership: borrows the directory and authenticator (they must outlive it). SSE streams hold
-// their queue (not the engine).
-// Thread-safety: Handle() from any thread; answers come from engine threads or inline.
+// Ownership: borrows the directory, authenticator and body pool (they must outlive it). SSE streams
+// hold their queue (not the engine). Thread-safety: Handle() from any thread; answers come from
+// engine threads, the body pool or inline.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "service/directory.h"
 #include "service/http_types.h"
 #include "service/portable_values.h"
+#include "service/work_pool.h"
 
 namespace kvc::service {
 
@@ -38,7 +39,10 @@ class QueueApi : public Handler {
   static constexpr const char* kPath = "/queue/v1/";
   static constexpr const char* kDatabasePattern = "/databases/*/queue/v1/";
 
-  QueueApi(QueueApiOptions options, Directory* directory, Authenticator* auth);
+  // Bodies are parsed on `body_pool` (KvService::body_pool()) once the token is known; null:
+  // on the thread that authenticated (tests).
+  QueueApi(QueueApiOptions options, Directory* directory, Authenticator* auth,
+           WorkPool* body_pool = nullptr);
   void Handle(HttpRequest request, Responder respond) override;
 
  private:
@@ -50,6 +54,7 @@ class QueueApi : public Handler {
   const QueueApiOptions options_;
   Directory* const directory_;
   Authenticator* const auth_;
+  WorkPool* const body_pool_;
   PortableValues portable_;
 };
 

@@ -4,10 +4,9 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { denoBin, freePort, kvconnectBin, makeTempDir, runKvconnect, sleep } from "../e2e/harness.mjs";
+import { denoBin, guessTcpPort, kvconnectBin, makeTempDir, runKvconnect, sleep } from "../e2e/harness.mjs";
 
 // ---------------------------------------------------------------------------
 // Processes
@@ -56,19 +55,6 @@ export function which(name) {
     }
   }
   return null;
-}
-
-export function canConnect(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host: "127.0.0.1", port });
-    const done = (ok) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(1000, () => done(false));
-    sock.once("connect", () => done(true));
-    sock.once("error", () => done(false));
-  });
 }
 
 /**
@@ -244,24 +230,35 @@ export async function redisRows(opts) {
   const notes = [];
   for (const mode of modes) {
     const dir = await makeTempDir("kvconnect-bench-redis-");
-    const port = await freePort();
-    const conf = path.join(dir, "redis.conf");
-    fs.writeFileSync(conf, [
-      `port ${port}`, "bind 127.0.0.1", `dir ${dir}`, 'save ""', "daemonize no", "protected-mode yes",
-      'logfile ""', ...mode.conf, "",
-    ].join("\n"));
-    const child = spawn(serverBin, [conf], { stdio: ["ignore", "pipe", "pipe"], cwd: dir });
-    children.add(child);
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
+    let child;
+    let port;
     try {
-      const deadline = Date.now() + 10_000;
-      while (!(await canConnect(port))) {
-        if (Date.now() > deadline || child.exitCode !== null) {
+      // Over TCP like kvconnect's rows. redis-server cannot listen on port 0 and report the
+      // port, so it gets a guess; if another process took that port first it exits ("Address
+      // already in use") and the next guess is tried, a few times.
+      for (let attempt = 1; ; attempt++) {
+        port = await guessTcpPort();
+        const conf = path.join(dir, "redis.conf");
+        fs.writeFileSync(conf, [
+          `port ${port}`, "bind 127.0.0.1", `dir ${dir}`, 'save ""', "daemonize no", "protected-mode yes",
+          'logfile ""', ...mode.conf, "",
+        ].join("\n"));
+        child = spawn(serverBin, [conf], { stdio: ["ignore", "pipe", "pipe"], cwd: dir });
+        children.add(child);
+        let out = "";
+        child.stdout.on("data", (d) => (out += d));
+        child.stderr.on("data", (d) => (out += d));
+        // Its own word that it listens (a connection could reach whoever took the port).
+        const deadline = Date.now() + 10_000;
+        while (!/Ready to accept connections/.test(out) && child.exitCode === null && Date.now() < deadline) {
+          await sleep(50);
+        }
+        if (/Ready to accept connections/.test(out) && child.exitCode === null) break;
+        child.kill("SIGKILL");
+        children.delete(child);
+        if (!/address already in use/i.test(out) || attempt >= 5) {
           throw new Error(`redis-server (${mode.name}) did not start:\n${out.slice(-2000)}`);
         }
-        await sleep(50);
       }
       // redis-benchmark has no time limit: a short calibration run gives the rate, then the
       // measured run asks for about --duration seconds' worth of requests.
@@ -291,7 +288,7 @@ export async function redisRows(opts) {
     } catch (e) {
       notes.push(e.message);
     } finally {
-      child.kill("SIGKILL");
+      child?.kill("SIGKILL");
       children.delete(child);
       await fsp.rm(dir, { recursive: true, force: true }).catch(() => {});
     }

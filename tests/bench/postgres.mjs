@@ -12,8 +12,8 @@
 //   commit flushed to its WAL on disk before it is acknowledged: durable like --sync full),
 //   shared_buffers=128MB (PostgreSQL's default; the fixture's own is smaller), and
 //   pg_stat_statements for the diagnostics below.
-// * Two nodes `kvconnect serve --postgres <conninfo> --rate-limit-rps 0 --advertise-url ...`
-//   on it, with the same access token.
+// * Two nodes `kvconnect serve --postgres <conninfo> --rate-limit-rps 0 ...` on it, with the
+//   same access token (each registers the URL it is bound at).
 // Then measures, one run each, in this order:
 // 1. durable set: `kvconnect bench --workload set --connections 1 --streams 64` against the
 //    SQLite node; against PG node 1; against both PG nodes at once (two bench processes, one per
@@ -42,7 +42,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { freePort, randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
+import { randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
 import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
   describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption, printMachine, runKvcBench,
@@ -451,8 +451,7 @@ function printTable(rows, ctx, opts) {
     "before it is acknowledged; read cache at its default)");
   console.log(`- PostgreSQL: ${ctx.pgVersion}, ${ctx.pgSettings}: every commit is flushed to the WAL on disk ` +
     "before it is acknowledged, durable like SQLite's `--sync full`; client and server on this machine over TCP");
-  console.log(`- PG nodes: 2 x \`kvconnect serve --postgres <conninfo> ${[...PG_NODE_ARGS, ...opts.nodeArgs].join(" ")} ` +
-    "--advertise-url <its url>` " +
+  console.log(`- PG nodes: 2 x \`kvconnect serve --postgres <conninfo> ${[...PG_NODE_ARGS, ...opts.nodeArgs].join(" ")}\` ` +
     "(no read cache: other nodes write too)");
   console.log(`- every measurement: ${opts.duration} s timed after ${opts.warmup} s warm-up, one run; ` +
     "10,000 keys, 100-character values; latencies in ms (the 2-node row: node 1 / node 2)\n");
@@ -590,7 +589,9 @@ async function main() {
   const m = {};
   const ctx = {};
   try {
-    pg = await startPg({ fsync: true, settings: PG_SETTINGS });
+    // tcp: the nodes reach PostgreSQL over TCP on 127.0.0.1, as they would over a network
+    // (the fixture's default, a Unix socket, is cheaper than any deployment).
+    pg = await startPg({ fsync: true, settings: PG_SETTINGS, tcp: true });
     await pg.query("CREATE EXTENSION pg_stat_statements");
     const shown = (await pg.query(
       "SELECT version(), current_setting('fsync'), current_setting('synchronous_commit'), " +
@@ -606,16 +607,16 @@ async function main() {
     const token = randomToken();
     const pgNodes = [];
     for (let i = 0; i < 2; i++) {
-      const port = await freePort();
+      // Each node registers the URL it is bound at (port 0: the kernel's choice) in the node
+      // registry, which is what --advertise-url would say here.
       const node = await startServer({
-        port,
         token,
-        extraArgs: ["--postgres", pg.conninfo, ...PG_NODE_ARGS, ...opts.nodeArgs, "--advertise-url", `http://127.0.0.1:${port}`],
+        extraArgs: ["--postgres", pg.conninfo, ...PG_NODE_ARGS, ...opts.nodeArgs],
       });
       servers.push(node);
       pgNodes.push(node);
     }
-    ctx.servers = servers.map((s) => s.describe().replace(/--data-dir \S+/, "--data-dir <temp>"));
+    ctx.servers = servers.map((s) => s.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>"));
     for (const d of ctx.servers) log(`server: ${d}`);
 
     await createWaitsTable(pg);

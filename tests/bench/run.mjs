@@ -569,7 +569,7 @@ async function main() {
         duration: opts.duration, warmup: opts.warmup, repeat: opts.repeat, rows: opts.rows.map((r) => r.id),
         raw: opts.raw, tools: opts.tools,
       },
-      server: { args: server.describe().replace(/--data-dir \S+/, "--data-dir <temp>") },
+      server: { args: server.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>") },
       runs,
       rows,
       raw: opts.raw ? { rows: rawRows, runs: rawRuns, redis } : null,

@@ -153,13 +153,13 @@ async function readsAt(keys, opts) {
     const measure = ["--workload", "get", "--no-preload", "--keys", String(keys), ...READ_SHAPE, ...window];
     const timeoutMs = Math.ceil((opts.duration + opts.warmup) * 1000) + 180_000;
     out.cached = measured(await runKvcBench(server, measure, { timeoutMs }));
-    out.cached.server = server.describe().replace(/--data-dir \S+/, "--data-dir <temp>");
+    out.cached.server = server.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>");
     log(`[reads ${fmtInt(keys)} keys, default read cache] ${describeKvcBench(out.cached)}`);
     if (!out.cached.ok) out.failures.push(`get at ${fmtInt(keys)} keys, default read cache`);
 
     server = await server.restart({ extraArgs: [...SERVER_ARGS, ...NO_CACHE_ARGS] });
     out.uncached = measured(await runKvcBench(server, measure, { timeoutMs }));
-    out.uncached.server = server.describe().replace(/--data-dir \S+/, "--data-dir <temp>");
+    out.uncached.server = server.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>");
     log(`[reads ${fmtInt(keys)} keys, --read-cache-bytes 0] ${describeKvcBench(out.uncached)}`);
     if (!out.uncached.ok) out.failures.push(`get at ${fmtInt(keys)} keys, --read-cache-bytes 0`);
     return out;

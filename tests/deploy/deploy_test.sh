@@ -206,17 +206,23 @@ json_valid() {
   fi
 }
 
-# Prints a TCP port nobody listens on (best effort: another process may take it first).
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
+# wait_ready FILE PID: waits (up to 20 s) until the server PID has written its --ready-file
+# FILE, which it does once every listener is bound; fails at once if the server exits.
+# The servers here listen on port 0 (the kernel picks a port nobody else holds) and the tests
+# read the ports from that file.
+wait_ready() {
+  local i
+  for i in $(seq 1 200); do
+    [ -s "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
   done
   return 1
+}
+
+# ready_port FILE KEY: the number KEY (port, tls_port, metrics_port) of a ready file.
+ready_port() {
+  sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"
 }
 
 # Prints the serial of the certificate the server at 127.0.0.1:$1 presents.
@@ -240,21 +246,19 @@ config_test() {
   fi
   local d=$TMP/certs-serve
   "$DEPLOY/make-certs.sh" "$d" 2>/dev/null || { fail "make-certs.sh failed"; return; }
-  local port
-  port=$(free_port) || { fail "found no free port"; return; }
+  local port ready=$TMP/serve.ready
   # The example's addr and certificate paths are for production; flags override them.
-  "$BIN" serve --config "$cfg" --addr "127.0.0.1:$port" --data-dir "$TMP/data" \
+  "$BIN" serve --config "$cfg" --addr 127.0.0.1:0 --ready-file "$ready" --data-dir "$TMP/data" \
     --tls-cert "$d/server.pem" --tls-key "$d/server-key.pem" >"$TMP/serve.out" 2>"$TMP/serve.err" &
   server_pid=$!
-  local up=0
-  for _ in $(seq 1 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then up=1; break; fi
-    sleep 0.2
-  done
-  if [ $up -ne 1 ]; then
+  if ! wait_ready "$ready" "$server_pid"; then
     fail "kvconnect serve --config deploy/config.example.json with TLS did not start listening"
     note "stderr:"; tail -n 20 "$TMP/serve.err" | sed 's/^/          /'
+    return
+  fi
+  port=$(ready_port "$ready" port)
+  if [ -z "$port" ] || [ "$port" -eq 0 ]; then
+    fail "the ready file names no port: $(cat "$ready")"
     return
   fi
   ok "kvconnect serve accepts config.example.json (command-line flags override it)"
@@ -372,17 +376,18 @@ PY
     fail "no HEALTHCHECK CMD [\"bash\", \"-c\", ...] in deploy/Dockerfile"
     return
   fi
-  port=$(free_port) || { fail "found no free port"; return; }
   data=$TMP/health-data
   mkdir -p "$data"
-  "$BIN" serve --addr 127.0.0.1:0 --data-dir "$data" --metrics-addr "127.0.0.1:$port" \
-    >"$TMP/health.log" 2>&1 &
+  local ready=$TMP/health.ready
+  "$BIN" serve --addr 127.0.0.1:0 --data-dir "$data" --metrics-addr 127.0.0.1:0 \
+    --ready-file "$ready" >"$TMP/health.log" 2>&1 &
   server_pid=$!
-  local i
-  for i in $(seq 1 100); do
-    quiet curl -sf "http://127.0.0.1:$port/healthz" && break
-    sleep 0.1
-  done
+  if ! wait_ready "$ready" "$server_pid"; then
+    fail "kvconnect serve with --metrics-addr did not start listening"
+    indented "$(tail -n 20 "$TMP/health.log")"
+    return
+  fi
+  port=$(ready_port "$ready" metrics_port)
   check "HEALTHCHECK passes against a running server" bash -c "${cmd//9090/$port}"
   local path
   for path in $(cat "$DEPLOY"/k8s/*.yaml | grep -o 'path: /[a-z]*' | cut -d' ' -f2 | sort -u); do

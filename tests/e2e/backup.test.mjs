@@ -14,7 +14,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import {
-  annotate, E2E_DIR, expectCliOk, expectDenoOk, freePort, LOCAL_BACKEND, makeTempDir, randomToken,
+  annotate, E2E_DIR, expectCliOk, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken,
   removeTempDirs, runDeno, runKvconnect, sleep, spawnDeno, startServer, withTimeout,
 } from "./harness.mjs";
 
@@ -189,31 +189,52 @@ test("a database Deno made, served and backed up, restores to a file Deno opens 
   });
 
 // The S3 stand-in of the C++ tests (tests/testutil/s3_standin.cjs: @20minutes/s3rver with
-// S3's all-or-nothing PUT), on a fixed port so it can be stopped and started again.
+// S3's all-or-nothing PUT). The first one listens on a port the kernel picks; for the outage it
+// is stopped and started again on that same port, because the running server keeps the
+// endpoint it was given (AWS_ENDPOINT_URL).
 const S3_KEY = "kvconnect-e2e";
 const S3_SECRET = "kvconnect-e2e-secret";
-async function startS3(dataDir, port) {
+async function startS3(dataDir, port = 0) {
   const launcher = path.resolve(E2E_DIR, "../testutil/s3_standin.cjs");
-  const proc = spawn(process.execPath, ["--openssl-legacy-provider", launcher, E2E_DIR, dataDir, "backups", S3_KEY, S3_SECRET],
-    { stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, S3_STANDIN_PORT: String(port) } });
-  const exited = new Promise((r) => proc.once("exit", r));
-  const listening = new Promise((resolve, reject) => {
-    let out = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve(Number(/listening (\d+)/.exec(out)?.[1]));
+  // Between the stop and this start the old port is free, so another process's socket may hold
+  // it for a moment: a few tries on "address in use", and only when re-binding.
+  for (let attempt = 1; ; attempt++) {
+    const proc = spawn(process.execPath, ["--openssl-legacy-provider", launcher, E2E_DIR, dataDir, "backups", S3_KEY, S3_SECRET],
+      { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, S3_STANDIN_PORT: String(port) } });
+    let err = "";
+    proc.stderr.on("data", (d) => {
+      err += d;
+      process.stderr.write(d);
     });
-    proc.once("exit", (code) => reject(new Error(`the S3 stand-in exited (${code}); run npm ci in tests/e2e`)));
-  });
-  const got = await withTimeout(listening, 30_000, null);
-  assert.equal(got, port, "the S3 stand-in did not start");
-  return { proc, stop: async () => { proc.kill("SIGKILL"); await exited; } };
+    const exited = new Promise((r) => proc.once("exit", r));
+    const listening = new Promise((resolve, reject) => {
+      let out = "";
+      proc.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) resolve(Number(/listening (\d+)/.exec(out)?.[1]));
+      });
+      proc.once("exit", (code) => reject(new Error(`the S3 stand-in exited (${code}); run npm ci in tests/e2e\n${err}`)));
+    });
+    listening.catch(() => {});
+    const got = await withTimeout(listening.catch((e) => e), 30_000, null);
+    if (got instanceof Error && port !== 0 && /EADDRINUSE/.test(err) && attempt < 5) {
+      await sleep(200 * attempt);
+      continue;
+    }
+    if (got instanceof Error) throw got;
+    if (!got || (port !== 0 && got !== port)) {
+      proc.kill("SIGKILL");
+      throw new Error(`the S3 stand-in did not start on port ${port || "(any)"}: ${got}\n${err}`);
+    }
+    return { port: got, proc, stop: async () => { proc.kill("SIGKILL"); await exited; } };
+  }
 }
 
 test("continuous backup to S3 through a target outage, restored from S3",
   { timeout: 240_000, skip }, async () => {
     const s3Dir = await makeTempDir("kvconnect-s3-");
-    const port = await freePort();
+    let s3 = await startS3(s3Dir);
+    const port = s3.port;
     const env = {
       AWS_ACCESS_KEY_ID: S3_KEY, AWS_SECRET_ACCESS_KEY: S3_SECRET, AWS_REGION: "us-east-1",
       AWS_ENDPOINT_URL: `http://127.0.0.1:${port}`,
@@ -223,7 +244,6 @@ test("continuous backup to S3 through a target outage, restored from S3",
       saved[k] = process.env[k];
       process.env[k] = v;  // the server and the CLI inherit them
     }
-    let s3 = await startS3(s3Dir, port);
     const token = randomToken();
     const dataDir = await makeTempDir();
     const server = await startServer({ dataDir, token,

@@ -4,7 +4,8 @@
 // security headers, sign-in (a refused token, then the server's bootstrap token), browsing by
 // prefix with paging, viewing a value (decoded and raw), an edit refused because another client
 // wrote meanwhile (409 shown, the other value kept) and a fresh edit that Deno then reads,
-// creating, deleting, live watches of a key and a prefix, export and import, the server numbers,
+// creating, deleting, live watches of a key and a prefix, export and import, a key that is no
+// Deno key (shown as raw:…, opened and deleted), the server numbers,
 // and that the token stays out of localStorage and cookies. No Content-Security-Policy violation
 // may be reported. Saves a screenshot to tests/e2e/artifacts/console.png.
 // Skipped when /usr/bin/chromium is missing (deploy/dev.sh deps installs it).
@@ -17,6 +18,7 @@ import { openKv } from "@deno/kv";
 import {
   annotate, E2E_DIR, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
 } from "./harness.mjs";
+import { dataPath, describeAnswer, metadata, pbMutation, withH2 } from "./raw_client.mjs";
 
 const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(E2E_DIR, "artifacts");
@@ -296,6 +298,31 @@ describe("web console in Chromium", { skip }, () => {
     assert.deepEqual(got.map((e) => e.value), [
       { name: "Ada", langs: ["en", "fr"], born: 1815 }, { name: "Margaret", born: 1936 },
     ]);
+  }));
+
+  test("a key that is no Deno key: the root listing shows it as raw:…, it opens and is deleted", () => step(async () => {
+    // The bytes 00 6b 76 (an unknown tag), stored with a hand-made KV Connect write: they sort
+    // before every Deno key, so they are on the root listing's first page.
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token);
+      assert.equal(m.status, 200, describeAnswer(m));
+      const body = pbMutation(Buffer.from([0x00, 0x6b, 0x76]), { data: Buffer.from("odd") });
+      const w = await dataPath(h2, m.json, "atomic_write", body);
+      assert.equal(w.status, 200, describeAnswer(w));
+    });
+    const key = "[raw:AGt2]";
+    await page.locator("#prefix-input").fill("");
+    await page.locator("#prefix-form button").click();
+    await row(key).waitFor();
+    assert.equal(await page.locator("#entries-body tr").first().getAttribute("data-key"), key);
+    await row(key).locator("button.open").click();
+    await until(`the entry ${key}`, async () => (await text("#detail-key")) === key);
+    assert.equal(await text("#detail-preview"), "Uint8Array(3) [111, 100, 100]");
+    await page.locator("#edit-delete").click();
+    await waitText("#edit-delete", /Click again/);
+    await page.locator("#edit-delete").click();
+    await waitText("#list-message", /^Deleted \[raw:AGt2\]\.$/);
+    await until("the row to go", async () => (await row(key).count()) === 0);
   }));
 
   test("server numbers from /metrics and a screenshot", () => step(async () => {

@@ -1,9 +1,9 @@
 // Test harness for the kvconnect end-to-end suite.
 //
-// * startServer(): runs `kvconnect serve` on a free 127.0.0.1 port with a fresh
-//   data dir (or a given --sqlite-path, or --postgres) and a random 24-char access token, waits
-//   until the port accepts TCP connections, and keeps the last lines of its
-//   stderr/stdout for failure reports.
+// * startServer(): runs `kvconnect serve` on 127.0.0.1 port 0 (each listener: the kernel picks
+//   the port) with a fresh data dir (or a given --sqlite-path, or --postgres) and a random
+//   24-char access token, waits for its --ready-file (which names the ports it got), and keeps
+//   the last lines of its stderr/stdout for failure reports.
 //   With tlsCert/tlsKey the server speaks TLS (https://); with tlsPort as well it
 //   listens in plain text on one port and TLS on another.
 // * runDeno(): runs one of the Deno scripts under ./deno with KV_URL,
@@ -183,30 +183,24 @@ export function randomToken(len = 24) {
   return crypto.randomBytes(len).toString("base64url").slice(0, len);
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function tryConnect(port) {
-  return new Promise((resolve) => {
-    const sock = net.connect({ host: "127.0.0.1", port });
-    const done = (ok) => {
-      sock.removeAllListeners();
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(1000, () => done(false));
-    sock.once("connect", () => done(true));
-    sock.once("error", () => done(false));
-  });
+/**
+ * A TCP port for a program that cannot be told to listen on port 0 and report the port
+ * (PostgreSQL with tcp in pg.mjs, redis-server in the benchmarks): a random port BELOW the
+ * kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), which the kernel never
+ * hands to a client socket or a port-0 listener, so only another explicit bind can hold it.
+ * The caller still sees that program's "address in use" failure and tries a new guess (a few
+ * times). kvconnect itself binds port 0 (startServer).
+ */
+export function guessTcpPort() {
+  let low = 32768;
+  try {
+    low = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || low;
+  } catch {
+    // not Linux: the common default
+  }
+  const floor = 10000;
+  if (low - floor < 1000) throw new Error(`guessTcpPort: the ephemeral range starts at ${low}, leaving no room below it`);
+  return floor + crypto.randomInt(low - floor);
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -264,11 +258,15 @@ export async function freshPgDatabase() {
   const pg = await sharedPg;
   const name = `kvc_e2e_${++pgDatabases}`;
   await pg.query(`CREATE DATABASE ${name}`, { dbname: "postgres" });
-  return pg.conninfoFor("127.0.0.1", name);
+  return pg.conninfoFor(name);
 }
 
 /**
- * Starts `kvconnect serve`. Options:
+ * Starts `kvconnect serve`. Every listener binds port 0: the kernel picks a port nobody holds,
+ * and there is no moment between choosing and binding in which another process could take it.
+ * The server writes the ports it got to its --ready-file, which startServer polls for and reads
+ * (server.port, server.tlsPort, server.metricsPort, server.url, ...).
+ * Options:
  *   dataDir     data directory (default: a fresh temp dir); ignored with sqlitePath/postgres
  *   sqlitePath  serve this one SQLite file (--sqlite-path) instead of --data-dir
  *   postgres    a libpq conninfo: --postgres instead of --data-dir (the data dir is still made,
@@ -276,10 +274,14 @@ export async function freshPgDatabase() {
  *               dataDir or sqlitePath): a fresh database of one PostgreSQL for this process
  *   token       access token (default: random 24 chars). `null`: pass none, so the server
  *               makes its bootstrap token (<data-dir>/access-token), which becomes server.token
- *   port        port to use (default: a free one)
  *   tlsCert, tlsKey  PEM files (--tls-cert/--tls-key): server.url becomes https://
- *   tlsPort     with tlsCert/tlsKey: also listen with TLS here (--tls-addr; `true` = a free
- *               port); server.url stays http:// and server.tlsUrl is the https:// one
+ *   tlsPort     `true` with tlsCert/tlsKey: also listen with TLS (--tls-addr) on a port of its
+ *               own; server.url stays http:// and server.tlsUrl is the https:// one
+ *   metrics     `true`: the separate metrics listener too (--metrics-addr): server.metricsPort,
+ *               server.metricsUrl
+ *   port        only the port an earlier server of the same test got from the kernel, for a
+ *               restart that a long-lived client must find at the same URL (see restart());
+ *               default 0. The same for a numeric tlsPort (the metrics port is always new)
  *   extraArgs   appended to the command line
  *   readyTimeoutMs  default 20 s
  */
@@ -294,20 +296,27 @@ export async function startServer(opts = {}) {
   const dataDir = sqlitePath ? undefined : (opts.dataDir ?? (await makeTempDir()));
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
   const tls = Boolean(opts.tlsCert || opts.tlsKey);
+  const tlsPort = tls && opts.tlsPort ? (opts.tlsPort === true ? 0 : opts.tlsPort) : undefined;
+  // A fixed port is only ever one an earlier incarnation got from the kernel and held until it
+  // stopped (see restart()). Between that stop and this bind the port is free, so a client
+  // socket of some other process may hold it for a moment: a few tries, and only then.
+  const samePort = Boolean(opts.port) || Boolean(tlsPort);
   let lastError;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = opts.port ?? (await freePort());
-    const tlsPort = !tls || !opts.tlsPort ? undefined : opts.tlsPort === true ? await freePort() : opts.tlsPort;
+  for (let attempt = 0; attempt < (samePort ? 5 : 1); attempt++) {
+    if (attempt > 0) await sleep(200 * attempt);
+    const readyFile = path.join(os.tmpdir(), `kvconnect-ready-${process.pid}-${randomToken(12)}.json`);
     const args = [
       "serve",
-      "--addr", `127.0.0.1:${port}`,
+      "--addr", `127.0.0.1:${opts.port ?? 0}`,
+      "--ready-file", readyFile,
       ...(postgres ? ["--postgres", postgres] : sqlitePath ? ["--sqlite-path", sqlitePath] : ["--data-dir", dataDir]),
       ...(token !== undefined ? ["--access-token", token] : []),
       ...(tls ? ["--tls-cert", opts.tlsCert, "--tls-key", opts.tlsKey] : []),
-      ...(tlsPort ? ["--tls-addr", `127.0.0.1:${tlsPort}`] : []),
+      ...(tlsPort !== undefined ? ["--tls-addr", `127.0.0.1:${tlsPort}`] : []),
+      ...(opts.metrics ? ["--metrics-addr", "127.0.0.1:0"] : []),
       ...(opts.extraArgs ?? []),
     ];
-    const server = new Server({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, postgres, opts });
+    const server = new Server({ bin, args, readyFile, tls, token, dataDir, sqlitePath, postgres, opts });
     try {
       await server.waitReady(readyTimeoutMs);
       if (bootstrap) await server.readBootstrapToken(readyTimeoutMs);
@@ -315,27 +324,31 @@ export async function startServer(opts = {}) {
     } catch (e) {
       lastError = e;
       await server.kill();
-      const portClash = /in use|EADDRINUSE|address already/i.test(server.logTail(20));
-      if (!portClash || opts.port || typeof opts.tlsPort === "number") break;
+      if (!/EADDRINUSE|address already in use/i.test(server.logTail(20))) break;
     }
   }
   throw lastError;
 }
 
 export class Server {
-  constructor({ bin, args, port, tlsPort, tls, token, dataDir, sqlitePath, postgres, opts }) {
+  constructor({ bin, args, readyFile, tls, token, dataDir, sqlitePath, postgres, opts }) {
     this.bin = bin;
     this.args = args;
-    this.port = port;
-    this.tlsPort = tlsPort;
+    this.readyFile = readyFile;
+    this.tls = tls;
     this.token = token;
     this.dataDir = dataDir;
     this.sqlitePath = sqlitePath;
     this.postgres = postgres;
     this.opts = opts;
-    this.url = `${tls && !tlsPort ? "https" : "http"}://127.0.0.1:${port}`;
-    this.tlsUrl = tlsPort ? `https://127.0.0.1:${tlsPort}` : tls ? this.url : undefined;
-    this.log = new LineTail(400, `[kvconnect:${port}] `);
+    // Set by waitReady() from the ready file.
+    this.port = undefined;
+    this.tlsPort = undefined;
+    this.metricsPort = undefined;
+    this.url = undefined;
+    this.tlsUrl = undefined;
+    this.metricsUrl = undefined;
+    this.log = new LineTail(400, "[kvconnect] ");
     this.startedAt = Date.now();
     // Run inside the data dir (or next to the SQLite file, or in a temp dir with PostgreSQL)
     // so that nothing the server writes relative to its working directory lands in the
@@ -348,6 +361,7 @@ export class Server {
       delete env.DENO_KV_ACCESS_TOKEN;
     }
     this.proc = track(spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"], env, cwd }));
+    this.log.prefix = `[kvconnect pid ${this.proc.pid}] `;
     this.proc.stdout.on("data", (d) => this.log.push(d));
     this.proc.stderr.on("data", (d) => this.log.push(d));
     this.exited = waitForExit(this.proc);
@@ -400,24 +414,49 @@ export class Server {
     return await this.cli(["token", ...args]);
   }
 
+  /**
+   * Polls for the ready file, which the server writes (atomically) once every listener is
+   * bound, and takes the ports from it. Fails with the server's output if it exits first or
+   * the deadline passes.
+   */
   async waitReady(timeoutMs) {
     const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (!this.running) {
-        const { code, signal } = await this.exited;
-        throw new Error(
-          `${this.describe()} exited before accepting connections (code=${code}, signal=${signal}).\n` +
-            `--- server output ---\n${this.logTail()}`,
-        );
+    try {
+      while (Date.now() < deadline) {
+        const text = await fsp.readFile(this.readyFile, "utf8").catch(() => "");
+        if (text) {
+          this.takePorts(JSON.parse(text));
+          return;
+        }
+        if (!this.running) {
+          const { code, signal } = await this.exited;
+          throw new Error(
+            `${this.describe()} exited before it was ready (code=${code}, signal=${signal}).\n` +
+              `--- server output ---\n${this.logTail()}`,
+          );
+        }
+        await sleep(25);
       }
-      if ((await tryConnect(this.port)) && (!this.tlsPort || (await tryConnect(this.tlsPort)))) return;
-      await sleep(50);
+    } finally {
+      await fsp.rm(this.readyFile, { force: true }).catch(() => {});
     }
     throw new Error(
-      `${this.describe()} did not accept connections on port ${this.port}` +
-        `${this.tlsPort ? ` and ${this.tlsPort}` : ""} within ${timeoutMs} ms.\n` +
+      `${this.describe()} wrote no ready file within ${timeoutMs} ms.\n` +
         `--- server output ---\n${this.logTail()}`,
     );
+  }
+
+  takePorts(ready) {
+    if (ready.pid !== this.proc.pid) {
+      throw new Error(`the ready file ${this.readyFile} is of pid ${ready.pid}, not ${this.proc.pid}`);
+    }
+    this.port = ready.port;
+    this.url = ready.url;
+    this.tlsPort = ready.tls_port;
+    this.tlsUrl = ready.tls_url ?? (this.tls ? this.url : undefined);
+    this.metricsPort = ready.metrics_port;
+    this.metricsUrl = ready.metrics_url;
+    this.log.prefix = `[kvconnect:${this.port}] `;
   }
 
   /** Sends `signal` (default SIGTERM) and waits; SIGKILLs after `timeoutMs`. */
@@ -434,8 +473,15 @@ export class Server {
     return await this.stop("SIGKILL", 5_000);
   }
 
-  /** A new server on the same data dir / SQLite file / PostgreSQL and token (new port unless given). */
+  /**
+   * Stops this server and starts a new one on the same data dir / SQLite file / PostgreSQL and
+   * token. New ports (read server.url of the result) unless `opts.samePort`: then the new
+   * server binds the ports this one got from the kernel, for a long-lived client that must find
+   * it at the same URL (startServer retries a few times should another process have taken one
+   * in between).
+   */
   async restart(opts = {}) {
+    const { samePort, ...rest } = opts;
     await this.stop();
     return await startServer({
       ...this.opts,
@@ -443,9 +489,9 @@ export class Server {
       sqlitePath: this.sqlitePath,
       postgres: this.postgres,
       token: this.opts.token === null ? null : this.token,
-      port: opts.port,
-      tlsPort: this.opts.tlsPort ? opts.tlsPort ?? true : undefined,
-      ...opts,
+      port: samePort ? this.port : undefined,
+      tlsPort: this.opts.tlsPort ? (samePort ? this.tlsPort : true) : undefined,
+      ...rest,
     });
   }
 }

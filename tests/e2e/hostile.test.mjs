@@ -17,8 +17,8 @@ import {
   annotate, describeRun, expectCliOk, expectDenoOk, makeCerts, makeTempDir, removeTempDirs, runDeno, startServer,
 } from "./harness.mjs";
 import {
-  dataPath, describeAnswer, fixture, H2, H2_FRAME, http1Post, metadata, METADATA_BODY, pollUntil, RawH2, rawExchange,
-  statusLine, trickle, withH2,
+  dataPath, describeAnswer, fixture, H2, H2_FRAME, http1Post, metadata, METADATA_BODY, pbMutation, pollUntil, RawH2,
+  rawExchange, statusLine, trickle, withH2,
 } from "./raw_client.mjs";
 
 const TOKEN_RE = /^kvt_([0-9a-f]{16})_([0-9a-f]{64})$/;
@@ -435,6 +435,240 @@ describe("hostile input", { timeout: 300_000 }, () => {
       await limited.kill();
     }
   }, { target: () => limited });
+});
+
+// Deep nesting and oversized bodies on every JSON endpoint: the metadata exchange (POST / and
+// /databases/default/connect, HTTP/1.1 and HTTP/2), the admin API, the queue API and NDJSON import.
+// Bodies nest arrays and objects at most --max-json-depth (64) levels and are parsed off the I/O
+// threads, so each row wants a 4xx with a readable text, and /healthz answered within 1 s on
+// another connection while the bad requests (two at once, one per I/O thread) are being handled.
+describe("hostile input: deep nesting and 16 MB bodies on every JSON endpoint", { timeout: 600_000 }, () => {
+  let server;
+  let queueToken;
+
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+    const res = expectCliOk(await server.tokenCmd("create", "--db", "default", "--scope", "queue"), server);
+    queueToken = res.stdout.trim();
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  /** Metadata + snapshot_read over h2c; throws if the server is gone or refuses. */
+  async function stillServing(what) {
+    assert.ok(server.running, `the server exited after: ${what}`);
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token);
+      assert.equal(m.status, 200, `metadata exchange after "${what}": ${describeAnswer(m)}`);
+      const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(r.status, 200, `snapshot_read after "${what}": ${describeAnswer(r)}`);
+    });
+  }
+
+  /** GET /healthz on a connection of its own: { status, ms }. */
+  async function healthz() {
+    const started = Date.now();
+    const r = await rawExchange(server.port, (s) => s.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+      { timeoutMs: 15_000 });
+    return { status: statusLine(r.text), ms: Date.now() - started };
+  }
+
+  /**
+   * An HTTP/1.1 POST on a raw connection: { status, text } of the answer (or what happened).
+   * Bodies over 1 MB go out in 64 KB pieces after a pause, and stop once the server answers: it
+   * refuses a Content-Length over --max-body-bytes at once and closes, and a client still writing
+   * then gets a reset instead of the answer.
+   */
+  async function http1(reqPath, headers, body) {
+    const send = async (s) => {
+      if (body.length <= 1 << 20) {
+        s.write(http1Post(reqPath, { headers, body }));
+        return;
+      }
+      let answered = false;
+      s.on("data", () => {
+        answered = true;
+      });
+      const request = http1Post(reqPath, { headers, body: "" });
+      s.write(request.replace(/Content-Length: 0\r\n/, `Content-Length: ${Buffer.byteLength(body)}\r\n`));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (let at = 0; at < body.length && !answered && !s.destroyed; at += 1 << 16) {
+        if (!s.write(body.slice(at, at + (1 << 16)))) {
+          await new Promise((resolve) => {
+            s.once("drain", resolve);
+            s.once("close", resolve);
+          });
+        }
+      }
+    };
+    // Connection: close, so the answer ends when the server closes.
+    const r = await rawExchange(server.port, send, { timeoutMs: 60_000 });
+    const line = statusLine(r.text);
+    const status = line ? Number(line.split(" ")[1]) : undefined;
+    const at = r.text.indexOf("\r\n\r\n");
+    return { status, text: at < 0 ? `${rawAnswer(r)}, ${closing(r)}` : r.text.slice(at + 4) };
+  }
+
+  async function http2(reqPath, headers, body) {
+    return await withH2(server.url, {}, (h2) => h2.request(reqPath, { headers, body, timeoutMs: 60_000 }));
+  }
+
+  const json = { "content-type": "application/json" };
+  const endpoints = [
+    { name: "metadata exchange POST / over HTTP/1.1", send: (b) => http1("/", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST / over HTTP/2", send: (b) => http2("/", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST /databases/default/connect over HTTP/1.1",
+      send: (b) => http1("/databases/default/connect", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "metadata exchange POST /databases/default/connect over HTTP/2",
+      send: (b) => http2("/databases/default/connect", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "admin API POST /admin/v1/databases/default/entries/list (admin token)",
+      send: (b) => http1("/admin/v1/databases/default/entries/list", { authorization: `Bearer ${server.token}`, ...json }, b) },
+    { name: "queue API POST /queue/v1/enqueue (queue-scope token)",
+      send: (b) => http1("/queue/v1/enqueue", { authorization: `Bearer ${queueToken}`, ...json }, b) },
+    { name: "NDJSON import POST /admin/v1/databases/default/import (admin token)", import: true,
+      send: (b) => http1("/admin/v1/databases/default/import", { authorization: `Bearer ${server.token}`, "content-type": "application/x-ndjson" }, b) },
+  ];
+  const bodies = [
+    { name: "150 KB of '['", body: () => "[".repeat(150_000), copies: 6, status: 400,
+      text: /nested deeper than 64 levels/, importText: /line 1: .*too deep/ },
+    { name: "80,000-deep valid JSON", body: () => "[".repeat(80_000) + "]".repeat(80_000), copies: 6, status: 400,
+      text: /nested deeper than 64 levels/, importText: /line 1: .*too deep/ },
+    { name: "a 16 MB body (Content-Length 16777216, --max-body-bytes 4 MiB)", body: () => "[".repeat(16 * 1024 * 1024), copies: 2, status: 413,
+      text: /exceeds the limit of 4194304 bytes/, importText: /exceeds the limit of 4194304 bytes/ },
+  ];
+
+  for (const e of endpoints) {
+    for (const b of bodies) {
+      const input = `${e.name}: ${b.name}`;
+      test(input, { timeout: 120_000 }, async () => {
+        const obs = { text: "(no answer recorded)" };
+        try {
+          // A server that an earlier row brought down is started again, so each row stands alone.
+          if (!server.running || !(await healthz()).status) server = await server.restart();
+          const body = b.body();
+          const failed = (err) => ({ status: undefined, text: `no answer (${err.code ?? err.message})` });
+          const bad = Array.from({ length: b.copies }, () => e.send(body).catch(failed));
+          await new Promise((resolve) => setTimeout(resolve, 50)); // the bodies are on their way
+          const health = await healthz();
+          const [r] = await Promise.all(bad);
+          const text = r.text.length > 90 ? `${r.text.slice(0, 90)}…` : r.text;
+          obs.text = `${r.status ?? "no status"} ${JSON.stringify(text.trim())}; /healthz meanwhile: ` +
+            `${health.status || "no answer"} after ${health.ms} ms`;
+          assert.equal(r.status, b.status, "the status of the answer");
+          assert.match(r.text, e.import ? b.importText : b.text);
+          assert.match(String(health.status), /^HTTP\/1\.1 200/, "/healthz answers");
+          assert.ok(health.ms < 1000, `/healthz took ${health.ms} ms while the bad requests were handled`);
+          await stillServing(input);
+          rows.push([input, `${obs.text}; then a normal client is served`]);
+        } catch (err) {
+          rows.push([input, `TEST FAILED — ${obs.text} — ${String(err.message).split("\n")[0]}`]);
+          throw annotate(err, server);
+        }
+      });
+    }
+  }
+});
+
+// --- keys that are no Deno key (issue 20, item 4) ---------------------------------------------
+// KV Connect keys are opaque bytes, so a write token can store bytes no Deno client writes.
+// Each row stores one such key with a hand-made atomic_write, then lists the root, reads the
+// key by its raw form, exports and deletes it through the admin API: every answer must be
+// non-5xx with readable content (the raw key part {"type":"raw","value":base64url}), and the
+// server keeps serving. Before the raw form the listing answered 500 "damaged data" and the
+// export ended at 0 bytes.
+describe("hostile input: keys that are no Deno key", { timeout: 120_000 }, () => {
+  let server;
+
+  before(async () => {
+    server = await startServer({});
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  async function admin(op, body, db = "default") {
+    const res = await fetch(`${server.url}/admin/v1/databases/${db}/${op}`, {
+      method: "POST", headers: { authorization: `Bearer ${server.token}` },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: res.status, text: await res.text() };
+  }
+
+  /** As the first block's stillServing, on h2c: metadata + snapshot_read with Deno's bytes. */
+  async function stillServing(what) {
+    assert.ok(server.running, `the server exited after: ${what}`);
+    await withH2(server.url, {}, async (h2) => {
+      const m = await metadata(h2, server.token);
+      assert.equal(m.status, 200, `metadata exchange after "${what}": ${describeAnswer(m)}`);
+      const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+      assert.equal(r.status, 200, `snapshot_read after "${what}": ${describeAnswer(r)}`);
+    });
+  }
+
+  const poisonKeys = [
+    ["an unknown tag (bytes 99 61 62 63)", Buffer.from([0x99, 0x61, 0x62, 0x63])],
+    ["a string part that is not UTF-8 (02 c3 28 00)", Buffer.from([0x02, 0xc3, 0x28, 0x00])],
+    ["a non-minimal integer (1d 02 00 05)", Buffer.from([0x1d, 0x02, 0x00, 0x05])],
+    ["a typed part then a truncated float (02 'p' 00 21 80)", Buffer.from([0x02, 0x70, 0x00, 0x21, 0x80])],
+  ];
+  for (const [n, [what, key]] of poisonKeys.entries()) {
+    const input = `a key that is no Deno key, ${what}, written over KV Connect; then list, get, export, delete`;
+    test(input, async () => {
+      const obs = [];
+      try {
+        await withH2(server.url, {}, async (h2) => {
+          const m = await metadata(h2, server.token);
+          assert.equal(m.status, 200, describeAnswer(m));
+          const w = await dataPath(h2, m.json, "atomic_write", pbMutation(key, { data: Buffer.from(`row${n}`) }));
+          obs.push(`atomic_write ${w.status}`);
+          assert.equal(w.status, 200, `atomic_write: ${describeAnswer(w)}`);
+        });
+        const list = await admin("entries/list", {});
+        obs.push(`list ${list.status}`);
+        assert.equal(list.status, 200, list.text);
+        const value = Buffer.from(`row${n}`).toString("base64url");
+        const listed = JSON.parse(list.text).entries.find((e) => e.value.value === value);
+        assert.equal(listed?.key.at(-1)?.type, "raw", `the listing shows the key with a raw part: ${list.text}`);
+        const keyJson = listed.key;
+        obs.push(`as ${JSON.stringify(keyJson)}`);
+        const get = await admin("entries/get", { key: keyJson });
+        obs.push(`get ${get.status}`);
+        assert.equal(get.status, 200, get.text);
+        assert.deepEqual(JSON.parse(get.text).entry?.key, keyJson);
+        const dump = await admin("export", "");
+        obs.push(`export ${dump.status} (${dump.text.length} bytes)`);
+        assert.equal(dump.status, 200, dump.text);
+        assert.ok(dump.text.includes(JSON.stringify(keyJson)), `the export holds the key: ${dump.text}`);
+        const del = await admin("entries/delete", { key: keyJson });
+        obs.push(`delete ${del.status}`);
+        assert.equal(del.status, 200, del.text);
+        const gone = await admin("entries/get", { key: keyJson });
+        assert.equal(JSON.parse(gone.text).entry, null, "deleted by its raw form");
+        await stillServing(input);
+        rows.push([input, `${obs.join(", ")}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.join(", ")} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+
+  test("a raw key part that is not base64, in entries/get", async () => {
+    const input = "entries/get with a raw key part that is not base64";
+    let obs = "(no answer recorded)";
+    try {
+      const r = await admin("entries/get", { key: [{ type: "raw", value: "@@" }] });
+      obs = `${r.status} ${r.text.slice(0, 90)}`;
+      assert.equal(r.status, 400);
+      assert.match(r.text, /'key':/);
+      await stillServing(input);
+      rows.push([input, `${obs}; then a normal client is served`]);
+    } catch (e) {
+      rows.push([input, `TEST FAILED — ${obs} — ${String(e.message).split("\n")[0]}`]);
+      throw annotate(e, server);
+    }
+  });
 });
 
 // --- issue 20, items 2 and 3: backup destinations and rotated bootstrap tokens -------------

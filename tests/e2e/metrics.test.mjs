@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import v8 from "node:v8";
 import { openKv } from "@deno/kv";
 import {
-  annotate, expectDenoOk, freePort, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
+  annotate, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
 } from "./harness.mjs";
 
 // Parses the text format into { "name{labels}": value }.
@@ -47,12 +47,12 @@ function promtool(text) {
 
 describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
   let server;
-  let metricsPort;
 
   before(async () => {
-    metricsPort = await freePort();
+    // metrics: --metrics-addr 127.0.0.1:0; the port it got is server.metricsPort
     server = await startServer({
-      extraArgs: ["--metrics-addr", `127.0.0.1:${metricsPort}`, "--shutdown-drain-ms", "3000",
+      metrics: true,
+      extraArgs: ["--shutdown-drain-ms", "3000",
         "--metrics-stats-interval-ms", "200"],
     });
   });
@@ -120,11 +120,11 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
   });
 
   test("the separate metrics listener serves metrics and health", async () => {
-    const text = await scrape(`http://127.0.0.1:${metricsPort}`);
+    const text = await scrape(server.metricsUrl);
     assert.ok(text.includes("kvconnect_http_requests_total"));
-    assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status, 200);
+    assert.equal((await fetch(`${server.metricsUrl}/healthz`)).status, 200);
     // KV Connect is not served there.
-    const res = await fetch(`http://127.0.0.1:${metricsPort}/`, { method: "POST", body: "{}" });
+    const res = await fetch(`${server.metricsUrl}/`, { method: "POST", body: "{}" });
     assert.equal(res.status, 404);
   });
 

@@ -2,21 +2,28 @@
 // tests/testutil/pg_server.h (same layout, settings and clean-up rules).
 //
 // * startPg(opts): initdb (trust, superuser `kvc`, UTF8, locale C) in a fresh temp dir
-//   `kvc-pg-XXXXXX`, then `postgres` on 127.0.0.1 on a free port and on a Unix socket in that
-//   dir (wal_level=replica, so standbys can be made), waits until pg_isready says so and
-//   creates the database `kvc`. Options:
+//   `kvc-pg-XXXXXX`, then `postgres` listening only on a Unix socket in that dir
+//   (listen_addresses='': no TCP port to race other processes for; wal_level=replica, so
+//   standbys can be made), waits until pg_isready says so and creates the database `kvc`.
+//   Options:
 //     standby      also start a streaming standby (pg.standby)
 //     synchronous  with standby: make it synchronous (synchronous_standby_names)
 //     fsync        default true; false is faster (no crash of a test can lose data either way)
 //     database     default "kvc"
 //     settings     more ["name=value", ...] passed as `-c`, after (overriding) ours
 //     timeoutMs    for each start, stop, promotion and replay wait (default 60 s)
-// * A PgServer has conninfo (TCP), socketConninfo, url (postgresql://), port, dataDir, dir,
-//   running, log(); stop({mode: "fast" | "immediate"}) (SIGINT / SIGQUIT, as `pg_ctl stop -m`;
-//   immediate is a crash for the data dir), restart() (same data dir and port),
+//     tcp          also listen on 127.0.0.1 and connect over TCP (conninfo, url): only for the
+//                  PostgreSQL benchmark, which measures what a network connection costs.
+//                  PostgreSQL cannot take port 0, so a port the kernel just handed out (and
+//                  took back) is tried, and another on "could not bind", a few times
+// * A PgServer has conninfo (host=<its dir>, the socket; 127.0.0.1 with tcp), conninfoFor(db),
+//   socketConninfo, url (postgresql://), host, port (the socket's .s.PGSQL.<port>: 5432; the
+//   TCP port with tcp), dataDir, dir, running, log(); stop({mode: "fast" | "immediate"})
+//   (SIGINT / SIGQUIT, as `pg_ctl stop -m`; immediate is a crash for the data dir), restart()
+//   (same data dir and socket, and the same TCP port),
 //   query(sql) (through this version's `psql -X -A -t`: rows on lines, columns split by "|";
 //   rejects with psql's message), startStandby({synchronous}) (pg_basebackup -R -X stream
-//   into a new dir, its own port; waits until the primary reports it streaming / sync),
+//   into a new dir, its own socket there; waits until the primary reports it streaming / sync),
 //   promote() (pg_promote, as `pg_ctl promote`; waits until pg_is_in_recovery() is false),
 //   waitForReplay(primary), replayLagBytes(primary) and cleanup() (immediate stop, directory
 //   removed; also for its standby).
@@ -33,11 +40,14 @@ import { execFile, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { freePort, sleep } from "./harness.mjs";
+import { guessTcpPort, sleep } from "./harness.mjs";
 
 export const PG_USER = "kvc";
 const DIR_PREFIX = "kvc-pg-";
-const PORT_ATTEMPTS = 5;
+// The number in the socket's name; every server has a directory (and so a socket) of its own.
+const SOCKET_PORT = 5432;
+// With tcp only: ports tried before giving up (see guessTcpPort in harness.mjs).
+const TCP_PORT_ATTEMPTS = 5;
 const KEEP = process.env.E2E_KEEP === "1";
 
 // ---------------------------------------------------------------------------
@@ -216,7 +226,7 @@ export class PgServer {
     this.dir = dir;
     this.dataDir = path.join(dir, "data");
     this.logPath = path.join(dir, "postgres.log");
-    this.port = 0;
+    this.port = opts.tcp ? 0 : SOCKET_PORT;
     this.proc = null;
     this.applicationName = "";
     this.standby = undefined;
@@ -227,23 +237,33 @@ export class PgServer {
     return this.proc !== null && !hasExited(this.proc);
   }
 
-  conninfoFor(host, dbname = this.opts.database) {
-    return `host=${connValue(host)} port=${this.port} user=${PG_USER} dbname=${connValue(dbname)}`;
+  /** Where clients connect: the socket directory, or 127.0.0.1 with tcp. */
+  get host() {
+    return this.opts.tcp ? "127.0.0.1" : this.dir;
   }
 
-  /** "host='127.0.0.1' port=N user=kvc dbname='kvc'" */
+  /** "host='<dir>' port=5432 user=kvc dbname='<dbname>'" (host='127.0.0.1' port=N with tcp) */
+  conninfoFor(dbname = this.opts.database) {
+    return `host=${connValue(this.host)} port=${this.port} user=${PG_USER} dbname=${connValue(dbname)}`;
+  }
+
+  /** conninfoFor() of the database startPg made. */
   get conninfo() {
-    return this.conninfoFor("127.0.0.1");
+    return this.conninfoFor();
   }
 
-  /** The same over the Unix socket in this.dir. */
+  /** conninfoFor() over the Unix socket in this.dir (also with tcp). */
+  socketConninfoFor(dbname = this.opts.database) {
+    return `host=${connValue(this.dir)} port=${this.port} user=${PG_USER} dbname=${connValue(dbname)}`;
+  }
+
   get socketConninfo() {
-    return this.conninfoFor(this.dir);
+    return this.socketConninfoFor();
   }
 
-  /** "postgresql://kvc@127.0.0.1:N/kvc" */
+  /** "postgresql://kvc@%2Ftmp%2Fkvc-pg-XXXXXX:5432/kvc" (127.0.0.1:N with tcp) */
   get url() {
-    return `postgresql://${PG_USER}@127.0.0.1:${this.port}/${encodeURIComponent(this.opts.database)}`;
+    return `postgresql://${PG_USER}@${encodeURIComponent(this.host)}:${this.port}/${encodeURIComponent(this.opts.database)}`;
   }
 
   /** What initdb, pg_basebackup and the server printed so far. */
@@ -251,14 +271,18 @@ export class PgServer {
     return fs.existsSync(this.logPath) ? fs.readFileSync(this.logPath, "utf8") : "";
   }
 
-  /** Starts the postmaster (on a fresh free port if pickPort) and waits until it is ready. */
-  async launch(pickPort) {
+  /**
+   * Starts the postmaster and waits until it is ready. With tcp and `newPort`, on a fresh port
+   * guess, and on another one (a few times) if that one was taken meanwhile.
+   */
+  async launch(newPort) {
     const deadline = Date.now() + this.opts.timeoutMs;
+    const retryPort = this.opts.tcp && newPort;
     let lastError;
-    for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
-      if (pickPort) this.port = await freePort();
+    for (let attempt = 0; attempt < (retryPort ? TCP_PORT_ATTEMPTS : 1); attempt++) {
+      if (retryPort) this.port = await guessTcpPort();
       const settings = [
-        "listen_addresses=127.0.0.1",
+        `listen_addresses=${this.opts.tcp ? "127.0.0.1" : ""}`, // empty: no TCP listener
         `fsync=${this.opts.fsync ? "on" : "off"}`,
         "shared_buffers=16MB",
         "wal_level=replica",
@@ -269,6 +293,7 @@ export class PgServer {
         "max_connections=50",
         ...this.opts.settings,
       ];
+      // -k: the socket goes into the server's own directory.
       const args = ["-D", this.dataDir, "-p", String(this.port), "-k", this.dir, ...settings.flatMap((s) => ["-c", s])];
       const logStart = this.log().length;
       // SIGQUIT is an immediate shutdown: the postmaster stops its children, then itself.
@@ -280,7 +305,7 @@ export class PgServer {
         lastError = e;
         await this.stop({ mode: "immediate" });
         const portTaken = /could not bind|could not create any TCP\/IP/.test(this.log().slice(logStart));
-        if (!pickPort || !portTaken || Date.now() >= deadline) break;
+        if (!portTaken || Date.now() >= deadline) break;
       }
     }
     throw lastError;
@@ -294,12 +319,12 @@ export class PgServer {
         const why = error ? `cannot run setpriv: ${error.message}` : `code=${code} signal=${signal}`;
         throw new Error(`postgres exited at start (${why}); its log:\n${tail(this.logPath)}`);
       }
-      const args = ["-q", "-t", "2", "-h", "127.0.0.1", "-p", String(this.port), "-U", PG_USER, "-d", "postgres"];
+      const args = ["-q", "-t", "2", "-h", this.host, "-p", String(this.port), "-U", PG_USER, "-d", "postgres"];
       const ready = await new Promise((resolve) => execFile(isready, args, { env: childEnv() }, (error) => resolve(!error)));
       if (ready) return;
       if (Date.now() >= deadline) {
         throw new Error(
-          `postgres did not accept connections on port ${this.port} within ${this.opts.timeoutMs} ms; ` +
+          `postgres did not accept connections (host ${this.host}, port ${this.port}) within ${this.opts.timeoutMs} ms; ` +
             `its log:\n${tail(this.logPath)}`,
         );
       }
@@ -321,7 +346,7 @@ export class PgServer {
     if (!res) throw new Error(`postgres did not stop within ${this.opts.timeoutMs} ms and was killed`);
   }
 
-  /** Starts again on the same data dir and port (after a fast stop if running). */
+  /** Starts again on the same data dir and socket (and TCP port) (after a fast stop if running). */
   async restart() {
     await this.stop({ mode: "fast" });
     await this.launch(false);
@@ -334,7 +359,7 @@ export class PgServer {
   query(sql, { dbname } = {}) {
     if (!this.running) return Promise.reject(new Error("the PostgreSQL server is stopped"));
     const psql = path.join(pgBinDir(), "psql");
-    const args = ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", this.conninfoFor(this.dir, dbname), "-c", sql];
+    const args = ["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", this.socketConninfoFor(dbname), "-c", sql];
     return new Promise((resolve, reject) => {
       execFile(psql, args, { env: childEnv(), timeout: this.opts.timeoutMs }, (error, stdout, stderr) => {
         if (error) reject(new Error(`psql: ${sql}: ${stderr.trim() || error.message}`));
@@ -358,7 +383,7 @@ export class PgServer {
 
   /**
    * A streaming standby of this server (pg_basebackup -R -X stream --no-sync into a new dir,
-   * its own port). With `synchronous`, this server's synchronous_standby_names becomes the
+   * its own socket there). With `synchronous`, this server's synchronous_standby_names becomes the
    * standby's application name (replacing an earlier one): destroy the standby only after
    * the last write here. Resolves once this server reports it streaming (sync or async).
    */
@@ -379,12 +404,12 @@ export class PgServer {
     // the standby itself runs with the primary's fsync setting.
     await runTool(
       "pg_basebackup",
-      ["-D", standby.dataDir, "-h", "127.0.0.1", "-p", String(this.port), "-U", PG_USER, "-X", "stream", "-R", "-c", "fast", "--no-sync"],
+      ["-D", standby.dataDir, "-h", this.dir, "-p", String(this.port), "-U", PG_USER, "-X", "stream", "-R", "-c", "fast", "--no-sync"],
       { dir: standby.dir, logPath: standby.logPath, timeoutMs: this.opts.timeoutMs },
     );
     // Later lines win: our primary_conninfo names the standby; a copied
     // synchronous_standby_names is cleared so a promoted standby waits for nobody.
-    const primaryConninfo = `host=127.0.0.1 port=${this.port} user=${PG_USER} application_name=${standby.applicationName}`;
+    const primaryConninfo = `host=${connValue(this.dir)} port=${this.port} user=${PG_USER} application_name=${standby.applicationName}`;
     fs.appendFileSync(
       path.join(standby.dataDir, "postgresql.auto.conf"),
       `primary_conninfo = ${sqlLiteral(primaryConninfo)}\nsynchronous_standby_names = ''\n`,
@@ -458,6 +483,7 @@ export async function startPg(opts = {}) {
     database: opts.database ?? "kvc",
     settings: opts.settings ?? [],
     timeoutMs: opts.timeoutMs ?? 60_000,
+    tcp: opts.tcp ?? false,
   };
   pgBinDir();
   const pg = new PgServer(options, makeDir());

@@ -1,5 +1,6 @@
-// The PostgreSQL fixture (pg.mjs) against the real PostgreSQL 15 it starts: SQL through psql,
-// committed rows surviving an immediate stop and a restart on the same port, a synchronous
+// The PostgreSQL fixture (pg.mjs) against the real PostgreSQL 15 it starts: SQL through psql
+// over its Unix socket (no TCP listener unless asked for, as the benchmark does), committed rows
+// surviving an immediate stop and a restart on the same socket, a synchronous
 // standby following the primary and promoted to timeline 2 after the primary "crashes", and
 // cleanup leaving no process and no directory. Prints the timings it sees.
 import { after, test } from "node:test";
@@ -25,9 +26,12 @@ async function timed(t, what, fn) {
   return result;
 }
 
-test("SQL, an immediate stop, a restart on the same port, cleanup", async (t) => {
+test("SQL, an immediate stop, a restart on the same socket, cleanup", async (t) => {
   const pg = await timed(t, "start", () => startPg());
-  assert.match(pg.conninfo, new RegExp(`^host='127.0.0.1' port=${pg.port} user=kvc dbname='kvc'$`));
+  assert.equal(pg.conninfo, `host='${pg.dir}' port=5432 user=kvc dbname='kvc'`);
+  assert.ok(fs.existsSync(`${pg.dir}/.s.PGSQL.5432`), "the socket is in the server's own directory");
+  assert.equal(await pg.query("SHOW listen_addresses"), "", "no TCP listener");
+  assert.equal(await pg.query("SELECT inet_server_port() IS NULL"), "t");
   assert.equal(await pg.query("SELECT current_database() || ' ' || current_user"), "kvc kvc");
   assert.equal(await pg.query("SHOW fsync"), "on");
   await pg.query("CREATE TABLE t (k int PRIMARY KEY, v text)");
@@ -35,11 +39,11 @@ test("SQL, an immediate stop, a restart on the same port, cleanup", async (t) =>
   assert.equal(await pg.query("SELECT k, v FROM t ORDER BY k"), "1|one\n2|two");
   await assert.rejects(pg.query("SELECT * FROM no_such_table"), /no_such_table/);
 
-  const port = pg.port;
+  const conninfo = pg.conninfo;
   await pg.stop({ mode: "immediate" });
   assert.equal(pg.running, false);
   await timed(t, "restart after immediate stop", () => pg.restart());
-  assert.equal(pg.port, port);
+  assert.equal(pg.conninfo, conninfo);
   assert.equal(await pg.query("SELECT string_agg(v, ',' ORDER BY k) FROM t"), "one,two");
   assert.match(pg.log(), /was interrupted/);
 
@@ -55,7 +59,7 @@ test("a synchronous standby follows, is promoted and takes writes", async (t) =>
     startPg({ standby: true, synchronous: true, fsync: false }),
   );
   const standby = primary.standby;
-  assert.notEqual(standby.port, primary.port);
+  assert.notEqual(standby.dir, primary.dir);
   assert.equal(
     await primary.query("SELECT application_name || ' ' || sync_state FROM pg_stat_replication"),
     `${standby.applicationName} sync`,
@@ -73,4 +77,16 @@ test("a synchronous standby follows, is promoted and takes writes", async (t) =>
   assert.equal(await standby.query("SELECT timeline_id FROM pg_control_checkpoint()"), "2");
   await standby.query("INSERT INTO t VALUES (2, 'on the promoted standby')");
   assert.equal(await standby.query("SELECT count(*) FROM t"), "2");
+});
+
+test("tcp: also on 127.0.0.1 (the benchmark's PostgreSQL)", async (t) => {
+  const pg = await timed(t, "start with tcp", () => startPg({ tcp: true, fsync: false }));
+  try {
+    assert.ok(pg.port > 0);
+    assert.equal(pg.conninfo, `host='127.0.0.1' port=${pg.port} user=kvc dbname='kvc'`);
+    // (startPg waited for pg_isready over 127.0.0.1:port)
+    assert.equal(await pg.query("SHOW listen_addresses"), "127.0.0.1");
+  } finally {
+    await pg.cleanup();
+  }
 });

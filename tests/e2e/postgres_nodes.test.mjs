@@ -27,7 +27,10 @@ import {
 } from "./harness.mjs";
 import { decodeV8, nodeV8Codec } from "./node_v8.mjs";
 import { cleanupPg, startPg } from "./pg.mjs";
-import { dataPath, describeAnswer, fixture, H2, metadata, pollUntil } from "./raw_client.mjs";
+import {
+  dataPath, describeAnswer, fixture, H2, M_SUM, metadata, pbBytes as lenField, pbCheck as check, pbInt as intField,
+  pbMutation as mutation, pbRange as range, pollUntil, VE_LE64,
+} from "./raw_client.mjs";
 
 const codec = nodeV8Codec;
 const VS = /^[0-9a-f]{20}$/;
@@ -512,35 +515,9 @@ function brief(res) {
   return describeAnswer(res);
 }
 
-// Protobuf of the KV Connect data path (proto/datapath.proto), just what the rows need.
-function varint(n) {
-  let v = BigInt.asUintN(64, BigInt(n));
-  const out = [];
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v) b |= 0x80;
-    out.push(b);
-  } while (v);
-  return Buffer.from(out);
-}
-const lenField = (no, buf) => Buffer.concat([varint((no << 3) | 2), varint(buf.length), buf]);
-const intField = (no, n) => Buffer.concat([varint(no << 3), varint(n)]);
+// Protobuf of the KV Connect data path: raw_client.mjs.
 /** A key of string parts (no NULs) in the tuple codec. */
 const key = (...parts) => Buffer.concat(parts.map((s) => Buffer.concat([Buffer.from([0x02]), Buffer.from(s), Buffer.from([0])])));
-const range = (start, end, limit = 10) => lenField(1, Buffer.concat([lenField(1, start), lenField(2, end), intField(3, limit)]));
-const M_SET = 1;
-const M_SUM = 3;
-const VE_LE64 = 2;
-const VE_BYTES = 3;
-const mutation = (k, { type = M_SET, data = Buffer.from("v"), encoding = VE_BYTES, expireAt, value = true } = {}) =>
-  lenField(2, Buffer.concat([
-    lenField(1, k),
-    ...(value ? [lenField(2, Buffer.concat([lenField(1, data), intField(2, encoding)]))] : []),
-    intField(3, type),
-    ...(expireAt !== undefined ? [intField(4, expireAt)] : []),
-  ]));
-const check = (k, versionstamp) => lenField(1, Buffer.concat([lenField(1, k), lenField(2, versionstamp)]));
 const watchKeys = (n) => Buffer.concat(Array.from({ length: n }, (_, i) => lenField(1, lenField(1, key("bad", `w${i}`)))));
 
 /** [input, call(target) -> answer, expected status or undefined] */

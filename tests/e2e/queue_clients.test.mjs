@@ -258,7 +258,9 @@ describe("queue client libraries", { skip: LOCAL_BACKEND && "needs kvconnect" },
     await q.enqueue("before");
     let deadline = Date.now() + 10_000;
     while (got.length < 1 && Date.now() < deadline) await sleep(20);
-    const restarted = await server.restart({ port: server.port });
+    // The listener keeps the URL it was opened with, so the new server must be found there:
+    // it binds the port the old one got from the kernel (see Server.restart).
+    const restarted = await server.restart({ samePort: true });
     try {
       await q.enqueue("after"); // retried until the server is back
       deadline = Date.now() + 20_000;

@@ -238,8 +238,14 @@ test("queue: at least once under kill -9 with producers and consumers running", 
   const dataDir = await makeTempDir();
   const token = randomToken();
   let server = await startServer({ dataDir, token });
-  const port = server.port;
-  const base = server.url;
+  // Each restart binds a new port (the kernel's choice): every request goes to the current
+  // server's URL. While the server is down there is none (the old port may belong to another
+  // process by then), and a request fails as it would against a dead port.
+  let url = server.url;
+  const base = () => {
+    if (!url) throw new Error("the server is down");
+    return url;
+  };
   const rec = newRecord();
   let epoch = 0;  // server lifetimes: +1 at every kill
   let producing = true;
@@ -260,7 +266,7 @@ test("queue: at least once under kill -9 with producers and consumers running", 
       }));
       let state = "uncertain";
       try {
-        const res = await post(`${base}/queue/v1/enqueue`, token, { messages });
+        const res = await post(`${base()}/queue/v1/enqueue`, token, { messages });
         if (res.status === 200 && res.body?.ok === true) state = "ok";
         else if (res.status >= 400 && res.status < 500 && res.status !== 408) {
           state = "refused";
@@ -284,7 +290,7 @@ test("queue: at least once under kill -9 with producers and consumers running", 
     while (Date.now() < deadline) {
       epochAtSend = epoch;
       try {
-        const res = await post(`${base}/queue/v1/${op}`, token, { leases: items.map((i) => i.lease), ...extra });
+        const res = await post(`${base()}/queue/v1/${op}`, token, { leases: items.map((i) => i.lease), ...extra });
         if (res.status === 200 && Array.isArray(res.body?.results)) {
           results = res.body.results;
           break;
@@ -318,7 +324,7 @@ test("queue: at least once under kill -9 with producers and consumers running", 
       const pullEpoch = epoch;
       let res;
       try {
-        res = await post(`${base}/queue/v1/pull`, token,
+        res = await post(`${base()}/queue/v1/pull`, token,
           { max_messages: CFG.batch, visibility_timeout: CFG.visibilityMs, wait: CFG.waitMs, format: "json" },
           CFG.waitMs + REQUEST_TIMEOUT_MS);
       } catch {
@@ -361,19 +367,21 @@ test("queue: at least once under kill -9 with producers and consumers running", 
 
   const producers = Array.from({ length: CFG.producers }, (_, p) => producer(p));
   const consumers = Array.from({ length: CFG.consumers }, (_, c) => consumer(c));
-  const counts = () => getJson(`${base}/admin/v1/databases/default/queue`, token);
+  const counts = () => getJson(`${base()}/admin/v1/databases/default/queue`, token);
   try {
     await sleep(CFG.firstKillAfterMs);
     for (let k = 1; k <= CFG.crashes; k++) {
       if (k > 1) await sleep(CFG.killGapMs[0] + rand() * (CFG.killGapMs[1] - CFG.killGapMs[0]));
       epoch++;
       const heldAtKill = held;
+      url = null;
       const res = await server.kill();
       assert.equal(res.signal, "SIGKILL", `kill ${k}: the server was not killed (it exited ${res.code})`);
       rec.crashes++;
       const down = CFG.downMs[0] + rand() * (CFG.downMs[1] - CFG.downMs[0]);
       await sleep(down);
-      server = await startServer({ dataDir, token, port });
+      server = await startServer({ dataDir, token });
+      url = server.url;
       console.log(`queue crash: kill ${k} at ${((Date.now() - started) / 1000).toFixed(1)} s, down ${Math.round(down)} ms, ` +
         `${heldAtKill} leases held by consumers at the kill; ` +
         `${[...rec.enq.values()].filter((s) => s === "ok").length} enqueued so far`);
@@ -399,14 +407,14 @@ test("queue: at least once under kill -9 with producers and consumers running", 
     // Dead letters and the keys_if_undelivered keys.
     let cursor = null;
     do {
-      const res = await post(`${base}/admin/v1/databases/default/queue/dead/list`, token, { limit: 1000, ...(cursor ? { cursor } : {}) });
+      const res = await post(`${base()}/admin/v1/databases/default/queue/dead/list`, token, { limit: 1000, ...(cursor ? { cursor } : {}) });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       for (const d of res.body.dead_letters) rec.dead.push({ n: numberOf(d.value), id: d.id, attempts: d.attempts, last_error: d.last_error });
       cursor = res.body.cursor;
     } while (cursor);
     cursor = null;
     do {
-      const res = await post(`${base}/admin/v1/databases/default/entries/list`, token,
+      const res = await post(`${base()}/admin/v1/databases/default/entries/list`, token,
         { prefix: [{ type: "string", value: "qcrash" }], limit: 1000, ...(cursor ? { cursor } : {}) });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       for (const e of res.body.entries) {

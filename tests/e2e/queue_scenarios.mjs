@@ -130,8 +130,14 @@ export const scenarios = {
   /** Due messages come in order of their due time (whatever the order of enqueueing). */
   async order(ctx) {
     const q = open(ctx);
-    for (let i = 0; i < 10; i++) await q.enqueue(`d${i}`, { delay: (10 - i) * 60 });
-    await sleep(900); // every delayed one is due now, before the ones enqueued next
+    // Due times are fixed in advance, 150 ms apart, falling with i: each delay is what is left
+    // until its due time, so a slow enqueue (a loaded machine) shifts only its own due time by
+    // its own latency instead of pushing every later one back.
+    const start = Date.now();
+    const dueAt = (i) => start + 1000 + (10 - i) * 150;
+    for (let i = 0; i < 10; i++) await q.enqueue(`d${i}`, { delay: Math.max(0, dueAt(i) - Date.now()) });
+    // every delayed one is due now, before the ones enqueued next
+    await sleep(Math.max(0, dueAt(0) + 300 - Date.now()));
     for (let i = 0; i < 10; i++) {
       await q.enqueue(`n${i}`);
       await sleep(3); // distinct due times: the order of equal ones is not defined

@@ -168,6 +168,94 @@ export async function dataPath(h2, meta, method, body, { token, databaseId, time
   });
 }
 
+// ---------------------------------------------------------------------------
+// Protobuf of the KV Connect data path (proto/datapath.proto), just what the tests need to
+// send bytes no real client sends (keys that are no Deno key, bad limits) and to read entries.
+
+export function pbVarint(n) {
+  let v = BigInt.asUintN(64, BigInt(n));
+  const out = [];
+  do {
+    let b = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v) b |= 0x80;
+    out.push(b);
+  } while (v);
+  return Buffer.from(out);
+}
+/** A length-delimited field `no` holding `buf`. */
+export const pbBytes = (no, buf) => Buffer.concat([pbVarint((no << 3) | 2), pbVarint(buf.length), buf]);
+/** A varint field `no`. */
+export const pbInt = (no, n) => Buffer.concat([pbVarint(no << 3), pbVarint(n)]);
+export const M_SET = 1;
+export const M_DELETE = 2;
+export const M_SUM = 3;
+export const VE_V8 = 1;
+export const VE_LE64 = 2;
+export const VE_BYTES = 3;
+/** One AtomicWrite.mutations field (concatenate several for one write; `value: false` for none). */
+export const pbMutation = (key, { type = M_SET, data = Buffer.from("v"), encoding = VE_BYTES, expireAt, value = true } = {}) =>
+  pbBytes(2, Buffer.concat([
+    pbBytes(1, key),
+    ...(value ? [pbBytes(2, Buffer.concat([pbBytes(1, data), pbInt(2, encoding)]))] : []),
+    pbInt(3, type),
+    ...(expireAt !== undefined ? [pbInt(4, expireAt)] : []),
+  ]));
+/** One AtomicWrite.checks field. */
+export const pbCheck = (key, versionstamp) => pbBytes(1, Buffer.concat([pbBytes(1, key), pbBytes(2, versionstamp)]));
+/** One SnapshotRead.ranges field: [start, end), at most `limit` entries. */
+export const pbRange = (start, end, limit = 10) => pbBytes(1, Buffer.concat([pbBytes(1, start), pbBytes(2, end), pbInt(3, limit)]));
+
+/** The fields of a protobuf message: [{ no, value }] (value: BigInt for varints, else a Buffer). */
+export function pbFields(buf) {
+  const out = [];
+  let i = 0;
+  const varint = () => {
+    let v = 0n;
+    for (let shift = 0n; ; shift += 7n) {
+      if (i >= buf.length) throw new Error("truncated protobuf varint");
+      const b = buf[i++];
+      v |= BigInt(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+  };
+  while (i < buf.length) {
+    const tag = Number(varint());
+    const no = tag >> 3;
+    const wire = tag & 7;
+    if (wire === 0) {
+      out.push({ no, value: varint() });
+    } else if (wire === 2) {
+      const len = Number(varint());
+      if (i + len > buf.length) throw new Error("truncated protobuf field");
+      out.push({ no, value: buf.subarray(i, i + len) });
+      i += len;
+    } else if (wire === 1 || wire === 5) {
+      const len = wire === 1 ? 8 : 4;
+      out.push({ no, value: buf.subarray(i, i + len) });
+      i += len;
+    } else {
+      throw new Error(`protobuf wire type ${wire}`);
+    }
+  }
+  return out;
+}
+
+/** The entries of a SnapshotReadOutput, range by range: [[{ key, value, encoding, versionstamp }]]. */
+export function snapshotReadEntries(body) {
+  return pbFields(body).filter((f) => f.no === 1).map((range) =>
+    pbFields(range.value).filter((f) => f.no === 1).map((entry) => {
+      const e = { key: Buffer.alloc(0), value: Buffer.alloc(0), encoding: 0, versionstamp: Buffer.alloc(0) };
+      for (const f of pbFields(entry.value)) {
+        if (f.no === 1) e.key = Buffer.from(f.value);
+        if (f.no === 2) e.value = Buffer.from(f.value);
+        if (f.no === 3) e.encoding = Number(f.value);
+        if (f.no === 4) e.versionstamp = Buffer.from(f.value);
+      }
+      return e;
+    }));
+}
+
 /** Short description of an H2.request() result for the observation tables. */
 export function describeAnswer(res) {
   if (res.status === undefined) {

@@ -98,10 +98,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   JsonFixedPoint(input);
   auto key = kvc::codec::KeyFromJson(input);
   if (key.ok()) {
-    auto json = kvc::codec::KeyToJson(kvc::codec::EncodeKey(*key));
-    Check(json.ok());
-    auto back = kvc::codec::KeyFromJson(*json);
+    auto back = kvc::codec::KeyFromJson(kvc::codec::KeyToJson(kvc::codec::EncodeKey(*key)));
     Check(back.ok() && *back == *key);
+  }
+  // Raw parts included: the view of the bytes a KvKeyJSON names names them again.
+  auto bytes = kvc::codec::KeyBytesFromJson(input);
+  if (bytes.ok()) {
+    auto again = kvc::codec::KeyBytesFromJson(kvc::codec::KeyToJson(*bytes));
+    Check(again.ok() && *again == *bytes);
   }
   return 0;
 }

@@ -600,9 +600,46 @@ TEST_F(DumpServerTest, StalledClientIsCutOffAndExportsAreLimited) {
   EXPECT_LT(got, size_t{40} << 20);
   // The slot is free again, and the whole export goes through for a reader that keeps up.
   auto r = (*h2)->Post("/admin/v1/databases/dst/export", Auth(), "");
-  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(CountLines(r->body), 4000u);
+}
+
+TEST_F(DumpServerTest, SlowReaderThatKeepsTakingIsNotCutOff) {
+  {  // ~4 MB: a page (256 entries) alone is 2.5 MB, more than the 1 MB window
+    auto engine = OpenEngine("dst");
+    for (int b = 0; b < 8; ++b) {
+      AtomicWrite w;
+      for (int i = 0; i < 50; ++i) {
+        w.mutations.push_back(testutil::Set(StringKey("big", b * 50 + i), std::string(10000, 'x')));
+      }
+      ASSERT_TRUE(WriteSync(*engine, std::move(w)).ok());
+    }
+  }
+  StartServer(/*stall_timeout_ms=*/1000);
+  // HTTP/2, where flow control holds the dump in the session until the client takes it
+  // (over HTTP/1.1 the kernel's socket buffers would swallow a page at once).
+  auto h2 = testutil::Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(h2.ok());
+  auto stream = (*h2)->OpenStream("/admin/v1/databases/dst/export", Auth(), "");
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_EQ((*stream)->status(), 200);
+  // Pauses 300 ms after each 200 KB it takes (about 0.7 MB/s): draining one page takes this
+  // reader longer than the stall timeout, but it never goes a stall timeout without taking.
+  std::string body;
+  size_t since_pause = 0;
+  for (;;) {
+    auto piece = (*stream)->Read(std::chrono::milliseconds(500));
+    if (!piece.ok()) break;
+    body += *piece;
+    since_pause += piece->size();
+    if (since_pause >= (size_t{200} << 10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      since_pause = 0;
+    }
+  }
+  EXPECT_TRUE((*stream)->finished()) << "cut off after " << body.size() << " bytes";
+  EXPECT_EQ(CountLines(body), 400u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The PostgreSQL test fixture (testutil/pg_server.h) against the real PostgreSQL 15 server it
-// starts: SQL over TCP and the Unix socket, committed rows surviving an immediate (crash-like)
-// stop and a restart on the same port, a synchronous standby that sees the primary's writes,
+// starts: SQL over its Unix socket (and no TCP listener), committed rows surviving an immediate
+// (crash-like) stop and a restart on the same socket, a synchronous standby that sees the
+// primary's writes,
 // its promotion to a new timeline, and the destructor leaving no process and no directory.
 // Prints how long starting, making a standby and promoting took ("[pg timings] ...").
 //
@@ -63,16 +64,17 @@ TEST(PgFixtureTest, RunsSqlAndKeepsCommittedRowsAcrossImmediateStop) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   PrintTiming("start", MsSince(start));
   PgServer& pg = **server;
-  EXPECT_GT(pg.port(), 0);
-  EXPECT_EQ(pg.conninfo(),
-            "host='127.0.0.1' port=" + std::to_string(pg.port()) + " user=kvc dbname='kvc'");
+  EXPECT_EQ(pg.conninfo(), "host='" + pg.socket_dir() + "' port=" + std::to_string(pg.port()) +
+                               " user=kvc dbname='kvc'");
+  EXPECT_TRUE(fs::exists(pg.socket_dir() + "/.s.PGSQL." + std::to_string(pg.port())));
   EXPECT_TRUE(fs::exists(pg.data_dir() + "/PG_VERSION"));
 
-  // Our own connections, over TCP and the Unix socket.
+  // Our own connections, over the Unix socket; no TCP listener (no port to race for).
   EXPECT_EQ(QueryThrough(pg.conninfo(), "SELECT current_database() || ' ' || current_user"),
             "kvc kvc");
   EXPECT_EQ(QueryThrough(pg.conninfo(), "SHOW server_version_num").substr(0, 2), "15");
-  EXPECT_EQ(QueryThrough(pg.socket_conninfo(), "SELECT inet_server_port()"), "");
+  EXPECT_EQ(QueryThrough(pg.conninfo(), "SELECT inet_server_port()"), "");
+  EXPECT_EQ(QueryThrough(pg.conninfo(), "SHOW listen_addresses"), "");
   EXPECT_EQ(QueryThrough(pg.conninfo(), "SHOW wal_level"), "replica");
   EXPECT_EQ(QueryThrough(pg.conninfo(), "SHOW fsync"), "on");
 
@@ -87,7 +89,7 @@ TEST(PgFixtureTest, RunsSqlAndKeepsCommittedRowsAcrossImmediateStop) {
   EXPECT_NE(bad.message().find("no_such_table"), std::string::npos) << bad.ToString();
 
   // An immediate stop is a crash for the data directory; committed rows survive it.
-  const int port = pg.port();
+  const std::string conninfo = pg.conninfo();
   ASSERT_TRUE(pg.Exec("INSERT INTO t VALUES (3, 'three')").ok());
   ASSERT_TRUE(pg.Stop(PgStopMode::kImmediate).ok());
   EXPECT_FALSE(pg.running());
@@ -95,7 +97,7 @@ TEST(PgFixtureTest, RunsSqlAndKeepsCommittedRowsAcrossImmediateStop) {
   const auto restart = Clock::now();
   ASSERT_TRUE(pg.Restart().ok());
   PrintTiming("restart_after_immediate_stop", MsSince(restart));
-  EXPECT_EQ(pg.port(), port);
+  EXPECT_EQ(pg.conninfo(), conninfo);
   EXPECT_EQ(Value(pg.QueryValue("SELECT string_agg(v, ',' ORDER BY k) FROM t")), "one,two,three");
   EXPECT_NE(pg.Log().find("was interrupted"), std::string::npos)
       << "no crash recovery in the log:\n"
@@ -118,7 +120,7 @@ TEST(PgFixtureTest, SynchronousStandbyFollowsAndIsPromotedToANewTimeline) {
   ASSERT_TRUE(standby_or.ok()) << standby_or.status().ToString();
   PrintTiming("start_sync_standby", MsSince(standby_start));
   PgServer& standby = **standby_or;
-  EXPECT_NE(standby.port(), primary.port());
+  EXPECT_NE(standby.socket_dir(), primary.socket_dir());
   EXPECT_NE(standby.data_dir(), primary.data_dir());
   EXPECT_EQ(Value(primary.QueryValue("SELECT application_name || ' ' || sync_state FROM "
                                      "pg_stat_replication")),

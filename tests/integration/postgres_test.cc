@@ -79,6 +79,14 @@ std::unique_ptr<Node> OpenNode(const std::string& conninfo, const std::string& n
   return n;
 }
 
+// A multi-host conninfo naming the primary first, then the standby (each by its Unix socket
+// directory): libpq tries them in order, so a node follows a promotion by itself.
+std::string TwoHostConninfo(const testutil::PgServer& primary, const testutil::PgServer& standby) {
+  return "host='" + primary.socket_dir() + "," + standby.socket_dir() +
+         "' port=" + std::to_string(primary.port()) + "," + std::to_string(standby.port()) +
+         " user=kvc dbname=kvc connect_timeout=2";
+}
+
 class PostgresNodesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -353,9 +361,7 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
   ASSERT_TRUE(primary.ok()) << primary.status().ToString();
   auto standby = (*primary)->StartStandby(/*synchronous=*/true);
   ASSERT_TRUE(standby.ok()) << standby.status().ToString();
-  const std::string conninfo =
-      "host=127.0.0.1,127.0.0.1 port=" + std::to_string((*primary)->port()) + "," +
-      std::to_string((*standby)->port()) + " user=kvc dbname=kvc connect_timeout=2";
+  const std::string conninfo = TwoHostConninfo(**primary, **standby);
   auto node = OpenNode(conninfo);
   ASSERT_TRUE(node);
   Engine& e = *node->engine;
@@ -447,8 +453,7 @@ class CutCommit {
     auto standby = primary_->StartStandby(/*synchronous=*/false);
     ASSERT_TRUE(standby.ok()) << standby.status().ToString();
     standby_ = std::move(*standby);
-    node_ = OpenNode("host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary_->port()) + "," +
-                     std::to_string(standby_->port()) + " user=kvc dbname=kvc connect_timeout=2");
+    node_ = OpenNode(TwoHostConninfo(*primary_, *standby_));
     ASSERT_TRUE(node_);
     auto first = WriteSync(engine(), AtomicWrite{{}, {Set("before", "v")}, {}});
     ASSERT_TRUE(first.ok() && first->ok) << first.status().ToString();

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/random.h"
+#include "testutil/closed_port.h"
 #include "testutil/webhook_receiver.h"
 
 namespace kvc::queue {
@@ -272,15 +273,11 @@ TEST(PushDispatcherTest, LoopbackIsRefusedWithoutAllowList) {
 }
 
 TEST(PushDispatcherTest, ConnectionFailureNacks) {
-  int port = 0;
-  {
-    auto closed = StartReceiver([](const ReceivedRequest&) { return ReceiverReply{204}; });
-    ASSERT_TRUE(closed);
-    port = closed->port();
-  }  // nobody listens there now
+  const testutil::ClosedPort closed;  // refuses connections; nobody else can listen there
+  ASSERT_NE(closed.port(), 0);
   FakeSettle settle;
-  auto dispatcher =
-      StartDispatcher(Options("http://127.0.0.1:" + std::to_string(port) + "/hook"), settle);
+  auto dispatcher = StartDispatcher(
+      Options("http://127.0.0.1:" + std::to_string(closed.port()) + "/hook"), settle);
   ASSERT_TRUE(dispatcher);
   dispatcher->Deliver(MakeDelivery(1));
   ASSERT_TRUE(settle.WaitFor(1));

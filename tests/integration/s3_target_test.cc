@@ -7,9 +7,6 @@
 #include "backup/s3_target.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +22,7 @@
 #include <vector>
 
 #include "backup/target.h"
+#include "testutil/closed_port.h"
 #include "testutil/fault_proxy.h"
 #include "testutil/s3_fixture.h"
 
@@ -92,19 +90,6 @@ size_t Count(const std::string& haystack, const std::string& needle) {
     ++n;
   }
   return n;
-}
-
-// A loopback port nothing listens on (bound, then released).
-int UnusedPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 class S3TargetTest : public ::testing::Test {
@@ -372,7 +357,9 @@ TEST_F(S3TargetTest, DescribeNamesBucketPrefixAndEndpoint) {
 }
 
 TEST_F(S3TargetTest, EndpointNotListeningIsUnavailable) {
-  fixture_->SetEnvironment("http://127.0.0.1:" + std::to_string(UnusedPort()));
+  const testutil::ClosedPort closed;
+  ASSERT_NE(closed.port(), 0);
+  fixture_->SetEnvironment("http://127.0.0.1:" + std::to_string(closed.port()));
   auto target = Open("nowhere");
   ASSERT_NE(target, nullptr);
   const auto start = std::chrono::steady_clock::now();

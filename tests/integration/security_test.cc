@@ -76,7 +76,9 @@ class SecurityTest : public ::testing::Test {
     so.access_token = bootstrap;
     so.rate_limit_rps = 0;
     TuneService(so);
-    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get());
+    body_pool_ = std::make_unique<service::WorkPool>(so.body_pool);
+    service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get(),
+                                                    body_pool_.get());
     net::ServerOptions no;
     no.port = 0;
     server_ = std::make_unique<net::Server>(no, service_.get());
@@ -167,10 +169,36 @@ class SecurityTest : public ::testing::Test {
   std::unique_ptr<storage::Storage> storage_;
   std::unique_ptr<service::AdminOps> admin_;
   std::unique_ptr<service::Directory> directory_;
+  std::unique_ptr<service::WorkPool> body_pool_;
   std::unique_ptr<service::KvService> service_;
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<Http2Client> client_;
 };
+
+// 150 KB of '[' (and deep valid JSON) in a metadata exchange, before any token check, over
+// HTTP/2 and HTTP/1.1: a 400 with a readable text, and the server keeps serving. (It used to
+// overflow the I/O thread's stack in the recursive JSON parse.)
+TEST_F(SecurityTest, DeeplyNestedMetadataBodiesAreRefused) {
+  const std::string brackets(150000, '[');
+  const std::string valid = std::string(80000, '[') + std::string(80000, ']');
+  const Headers headers = {{"content-type", "application/json"}};
+  for (const std::string* body : {&brackets, &valid}) {
+    for (const char* path : {"/", "/databases/sales/connect"}) {
+      auto h2 = client_->Post(path, headers, *body);
+      ASSERT_TRUE(h2.ok()) << h2.status().ToString();
+      EXPECT_EQ(h2->status, 400);
+      EXPECT_EQ(h2->body, "The metadata exchange request body is nested deeper than 64 levels.");
+      auto h1 = testutil::Http1Client::Connect("127.0.0.1", server_->bound_port());
+      ASSERT_TRUE(h1.ok());
+      auto r = (*h1)->Post(path, headers, *body);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->status, 400);
+      EXPECT_EQ(r->body, h2->body);
+    }
+  }
+  const Session s = Exchange("/", kBootstrap);
+  EXPECT_GE(ReadCount(s), 0);
+}
 
 TEST_F(SecurityTest, DatabasesAreIsolated) {
   const Session sales =

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "testutil/closed_port.h"
 #include "testutil/http_client.h"
 
 namespace kvc::testutil {
@@ -55,13 +56,6 @@ std::string Pattern(size_t n, int seed) {
   std::string s(n, '\0');
   for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed) % 251);
   return s;
-}
-
-// Returns a loopback port with no listener.
-uint16_t UnusedPort() {
-  asio::io_context ioc;
-  tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
 }
 
 // Signals an event to a waiting test thread.
@@ -666,7 +660,9 @@ TEST(Http1ClientTest, RequestTimesOut) {
 }
 
 TEST(Http1ClientTest, ConnectRefused) {
-  auto client = Http1Client::Connect("127.0.0.1", UnusedPort());
+  const ClosedPort closed;
+  ASSERT_NE(closed.port(), 0);
+  auto client = Http1Client::Connect("127.0.0.1", closed.port());
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), StatusCode::kUnavailable);
 }
@@ -923,7 +919,9 @@ TEST(Http2ClientTest, ClosingStreamReaderSendsCancel) {
 }
 
 TEST(Http2ClientTest, ConnectRefused) {
-  auto client = Http2Client::Connect("127.0.0.1", UnusedPort());
+  const ClosedPort closed;
+  ASSERT_NE(closed.port(), 0);
+  auto client = Http2Client::Connect("127.0.0.1", closed.port());
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), StatusCode::kUnavailable);
 }

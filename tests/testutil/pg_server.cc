@@ -1,13 +1,11 @@
 #include "testutil/pg_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,8 +32,6 @@ using Clock = std::chrono::steady_clock;
 #endif
 
 constexpr char kDirPrefix[] = "kvc-pg-";
-// A port the kernel handed out may be taken again before postgres binds it.
-constexpr int kPortAttempts = 5;
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 constexpr size_t kLogTailLines = 40;
 
@@ -67,23 +63,6 @@ Result<RunAs> PgUser() {
   run_as.uid = pw->pw_uid;
   run_as.gid = pw->pw_gid;
   return run_as;
-}
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 bool Alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
@@ -264,6 +243,11 @@ Status MakeDir(const RunAs& run_as, std::string* dir, std::string* data_dir,
       (fs::temp_directory_path() / (std::string(kDirPrefix) + "XXXXXX")).string();
   if (::mkdtemp(dir_template.data()) == nullptr) return Errno("mkdtemp");
   *dir = dir_template;
+  // The server's socket goes into this directory; its path must fit a sockaddr_un.
+  if ((*dir + "/.s.PGSQL.5432").size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return InvalidArgument("the temporary directory " + *dir +
+                           " is too long for a Unix socket path: set TMPDIR to a shorter one");
+  }
   *data_dir = *dir + "/data";
   *log_path = *dir + "/postgres.log";
   {
@@ -295,7 +279,7 @@ Result<std::unique_ptr<PgServer>> PgServer::Start(PgServerOptions options) {
       "--no-sync", "--no-instructions"};
   KVC_RETURN_IF_ERROR(
       RunTool(run_as, "initdb", args, server->dir_, server->log_path_, server->options_.timeout));
-  KVC_RETURN_IF_ERROR(server->Launch(/*pick_port=*/true));
+  KVC_RETURN_IF_ERROR(server->Launch());
   std::string name;
   for (char c : server->options_.database) {
     name += c;
@@ -314,59 +298,48 @@ PgServer::~PgServer() {
   }
 }
 
-std::string PgServer::ConnInfoFor(const std::string& host, const std::string& dbname) const {
-  return "host=" + ConnValue(host) + " port=" + std::to_string(port_) + " user=" + kUser +
+std::string PgServer::conninfo_for(const std::string& dbname) const {
+  return "host=" + ConnValue(dir_) + " port=" + std::to_string(kPort) + " user=" + kUser +
          " dbname=" + ConnValue(dbname);
 }
 
-std::string PgServer::conninfo() const { return ConnInfoFor("127.0.0.1", options_.database); }
-
-std::string PgServer::socket_conninfo() const { return ConnInfoFor(dir_, options_.database); }
+std::string PgServer::conninfo() const { return conninfo_for(options_.database); }
 
 std::string PgServer::Log() const { return ReadText(log_path_); }
 
 std::string PgServer::LogTail() const { return Tail(log_path_); }
 
-Status PgServer::Launch(bool pick_port) {
+Status PgServer::Launch() {
   KVC_ASSIGN_OR_RETURN(const RunAs run_as, PgUser());
-  const auto deadline = Clock::now() + options_.timeout;
-  Status last;
-  for (int attempt = 0; attempt < kPortAttempts; ++attempt) {
-    if (pick_port) port_ = FreePort();
-    if (port_ <= 0) return IoError("no free port on 127.0.0.1");
-    std::vector<std::string> args = {"-D", data_dir_, "-p", std::to_string(port_), "-k", dir_};
-    for (const std::string& setting : {
-             std::string("listen_addresses=127.0.0.1"),
-             std::string("fsync=") + (options_.fsync ? "on" : "off"),
-             std::string("shared_buffers=") + options_.shared_buffers,
-             std::string("wal_level=replica"),
-             std::string("max_wal_senders=10"),
-             std::string("max_replication_slots=10"),
-             std::string("hot_standby=on"),
-             // A standby that was stopped for a while can still catch up by streaming.
-             std::string("wal_keep_size=128MB"),
-             std::string("max_connections=50"),
-         }) {
-      args.insert(args.end(), {"-c", setting});
-    }
-    for (const std::string& setting : options_.settings) args.insert(args.end(), {"-c", setting});
-    const size_t log_size = Log().size();
-    // SIGQUIT is an immediate shutdown: the postmaster stops its children, then itself.
-    KVC_ASSIGN_OR_RETURN(pid_, Spawn(run_as, "QUIT", "postgres", args, dir_, log_path_));
-    last = WaitReady(deadline);
-    if (last.ok()) return last;
-    if (pid_ > 0) Terminate(pid_, options_.timeout);
-    pid_ = -1;
-    const std::string log = Log().substr(log_size);
-    const bool port_taken = log.find("could not bind") != std::string::npos ||
-                            log.find("could not create any TCP/IP") != std::string::npos;
-    if (!pick_port || !port_taken || Clock::now() >= deadline) break;
+  // -k: the socket goes into the server's own directory; no TCP listener at all.
+  std::vector<std::string> args = {"-D", data_dir_, "-p", std::to_string(kPort), "-k", dir_};
+  for (const std::string& setting : {
+           std::string("listen_addresses="),
+           std::string("fsync=") + (options_.fsync ? "on" : "off"),
+           std::string("shared_buffers=") + options_.shared_buffers,
+           std::string("wal_level=replica"),
+           std::string("max_wal_senders=10"),
+           std::string("max_replication_slots=10"),
+           std::string("hot_standby=on"),
+           // A standby that was stopped for a while can still catch up by streaming.
+           std::string("wal_keep_size=128MB"),
+           std::string("max_connections=50"),
+       }) {
+    args.insert(args.end(), {"-c", setting});
   }
-  return last;
+  for (const std::string& setting : options_.settings) args.insert(args.end(), {"-c", setting});
+  // SIGQUIT is an immediate shutdown: the postmaster stops its children, then itself.
+  KVC_ASSIGN_OR_RETURN(pid_, Spawn(run_as, "QUIT", "postgres", args, dir_, log_path_));
+  Status ready = WaitReady(Clock::now() + options_.timeout);
+  if (!ready.ok() && pid_ > 0) {
+    Terminate(pid_, options_.timeout);
+    pid_ = -1;
+  }
+  return ready;
 }
 
 Status PgServer::WaitReady(Clock::time_point deadline) {
-  const std::string ping = ConnInfoFor("127.0.0.1", "postgres") + " connect_timeout=2";
+  const std::string ping = conninfo_for("postgres") + " connect_timeout=2";
   for (;;) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -376,7 +349,7 @@ Status PgServer::WaitReady(Clock::time_point deadline) {
     }
     if (PQping(ping.c_str()) == PQPING_OK) return Status::Ok();
     if (Clock::now() >= deadline) {
-      return Unavailable("postgres did not accept connections on port " + std::to_string(port_) +
+      return Unavailable("postgres did not accept connections on its socket in " + dir_ +
                          " within " + std::to_string(options_.timeout.count()) + " s; its log:\n" +
                          LogTail());
     }
@@ -400,13 +373,13 @@ Status PgServer::Stop(PgStopMode mode) {
 
 Status PgServer::Restart() {
   KVC_RETURN_IF_ERROR(Stop(PgStopMode::kFast));
-  return Launch(/*pick_port=*/false);
+  return Launch();
 }
 
 Result<std::vector<std::vector<std::string>>> PgServer::RunSql(const std::string& dbname,
                                                                const std::string& sql) const {
   if (pid_ <= 0) return Unavailable("the PostgreSQL server is stopped");
-  const std::string info = ConnInfoFor(dir_, dbname) + " connect_timeout=10";
+  const std::string info = conninfo_for(dbname) + " connect_timeout=10";
   PGconn* conn = PQconnectdb(info.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
     Status error = Unavailable("cannot connect (" + info + "): " + PQerrorMessage(conn));
@@ -460,8 +433,8 @@ Result<std::unique_ptr<PgServer>> PgServer::StartStandby(bool synchronous) {
   // --no-sync: the copy is not flushed to disk as a whole (that alone took seconds); the
   // standby itself runs with the primary's fsync setting.
   std::vector<std::string> args = {"-D",   standby->data_dir_,
-                                   "-h",   "127.0.0.1",
-                                   "-p",   std::to_string(port_),
+                                   "-h",   dir_,
+                                   "-p",   std::to_string(kPort),
                                    "-U",   kUser,
                                    "-X",   "stream",
                                    "-R",   "-c",
@@ -475,12 +448,12 @@ Result<std::unique_ptr<PgServer>> PgServer::StartStandby(bool synchronous) {
     const std::string auto_conf = standby->data_dir_ + "/postgresql.auto.conf";
     std::ofstream conf(auto_conf, std::ios::app);
     conf << "primary_conninfo = "
-         << Literal("host=127.0.0.1 port=" + std::to_string(port_) + " user=" + kUser +
-                    " application_name=" + standby->application_name_)
+         << Literal("host=" + ConnValue(dir_) + " port=" + std::to_string(kPort) +
+                    " user=" + kUser + " application_name=" + standby->application_name_)
          << "\nsynchronous_standby_names = ''\n";
     if (!conf) return IoError("cannot append to " + auto_conf);
   }
-  KVC_RETURN_IF_ERROR(standby->Launch(/*pick_port=*/true));
+  KVC_RETURN_IF_ERROR(standby->Launch());
 
   if (synchronous) {
     KVC_RETURN_IF_ERROR(Exec("ALTER SYSTEM SET synchronous_standby_names = " +

@@ -1,8 +1,9 @@
 // PgServer: a real PostgreSQL 15 server for tests, started by the test itself in a temporary
 // directory: initdb (trust authentication, superuser `kvc`, UTF8, locale C), then `postgres`
-// listening on 127.0.0.1 on a free port the kernel picks and on a Unix socket in the same
-// directory, with wal_level=replica so that standbys can be made from it. One database (`kvc`
-// by default) is created. Starting takes well under a second on an idle machine.
+// listening only on a Unix socket in that same directory (listen_addresses='': no TCP port, so
+// no port to race other processes for; every server has a directory, and so a socket, of its
+// own), with wal_level=replica so that standbys can be made from it. One database (`kvc` by
+// default) is created. Starting takes well under a second on an idle machine.
 //
 // The binaries come from KVC_PG_BINDIR (environment) or else the directory CMake recorded
 // (/usr/lib/postgresql/15/bin, Debian's postgresql-15). If they are missing, Start fails with
@@ -44,9 +45,9 @@ struct PgServerOptions {
   bool fsync = true;
   std::string shared_buffers = "16MB";
   // More server settings, each "name=value", passed as `-c name=value` after the fixture's
-  // own (listen_addresses, fsync, shared_buffers, wal_level=replica, max_wal_senders,
-  // hot_standby=on, wal_keep_size, max_connections), so they override those, postgresql.conf
-  // and ALTER SYSTEM.
+  // own (listen_addresses='', unix_socket_directories, fsync, shared_buffers, wal_level=replica,
+  // max_wal_senders, hot_standby=on, wal_keep_size, max_connections), so they override those,
+  // postgresql.conf and ALTER SYSTEM.
   std::vector<std::string> settings;
   // Limit for each start, stop, promotion and wait for a standby.
   std::chrono::seconds timeout{60};
@@ -71,13 +72,14 @@ class PgServer {
   PgServer(const PgServer&) = delete;
   PgServer& operator=(const PgServer&) = delete;
 
-  // "host=127.0.0.1 port=N user=kvc dbname=kvc": TCP.
+  // "host='<socket_dir>' port=5432 user=kvc dbname='kvc'": the Unix socket.
   std::string conninfo() const;
-  // The same over the Unix socket: "host=<socket_dir> port=N user=kvc dbname=kvc".
-  std::string socket_conninfo() const;
-  int port() const { return port_; }
+  // The same for database `dbname`.
+  std::string conninfo_for(const std::string& dbname) const;
+  // The number in the socket's name (.s.PGSQL.<port>); no TCP port is open.
+  int port() const { return kPort; }
   const std::string& data_dir() const { return data_dir_; }
-  // Where the server puts its Unix socket (.s.PGSQL.<port>).
+  // Where the server puts its Unix socket: the `host` of a conninfo.
   const std::string& socket_dir() const { return dir_; }
   // The standby's application_name in its primary's pg_stat_replication; empty on a server
   // Start made.
@@ -91,7 +93,7 @@ class PgServer {
   // Stops the server and waits for it to exit. Ok if it is not running. Errors: Unavailable
   // (it did not exit in time: it was SIGKILLed).
   Status Stop(PgStopMode mode = PgStopMode::kFast);
-  // Starts the server again on the same data directory and port (after a fast stop if it is
+  // Starts the server again on the same data directory and socket (after a fast stop if it is
   // running) and waits until it answers. A standby stays a standby. Errors: as Start.
   Status Restart();
 
@@ -105,7 +107,7 @@ class PgServer {
 
   // Makes a streaming-replication standby of this server: pg_basebackup -R -X stream (and
   // --no-sync: the copy is not flushed as a whole, which took seconds) into a new temporary
-  // directory, started on its own port with this server's options, and waits until this
+  // directory, started on its own socket there with this server's options, and waits until this
   // server reports it streaming. If `synchronous`, this server's synchronous_standby_names
   // becomes the standby's application_name (reloaded, replacing any earlier synchronous
   // standby) and the wait is for sync_state = 'sync'; commits then wait for the standby, so
@@ -125,19 +127,20 @@ class PgServer {
   Result<int64_t> ReplayLagBytes(const PgServer& primary) const;
 
  private:
+  // Every server listens on <its own directory>/.s.PGSQL.5432.
+  static constexpr int kPort = 5432;
+
   explicit PgServer(PgServerOptions options) : options_(std::move(options)) {}
 
-  std::string ConnInfoFor(const std::string& host, const std::string& dbname) const;
   Result<std::vector<std::vector<std::string>>> RunSql(const std::string& dbname,
                                                        const std::string& sql) const;
-  // Starts the postmaster on port_ (a fresh free port first if `pick_port`) and waits.
-  Status Launch(bool pick_port);
+  // Starts the postmaster and waits until it answers.
+  Status Launch();
   Status WaitReady(std::chrono::steady_clock::time_point deadline);
   std::string LogTail() const;
 
   PgServerOptions options_;
   pid_t pid_ = -1;
-  int port_ = 0;
   std::string dir_;  // temporary directory: data/, postgres.log, the socket, owner
   std::string data_dir_;
   std::string log_path_;

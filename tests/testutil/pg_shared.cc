@@ -25,15 +25,18 @@ Result<std::string> FreshPgDatabase() {
   }
   const std::string name = "kvc_" + HexEncode(RandomBytes(6));
   KVC_RETURN_IF_ERROR(server->Exec("create database " + name));
-  return "host=127.0.0.1 port=" + std::to_string(server->port()) + " user=" + PgServer::kUser +
-         " dbname=" + name;
+  return server->conninfo_for(name);
 }
 
 void DropPgDatabase(const std::string& conninfo) {
   auto& server = Shared();
   const size_t at = conninfo.rfind("dbname=");
   if (!server || at == std::string::npos) return;
-  (void)server->Exec("drop database if exists " + conninfo.substr(at + 7) + " with (force)");
+  std::string name = conninfo.substr(at + 7);  // 'kvc_...' (conninfo_for quotes it)
+  if (name.size() >= 2 && name.front() == '\'' && name.back() == '\'') {
+    name = name.substr(1, name.size() - 2);
+  }
+  (void)server->Exec("drop database if exists " + name + " with (force)");
 }
 
 }  // namespace kvc::testutil

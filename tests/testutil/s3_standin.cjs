@@ -3,8 +3,10 @@
 //
 //   node s3_standin.cjs MODULES_DIR DATA_DIR BUCKET ACCESS_KEY SECRET
 //
-// S3_STANDIN_PORT=N listens on N instead of a free port (the e2e backup test stops the stand-in
-// and starts it again where the server expects it). Prints "listening PORT" on stdout once the server accepts connections, then runs until
+// It listens on a port the kernel picks (port 0), or with S3_STANDIN_PORT=N on N: only the port
+// an earlier stand-in of the same test got, when the e2e backup test stops the stand-in and
+// starts it again where the server expects it (exits with EADDRINUSE on stderr if taken).
+// Prints "listening PORT" on stdout once the server accepts connections, then runs until
 // killed or until stdin closes (so it never outlives the test that started it).
 //
 // s3rver verifies SigV4 signatures against the key pair set here (a wrong secret gets 403
@@ -84,7 +86,7 @@ async function wholePutBody(ctx, next) {
 async function main() {
   const server = new S3rver({
     address: '127.0.0.1',
-    port: Number(process.env.S3_STANDIN_PORT || 0),  // a fixed port to restart on the same one
+    port: Number(process.env.S3_STANDIN_PORT || 0),  // 0: the kernel's choice
     silent: true,
     directory: dataDir,
     vhostBuckets: false,

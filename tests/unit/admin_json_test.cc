@@ -146,8 +146,52 @@ TEST(AdminJson, EntryAnswers) {
   auto absent = AdminWatchItemJson(e.key, nullptr);
   ASSERT_TRUE(absent.ok());
   EXPECT_EQ(*absent, R"({"key":[{"type":"string","value":"k"}],"value":null,"versionstamp":null})");
-  Entry broken{"\x7f", "", ValueEncoding::kBytes, 1};  // not a key encoding
+  Entry broken{"\x7f", std::string(3, 'x'), ValueEncoding::kLe64, 1};  // the data path refuses it
   EXPECT_EQ(AdminEntryJson(broken, false).status().code(), StatusCode::kCorruption);
+}
+
+// A client may store any bytes as a key (KV Connect keys are opaque): listing, reading,
+// watching and deleting such a key works through its raw part, never as "damaged data".
+TEST(AdminJson, KeysThatAreNoDenoKeyAreShownAndAccepted) {
+  const std::string poison =
+      "\x99"
+      "abc";
+  const std::string raw_key = R"([{"type":"raw","value":"mWFiYw"}])";
+  Entry e{poison, "v", ValueEncoding::kBytes, 1};
+  auto json = AdminEntryJson(e, /*raw=*/true);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(json->rfind(R"({"key":)" + raw_key + ",", 0), 0u) << *json;
+  EXPECT_TRUE(ValidateAdminJson("ListedEntry", *json).ok()) << *json;
+  const Entry good{Key({KeyPart::String("k")}), "v", ValueEncoding::kBytes, 1};
+  auto list = AdminEntryListJson({good, e}, /*more=*/true, false);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_TRUE(ValidateAdminJson("EntryList", *list).ok()) << *list;
+  auto absent = AdminWatchItemJson(poison, nullptr);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(*absent, R"({"key":)" + raw_key + R"(,"value":null,"versionstamp":null})");
+
+  auto get = ParseAdminGetRequest(R"({"key":)" + raw_key + "}");
+  ASSERT_TRUE(get.ok()) << get.status().ToString();
+  EXPECT_EQ(get->key, poison);
+  auto del = ParseAdminDeleteRequest(R"({"key":)" + raw_key + R"(,"versionstamp":null})");
+  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  EXPECT_EQ(del->key, poison);
+  auto set = ParseAdminSetRequest(
+      R"({"key":)" + raw_key + R"(,"value":{"type":"null","value":null}})", 15);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->key, poison);
+  auto watch = ParseAdminWatchRequest(R"({"keys":[)" + raw_key + "]}");
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
+  EXPECT_EQ(watch->keys, std::vector<std::string>{poison});
+  // A raw part in a selector names bytes too; every key starting with 0x99 is under it.
+  auto prefix = ParseAdminListRequest(R"({"prefix":[{"type":"raw","value":"mQ"}]})");
+  ASSERT_TRUE(prefix.ok()) << prefix.status().ToString();
+  EXPECT_LT(prefix->range.start, poison);
+  EXPECT_GT(prefix->range.end, poison);
+  auto bad = ParseAdminGetRequest(R"({"key":[{"type":"raw","value":"@@"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("'key': ", 0), 0u) << bad.status().message();
 }
 
 }  // namespace

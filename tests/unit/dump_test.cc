@@ -178,6 +178,27 @@ TEST(DumpLine, RoundTripsThroughTheBatcher) {
   }
 }
 
+// An export holds every key a client stored, and an import of it writes the same key bytes.
+TEST(DumpLine, KeysThatAreNoDenoKeyRoundTrip) {
+  const std::string users = codec::EncodeKey({codec::KeyPart::String("users")});
+  const std::vector<std::string> keys = {
+      "\x99"
+      "abc",
+      users + "\x99", std::string("\x1d\x02\x00\x05", 4), std::string("\x02\xc3\x28\x00", 4)};
+  DumpBatcher b(DumpBatchOptions{}, engine::Limits{});
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto line = DumpLine(Entry{keys[i], "v", ValueEncoding::kBytes, 7});
+    ASSERT_TRUE(line.ok()) << line.status().ToString();
+    EXPECT_NE(line->find(R"({"type":"raw","value":")"), std::string::npos) << *line;
+    Status s = b.Add(std::string_view(*line).substr(0, line->size() - 1), 1);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  b.Finish();
+  DumpBatch batch = b.TakeReady();
+  ASSERT_EQ(batch.write.mutations.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(batch.write.mutations[i].key, keys[i]);
+}
+
 TEST(Query, ParsesDecodesAndEncodes) {
   auto q = ParseQuery("mode=replace&prefix=%5B%7B%22a%22%7D%5D&&flag&sp=a+b");
   ASSERT_TRUE(q.ok());

@@ -216,6 +216,39 @@ TEST(KeyCodecTest, NonMinimalIntegersDecodeNormalised) {
   EXPECT_TRUE((*key)[0] == KeyPart::Int(0));
 }
 
+TEST(KeyCodecTest, CanonicalPrefixStopsWhereTheBytesAreNoDenoKey) {
+  const std::string users = EncodeKey({KeyPart::String("users"), KeyPart::Int(7)});
+  size_t consumed = 0;
+  // A key Deno writes is all canonical.
+  Key parts = DecodeCanonicalKeyPrefix(users, &consumed);
+  EXPECT_EQ(consumed, users.size());
+  EXPECT_EQ(parts.size(), 2u);
+  // An unknown tag, at the start and after a typed part.
+  parts = DecodeCanonicalKeyPrefix(FromHex("99 61 62 63"), &consumed);
+  EXPECT_TRUE(parts.empty());
+  EXPECT_EQ(consumed, 0u);
+  parts = DecodeCanonicalKeyPrefix(users + FromHex("99 00"), &consumed);
+  EXPECT_EQ(parts.size(), 2u);
+  EXPECT_EQ(consumed, users.size());
+  // Parts that decode but encode differently stop it too: a non-minimal integer, a NaN with
+  // other payload bits, "-0" as an integer; and a string that is not UTF-8, a truncated part.
+  for (const char* hex :
+       {"1D 02 00 05", "21 FF F8 00 00 00 00 00 01", "13 FF", "02 C3 28 00", "02 61 62", "21 80"}) {
+    parts = DecodeCanonicalKeyPrefix(users + FromHex(hex), &consumed);
+    EXPECT_EQ(consumed, users.size()) << hex;
+    EXPECT_EQ(EncodeKey(parts), users) << hex;
+  }
+  // Whatever the bytes, the parts encode to exactly the bytes they consumed.
+  std::mt19937 rng(20);
+  for (int i = 0; i < 5000; ++i) {
+    std::string bytes(rng() % 12, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 3 == 0 ? 0 : rng() % 0x30);
+    parts = DecodeCanonicalKeyPrefix(bytes, &consumed);
+    ASSERT_LE(consumed, bytes.size());
+    ASSERT_EQ(EncodeKey(parts), bytes.substr(0, consumed)) << ToHex(bytes);
+  }
+}
+
 TEST(KeyCodecTest, KeyToString) {
   const std::string key =
       EncodeKey({KeyPart::String("users"), KeyPart::Int(1), KeyPart::Float(2.5),
