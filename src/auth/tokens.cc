@@ -121,13 +121,20 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 }  // namespace
 
 std::string TokenSigner::Issue(const TokenClaims& c) const {
-  // Claims: version|database|scope|access-token-id|expiry|nonce. None of the fields may contain
-  // '|'; ids are UUIDs or labels we generate.
-  std::string claims = "1|" + c.database_id + "|" + std::to_string(static_cast<int>(c.scope)) +
+  // Claims (format 2): version|database|scope|access-token-id|expiry|nonce|issuer. None of the
+  // fields may contain '|'; ids are UUIDs or labels we generate, the issuer is hex.
+  std::string claims = "2|" + c.database_id + "|" + std::to_string(static_cast<int>(c.scope)) +
                        "|" + c.access_token_id + "|" + std::to_string(c.expires_at_ms) + "|" +
-                       HexEncode(RandomBytes(8));
+                       HexEncode(RandomBytes(8)) + "|" + c.issuer;
   std::string body = Base64UrlEncode(claims);
   return std::string(kPrefix) + body + "." + Base64UrlEncode(Mac(body));
+}
+
+std::string TokenSigner::Fingerprint(std::string_view access_token) const {
+  // Domain-separated from the token MACs, so a fingerprint is never a valid MAC of claims.
+  std::string input = "kvconnect access-token fingerprint\n";
+  input.append(access_token);
+  return HexEncode(Mac(input).substr(0, 16));
 }
 
 namespace {
@@ -185,7 +192,10 @@ Result<TokenClaims> TokenSigner::VerifyMac(std::string_view token) const {
   std::string claims;
   if (!Base64UrlDecode(std::string(body), &claims)) return bad;
   auto parts = Split(claims, '|');
-  if (parts.size() != 6 || parts[0] != "1") return bad;
+  // Format 1 (before issuers) has six fields, format 2 seven.
+  const bool v1 = parts.size() == 6 && parts[0] == "1";
+  const bool v2 = parts.size() == 7 && parts[0] == "2";
+  if (!v1 && !v2) return bad;
   TokenClaims c;
   c.database_id = std::string(parts[1]);
   try {
@@ -197,6 +207,7 @@ Result<TokenClaims> TokenSigner::VerifyMac(std::string_view token) const {
     return bad;
   }
   c.access_token_id = std::string(parts[3]);
+  if (v2) c.issuer = std::string(parts[6]);
   return c;
 }
 

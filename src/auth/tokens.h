@@ -2,7 +2,9 @@
 //
 // A data-path token is `kvc1.<claims>.<mac>` (URL-safe base64 pieces); the MAC is HMAC-SHA256
 // over the claims with a server secret, so it is verified on the hot path without any lookup.
-// It is never the access token itself.
+// It is never the access token itself. Claims format 2 adds `issuer`, the fingerprint of the
+// bootstrap token that minted it (format 1 tokens have none and are still parsed, so the
+// caller can refuse them where a fingerprint is required).
 //
 // Thread-safety: TokenSigner is immutable after construction and thread-safe.
 #pragma once
@@ -40,6 +42,10 @@ struct TokenClaims {
   Scope scope = Scope::kWrite;
   std::string access_token_id;  // which access token the exchange used ("bootstrap" for serve's)
   int64_t expires_at_ms = 0;    // hard end of validity (including any grace period)
+  // For the bootstrap token: TokenSigner::Fingerprint of it, so the data-path tokens it minted
+  // die with it when the operator replaces it. Empty for catalog tokens (their id is checked
+  // against the catalog) and for tokens of claims format 1. Lower-case hex.
+  std::string issuer;
 };
 
 // Compares in time independent of where the inputs differ (OpenSSL's CRYPTO_memcmp; lengths
@@ -62,7 +68,11 @@ class TokenSigner {
   // REQUIRES: secret.size() >= 32.
   explicit TokenSigner(std::string secret);
 
+  // REQUIRES: no field of `claims` contains '|'.
   std::string Issue(const TokenClaims& claims) const;
+  // A short keyed fingerprint (32 hex digits of an HMAC under the secret) of an access token,
+  // for TokenClaims::issuer. Without the secret it says nothing about the token.
+  std::string Fingerprint(std::string_view access_token) const;
   // Errors: Unauthenticated with a text that mentions authorization (bad format, bad MAC,
   // expired).
   Result<TokenClaims> Verify(std::string_view token, int64_t now_ms) const;

@@ -72,10 +72,10 @@ Status Application::Init() {
     if (!c.sqlite_path.empty()) {
       return InvalidArgument("--sqlite-path and --postgres exclude each other");
     }
-    if (!c.backup_to.empty()) {
+    if (!c.backup_to.empty() || !c.backup_allow.empty()) {
       return InvalidArgument(
-          "--backup-to is for SQLite storage; with --postgres use PostgreSQL's own backups "
-          "(pg_basebackup and WAL archiving)");
+          "--backup-to and --backup-allow are for SQLite storage; with --postgres use "
+          "PostgreSQL's own backups (pg_basebackup and WAL archiving)");
     }
   } else if (!c.postgres_read.empty()) {
     return InvalidArgument("--postgres-read needs --postgres");
@@ -90,6 +90,13 @@ Status Application::Init() {
                       "ends), or give this server a --data-dir of its own");
   }
   writer_lock_ = std::move(*lock);
+  // Backup destinations (the data directory exists now, so its symlinks resolve): refused
+  // when relative or touching the data directory.
+  backup::BackupDestinations destinations;
+  if (c.postgres.empty()) {
+    KVC_ASSIGN_OR_RETURN(
+        destinations, backup::BackupDestinations::Create(c.backup_to, c.backup_allow, c.data_dir));
+  }
 
   // Bootstrap access token: flag or file, then environment, then the storage's secret
   // kAccessTokenSecret (generated on first start). Push secrets from files or the environment.
@@ -202,6 +209,7 @@ Status Application::Init() {
   admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
                                                    admin_ops_.get(), metrics_.get());
   admin_api_->SetStorage(storage_.get());
+  admin_api_->SetBackupDestinations(std::move(destinations));
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
   // --metrics-public opens the metrics listener if there is one, else the main listener.

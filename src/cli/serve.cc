@@ -205,6 +205,16 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--backup-to", c->backup_to,
                 "Continuous backup: ship every commit (and periodic snapshots) to this directory "
                 "or s3://bucket/prefix (credentials, region and endpoint from AWS_* variables)");
+  s->add_option("--backup-allow", c->backup_allow,
+                "A destination (absolute directory or s3://bucket/prefix) on-demand backups "
+                "through the admin API may also go to; only the bootstrap token may choose one "
+                "(repeatable; in a config file, comma-separated)")
+      ->delimiter(',');
+  s->add_option("--backup-min-interval-ms", c->admin.backup_min_interval_ms,
+                "At most one on-demand backup of a database through the admin API per this "
+                "interval (0: unbounded)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_option("--backup-interval-ms", c->backup.interval_ms,
                 "Ship committed writes to the backup target at least this often")
       ->check(CLI::PositiveNumber)

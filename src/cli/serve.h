@@ -68,8 +68,11 @@ struct ServeConfig {
   size_t queue_push_concurrency = 4;
   int64_t queue_push_timeout_ms = 30000;
   std::string queue_push_format = "json";
-  // Continuous backup: a directory or s3://bucket/prefix; empty: off.
+  // Continuous backup: a directory or s3://bucket/prefix; empty: off. Also the default
+  // destination of on-demand backups through the admin API.
   std::string backup_to;
+  // Further destinations the admin API may back up to (a server-wide token chooses).
+  std::vector<std::string> backup_allow;
   backup::ContinuousBackupOptions backup;
 };
 

@@ -142,8 +142,8 @@ Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body) {
 
 Result<std::string> ParseAdminBackupRequest(std::string_view body) {
   rapidjson::Document d;
-  KVC_RETURN_IF_ERROR(ParseBody(body, "BackupRequest", &d));
-  return StringOf(d["to"]);
+  KVC_RETURN_IF_ERROR(ParseBody(body, "BackupRequest", &d, /*empty_is_object=*/true));
+  return d.HasMember("to") ? StringOf(d["to"]) : std::string();
 }
 
 Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body) {

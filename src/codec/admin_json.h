@@ -29,7 +29,8 @@ struct AdminDatabaseRequest {
 };
 Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body);
 
-// BackupRequest: where to store an online snapshot (a directory or s3://bucket/prefix).
+// BackupRequest: where to store an online snapshot (a directory or s3://bucket/prefix), as
+// given; empty when the body names none (or is empty): the server's default destination.
 Result<std::string> ParseAdminBackupRequest(std::string_view body);
 
 // TokenCreateRequest.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -236,16 +237,45 @@ AdminApi::~AdminApi() {
 }
 
 void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto to = codec::ParseAdminBackupRequest(call->req.body);
+  auto requested = codec::ParseAdminBackupRequest(call->req.body);
+  if (!requested.ok()) return call->Fail(requested.status());
+  // Resolving the destination reads the file system (symlinks): on the worker.
+  Status s = Post([this, call, rec = db.record, requested = std::move(*requested)] {
+    StartBackup(call, rec, requested);
+  });
+  if (!s.ok()) call->Fail(s);
+}
+
+void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
+                           const std::string& requested) {
+  // Only where the operator allowed; a token bound to this database only to the default.
+  auto to = backup_destinations_.Resolve(requested, call->who.database_id.empty());
   if (!to.ok()) return call->Fail(to.status());
   if (storage_ == nullptr) return call->Fail(Internal("this server cannot take backups"));
+  const auto now = std::chrono::steady_clock::now();
+  const std::chrono::milliseconds min_interval(options_.backup_min_interval_ms);
+  {
+    MutexLock lock(backup_mu_);
+    auto last = last_backup_.find(rec.id);
+    if (last != last_backup_.end() && now - last->second < min_interval) {
+      const auto wait =
+          std::chrono::ceil<std::chrono::milliseconds>(last->second + min_interval - now);
+      return call->Fail(
+          Throttled("Database '" + rec.name + "' was backed up less than " +
+                        std::to_string(options_.backup_min_interval_ms) +
+                        " ms ago; on-demand backups are limited to one per database in that time "
+                        "(--backup-min-interval-ms). Retry after the time Retry-After gives.",
+                    std::max<int64_t>(1, wait.count())));
+    }
+  }
   bool idle = false;
   if (!backup_busy_.compare_exchange_strong(idle, true)) {
     return call->Fail(Unavailable("Another backup is running; try again when it has finished."));
   }
   MutexLock lock(backup_mu_);
+  if (min_interval.count() > 0) last_backup_[rec.id] = now;
   if (backup_thread_.joinable()) backup_thread_.join();  // finished: it cleared backup_busy_
-  backup_thread_ = std::thread([this, call, rec = db.record, to = *to] {
+  backup_thread_ = std::thread([this, call, rec, to = *to] {
     auto finish = [this](const std::shared_ptr<Call>& c, Result<std::string> r) {
       backup_busy_.store(false);
       if (r.ok()) {

@@ -10,6 +10,9 @@
 // status table; nothing is applied when a request is refused.
 // Export streams NDJSON from one snapshot (export_stream.h); import applies an NDJSON body in
 // atomic batches through the engine (dump.h), parsing on the worker between batches.
+// On-demand backups go only where the operator allowed (backup::BackupDestinations): a token
+// bound to a database to the default destination, the bootstrap token to any allowed one; one
+// per database per AdminApiOptions::backup_min_interval_ms.
 //
 // Ownership: borrows the directory, authenticator, admin operations and metrics; they must
 // outlive it. Streams it starts (watch) hold their engine.
@@ -18,13 +21,16 @@
 // Thread-safety: Handle() from any thread. Callbacks complete on engine threads or the worker.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "backup/destinations.h"
 #include "common/mutex.h"
 #include "service/admin_ops.h"
 #include "service/authenticator.h"
@@ -50,6 +56,9 @@ struct AdminApiOptions {
   size_t import_batch_entries = 500;
   size_t import_batch_bytes = size_t{1} << 19;
   int32_t import_delete_batch = 500;
+  // POST .../backup: at most one on-demand backup of a database per this many milliseconds
+  // (whoever asks); a sooner one gets 503 with Retry-After. 0: unbounded.
+  int64_t backup_min_interval_ms = 60000;
 };
 
 // The JSON of a token as the admin API and `token list --json` show it (never the secret).
@@ -70,6 +79,11 @@ class AdminApi : public Handler {
   void Handle(HttpRequest request, Responder respond) override;
   // Where POST .../backup reads databases from. REQUIRES: before serving; outlives this.
   void SetStorage(storage::Storage* storage) { storage_ = storage; }
+  // Where POST .../backup may write (none by default: every backup request is refused).
+  // REQUIRES: before serving.
+  void SetBackupDestinations(backup::BackupDestinations destinations) {
+    backup_destinations_ = std::move(destinations);
+  }
 
  private:
   struct Call;
@@ -98,6 +112,9 @@ class AdminApi : public Handler {
 
   // An online snapshot into a backup target (backup/operations.h), on the backup thread.
   void Backup(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  // On the worker: checks the destination and the rate bound, then starts the backup thread.
+  void StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
+                   const std::string& requested);
 
   // Entry operations, through the engine.
   void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);
@@ -117,12 +134,16 @@ class AdminApi : public Handler {
   Authenticator* const auth_;
   AdminOps* const ops_;
   const Metrics* const metrics_;
-  storage::Storage* storage_ = nullptr;  // SetStorage
+  storage::Storage* storage_ = nullptr;             // SetStorage
+  backup::BackupDestinations backup_destinations_;  // SetBackupDestinations
 
   // One online backup at a time, on its own thread (a large snapshot takes a while).
   std::atomic<bool> backup_busy_{false};
   Mutex backup_mu_;
   std::thread backup_thread_ KVC_GUARDED_BY(backup_mu_);
+  // When each database's last on-demand backup was accepted (steady clock), by database id.
+  std::map<std::string, std::chrono::steady_clock::time_point> last_backup_
+      KVC_GUARDED_BY(backup_mu_);
 
   Mutex mu_;
   CondVar cv_;

@@ -9,7 +9,12 @@
 namespace kvc::service {
 
 Authenticator::Authenticator(AuthOptions options, std::string secret, Directory* directory)
-    : options_(std::move(options)), signer_(std::move(secret)), directory_(directory) {}
+    : options_(std::move(options)),
+      signer_(std::move(secret)),
+      bootstrap_fingerprint_(options_.bootstrap_token.empty()
+                                 ? std::string()
+                                 : signer_.Fingerprint(options_.bootstrap_token)),
+      directory_(directory) {}
 
 Status Authenticator::Fail(std::string_view reason, Status s) {
   if (observer_) {
@@ -120,6 +125,7 @@ std::string Authenticator::IssueDataPathToken(const Principal& who, const std::s
   claims.scope = who.scope;
   claims.access_token_id = who.token_id;
   claims.expires_at_ms = valid_until_ms;
+  if (who.token_id == kBootstrapTokenId) claims.issuer = bootstrap_fingerprint_;
   if (who.expires_ms != 0) claims.expires_at_ms = std::min(claims.expires_at_ms, who.expires_ms);
   return signer_.Issue(claims);
 }
@@ -148,7 +154,17 @@ Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const H
   }
   auto snap = directory_->snapshot();
   double token_rate = -1;
-  if (claims.access_token_id != kBootstrapTokenId) {
+  if (claims.access_token_id == kBootstrapTokenId) {
+    // Minted through a bootstrap token: valid only while the server still has that one. A
+    // token of claims format 1 (no issuer) is refused too: it cannot show which one it was.
+    if (bootstrap_fingerprint_.empty() || claims.issuer.empty() ||
+        !auth::ConstantTimeEquals(claims.issuer, bootstrap_fingerprint_)) {
+      return Fail("bootstrap_rotated",
+                  Unauthenticated("The authorization token is no longer valid: the server's "
+                                  "bootstrap access token it was issued for has been replaced. "
+                                  "Repeat the metadata exchange with the current access token."));
+    }
+  } else {
     const storage::AccessTokenRecord* rec = snap->Token(claims.access_token_id);
     if (!rec || rec->revoked_ms != 0) {
       return Fail("revoked", Unauthenticated("The authorization token is no longer valid: its "

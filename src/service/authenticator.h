@@ -2,7 +2,9 @@
 // - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database)
 //   or a catalog token (one database, one scope, optional expiry, revocable, own rate).
 // - Data-path tokens: self-contained, signed (auth::TokenSigner), bound to one database and to
-//   the access token they were issued for, which must still be valid in the directory snapshot.
+//   the access token they were issued for, which must still be valid in the directory snapshot;
+//   for the bootstrap token, by its fingerprint in the claims, so replacing the bootstrap token
+//   (a restart with another --access-token) revokes every data-path token it minted.
 // - Rate limits: a token bucket per access token (its own rate, or the server's default).
 // Every refusal carries the exact client text, and is reported to the AuthObserver by reason
 // (fixed words, never token ids) for metrics.
@@ -106,6 +108,8 @@ class Authenticator {
 
   const AuthOptions options_;
   const auth::TokenSigner signer_;
+  // signer_.Fingerprint of the bootstrap token (empty: none), the issuer of its data-path tokens.
+  const std::string bootstrap_fingerprint_;
   Directory* const directory_;
   RateLimiter limiter_;
   AuthObserver* observer_ = nullptr;

@@ -2,20 +2,25 @@
 // catalog and directory as `serve` wires them): isolation, scopes, revocation and expiry,
 // another database's tokens, databases created and deleted while serving, rate limits.
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <rapidjson/document.h>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "auth/tokens.h"
+#include "backup/destinations.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "datapath.pb.h"
 #include "net/server.h"
+#include "service/admin_api.h"
 #include "service/admin_ops.h"
 #include "service/directory.h"
 #include "service/kv_service.h"
@@ -62,8 +67,13 @@ class SecurityTest : public ::testing::Test {
         [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
         dopt);
     ASSERT_TRUE(directory_->Start().ok());
+    StartService(kBootstrap);
+  }
+  // The service and its listener with `bootstrap` as the bootstrap token (the same server
+  // secret each time, as a restart of `serve` on one data directory has).
+  void StartService(const std::string& bootstrap) {
     service::ServiceOptions so;
-    so.access_token = kBootstrap;
+    so.access_token = bootstrap;
     so.rate_limit_rps = 0;
     TuneService(so);
     body_pool_ = std::make_unique<service::WorkPool>(so.body_pool);
@@ -76,6 +86,14 @@ class SecurityTest : public ::testing::Test {
     auto c = Http2Client::Connect("127.0.0.1", server_->bound_port());
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
+  }
+  // As a restart with another --access-token: the catalog and the secret stay.
+  void RestartService(const std::string& bootstrap) {
+    client_.reset();
+    (void)server_->Stop(std::chrono::milliseconds(2000));
+    server_.reset();
+    service_.reset();
+    StartService(bootstrap);
   }
   void TearDown() override {
     client_.reset();
@@ -265,6 +283,120 @@ TEST_F(SecurityTest, RevocationReachesDataPathTokens) {
   EXPECT_EQ(r.body, "Invalid access token: it has been revoked.");
   // Other tokens are unaffected.
   EXPECT_EQ(ReadCount(Exchange("/databases/sales/connect", kBootstrap)), 0);
+}
+
+// Data-path tokens minted through the bootstrap token are bound to it: a restart with another
+// bootstrap token refuses them (401 with a text about authorization), while the new bootstrap
+// token and catalog tokens work. A format-1 bootstrap data-path token (no fingerprint, as
+// servers before this minted them) is refused too.
+TEST_F(SecurityTest, RotatedBootstrapTokenRevokesItsDataPathTokens) {
+  const Session old_boot = Exchange("/databases/sales/connect", kBootstrap);
+  const Session catalog =
+      Exchange("/databases/sales/connect", MakeToken("sales", auth::Scope::kWrite));
+  ASSERT_EQ(ReadCount(old_boot), 0);
+  ASSERT_EQ(ReadCount(catalog), 0);
+  // Same token again after a restart: still valid.
+  RestartService(kBootstrap);
+  ASSERT_EQ(ReadCount(old_boot), 0);
+
+  const std::string rotated = "rotated-bootstrap-token-9876543210";
+  RestartService(rotated);
+  for (const char* method : {"snapshot_read", "atomic_write"}) {
+    auto d = Data(old_boot, method,
+                  Fixture(std::string(method) == "snapshot_read" ? "snapshot_read_get.bin"
+                                                                 : "atomic_write_set.bin"));
+    EXPECT_EQ(d.status, 401) << method << ": " << d.body;
+    EXPECT_NE(d.body.find("authorization token is no longer valid"), std::string::npos) << d.body;
+    EXPECT_NE(d.body.find("bootstrap access token"), std::string::npos) << d.body;
+  }
+  EXPECT_EQ(Connect("/databases/sales/connect", kBootstrap).status, 401);
+  EXPECT_EQ(ReadCount(Exchange("/databases/sales/connect", rotated)), 0);
+  EXPECT_EQ(ReadCount(catalog), 0);  // catalog tokens are revoked one by one, not by this
+
+  // A format-1 token of the bootstrap token, signed with the server secret.
+  const std::string secret(64, 'k');
+  const std::string body = Base64UrlEncode("1|" + old_boot.database_id + "|3|bootstrap|" +
+                                           std::to_string(NowUnixMs() + 600000) + "|0011");
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac, &len);
+  const Session v1{
+      "kvc1." + body + "." + Base64UrlEncode(std::string(reinterpret_cast<char*>(mac), len)),
+      old_boot.database_id};
+  auto d = Data(v1, "snapshot_read", Fixture("snapshot_read_get.bin"));
+  EXPECT_EQ(d.status, 401) << d.body;
+  EXPECT_NE(d.body.find("authorization"), std::string::npos) << d.body;
+}
+
+// On-demand backups through the admin API (in-process): only to destinations the operator
+// allowed; a token bound to one database only to the default; relative paths and the data
+// directory refused with 400; one backup per database per interval (503 + Retry-After).
+TEST_F(SecurityTest, AdminBackupGoesOnlyWhereTheOperatorAllowed) {
+  const fs::path dests = fs::temp_directory_path() / ("kvc-sec-dest-" + HexEncode(RandomBytes(6)));
+  const std::string def = (dests / "default").string();
+  const std::string other = (dests / "other").string();
+  const std::string stray = (dests / "stray").string();
+  auto allowed = backup::BackupDestinations::Create(def, {other}, dir_.string());
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  service::AdminApiOptions ao;
+  ao.backup_min_interval_ms = 600000;
+  auto api = std::make_unique<service::AdminApi>(ao, directory_.get(), service_->authenticator(),
+                                                 admin_.get(), nullptr);
+  api->SetStorage(storage_.get());
+  api->SetBackupDestinations(*allowed);
+  auto call = [&](const std::string& token, const std::string& db, const std::string& body) {
+    service::HttpRequest req;
+    req.method = "POST";
+    req.path = "/admin/v1/databases/" + db + "/backup";
+    req.headers = {{"authorization", "Bearer " + token}, {"content-type", "application/json"}};
+    req.body = body;
+    auto done = std::make_shared<std::promise<service::HttpResponse>>();
+    auto answer = done->get_future();
+    api->Handle(std::move(req), [done](service::HttpResponse r) { done->set_value(std::move(r)); });
+    EXPECT_EQ(answer.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    return answer.get();
+  };
+  auto to = [](const std::string& dest) { return R"({"to":")" + dest + R"("})"; };
+  const std::string hr_admin = MakeToken("hr", auth::Scope::kAdmin);
+
+  // The bootstrap token: any allowed destination, however it is spelled.
+  auto r = call(kBootstrap, "sales", to(other + "/./"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(fs::exists(dests / "other" / "sales" / "snapshots"));
+  // Again at once: over the bound.
+  r = call(kBootstrap, "sales", to(def));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("backed up less than 600000 ms ago"), std::string::npos) << r.body;
+  bool retry_after = false;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "retry-after") retry_after = std::stoi(value) >= 1;
+  }
+  EXPECT_TRUE(retry_after);
+  // Not allowed, the data directory, relative: refused, nothing written.
+  r = call(kBootstrap, "default", to(stray));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("not one the operator allowed"), std::string::npos) << r.body;
+  for (const std::string& inside : {dir_.string(), (dir_ / "x").string()}) {
+    r = call(kBootstrap, "default", to(inside));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("inside the server's data directory"), std::string::npos) << r.body;
+  }
+  r = call(kBootstrap, "default", to("relative/dir"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("relative path"), std::string::npos) << r.body;
+  EXPECT_FALSE(fs::exists(stray));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+  // An admin token of one database: the default only.
+  r = call(hr_admin, "hr", to(other));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("bound to one database"), std::string::npos) << r.body;
+  r = call(hr_admin, "hr", "");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(fs::exists(dests / "default" / "hr" / "snapshots"));
+  EXPECT_FALSE(fs::exists(dests / "other" / "hr"));
+  api.reset();
+  fs::remove_all(dests);
 }
 
 TEST_F(SecurityTest, ExpiredAccessTokens) {

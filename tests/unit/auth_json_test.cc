@@ -1,5 +1,7 @@
 // Data-path tokens, bearer parsing and the metadata-exchange JSON codec.
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <fstream>
 #include <sstream>
@@ -8,6 +10,7 @@
 #include "auth/tokens.h"
 #include "codec/metadata_json.h"
 #include "common/clock.h"
+#include "common/random.h"
 
 namespace kvc {
 namespace {
@@ -70,6 +73,37 @@ TEST(Tokens, VerifiedTokenMemoIsPerSignerAndStillChecksExpiry) {
     EXPECT_FALSE(a2.Verify(tampered, now).ok());
     EXPECT_TRUE(a2.Verify(ti, now).ok());
   }
+}
+
+// The bootstrap token's fingerprint travels in the signed claims (format 2), is keyed by the
+// secret, and differs between bootstrap tokens; a format-1 token still parses, without one.
+TEST(Tokens, IssuerFingerprintIsSignedAndFormat1HasNone) {
+  auth::TokenSigner signer(std::string(32, 's'));
+  const std::string fa = signer.Fingerprint("bootstrap-token-A-0123");
+  EXPECT_EQ(fa.size(), 32u);
+  EXPECT_EQ(fa, signer.Fingerprint("bootstrap-token-A-0123"));
+  EXPECT_NE(fa, signer.Fingerprint("bootstrap-token-B-0123"));
+  EXPECT_NE(fa, auth::TokenSigner(std::string(32, 'o')).Fingerprint("bootstrap-token-A-0123"));
+
+  auth::TokenClaims c{"db", auth::Scope::kAdmin, "bootstrap", NowUnixMs() + 60000, fa};
+  auto v = signer.Verify(signer.Issue(c), NowUnixMs());
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->issuer, fa);
+
+  // A format-1 token (six fields, no issuer), signed as servers before issuers signed them.
+  const std::string secret(32, 's');
+  const std::string body =
+      Base64UrlEncode("1|db|3|bootstrap|" + std::to_string(NowUnixMs() + 60000) + "|00");
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(body.data()), body.size(), mac, &len);
+  const std::string v1 =
+      "kvc1." + body + "." + Base64UrlEncode(std::string(reinterpret_cast<char*>(mac), len));
+  auto old = signer.Verify(v1, NowUnixMs());
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->access_token_id, "bootstrap");
+  EXPECT_TRUE(old->issuer.empty());
 }
 
 TEST(Tokens, ParseBearer) {

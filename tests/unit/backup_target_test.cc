@@ -1,5 +1,6 @@
 // Backup targets without a network: object names, target URLs, S3's URI encoding, the
-// directory target on a temporary directory, and the S3 listing/error XML reader.
+// directory target on a temporary directory, the S3 listing/error XML reader, and the
+// destinations the admin API may back up to.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backup/destinations.h"
 #include "backup/dir_target.h"
 #include "backup/s3_target.h"
 #include "backup/s3_xml.h"
@@ -443,6 +445,130 @@ TEST(S3ErrorXml, CodeAndMessage) {
   EXPECT_EQ(ParseS3Error("Bad Gateway").status().code(), StatusCode::kCorruption);
   EXPECT_EQ(ParseS3Error("<Error><Code>a</Code><Code>b</Code></Error>").status().code(),
             StatusCode::kCorruption);
+}
+
+// --- BackupDestinations: where the admin API may write ---------------------------------------
+
+class BackupDestinationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kvc-dest-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    // Canonical, so expectations compare with what normalisation gives.
+    tmp_ = fs::canonical(tmpl).string();
+    data_ = tmp_ + "/data";
+    fs::create_directories(data_);
+    fs::create_directories(tmp_ + "/backups/a");
+    fs::create_directories(tmp_ + "/backups/b");
+  }
+  void TearDown() override { fs::remove_all(tmp_); }
+
+  std::string tmp_;
+  std::string data_;
+};
+
+TEST_F(BackupDestinationsTest, NormalisesDotsSlashesSymlinksAndS3) {
+  EXPECT_EQ(*NormalizeBackupDestination(tmp_ + "/backups/a/"), tmp_ + "/backups/a");
+  EXPECT_EQ(*NormalizeBackupDestination(tmp_ + "//backups/./b/../a//"), tmp_ + "/backups/a");
+  EXPECT_EQ(*NormalizeBackupDestination("file://" + tmp_ + "/backups/a"), tmp_ + "/backups/a");
+  EXPECT_EQ(*NormalizeBackupDestination(tmp_ + "/backups/new/x/.."), tmp_ + "/backups/new");
+  fs::create_directory_symlink(tmp_ + "/backups/a", tmp_ + "/link");
+  EXPECT_EQ(*NormalizeBackupDestination(tmp_ + "/link/"), tmp_ + "/backups/a");
+  EXPECT_EQ(*NormalizeBackupDestination("s3://bucket//prefix/x/"), "s3://bucket/prefix/x");
+  EXPECT_EQ(*NormalizeBackupDestination("s3://bucket"), "s3://bucket");
+  for (const std::string bad : {"", "backups", "./backups", "../x", "s3://", "s3:///",
+                                "s3://bucket/../other", "s3://bucket/./p", "http://x/y"}) {
+    auto r = NormalizeBackupDestination(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_NE(NormalizeBackupDestination("backups").status().message().find("relative path"),
+            std::string::npos);
+}
+
+TEST_F(BackupDestinationsTest, StartUpRefusesRelativeAndDataDirectoryPaths) {
+  fs::create_directory_symlink(data_, tmp_ + "/data-link");
+  for (const std::string& bad :
+       {std::string("relative/dir"), data_, data_ + "/", data_ + "/backups",
+        tmp_ + "/backups/../data/x", tmp_ + "/data-link/b", tmp_, std::string("/")}) {
+    auto d = BackupDestinations::Create(bad, {}, data_);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(d.status().message().rfind("--backup-to: ", 0), 0u) << d.status().message();
+    auto a = BackupDestinations::Create(tmp_ + "/backups/a", {bad}, data_);
+    ASSERT_FALSE(a.ok()) << bad;
+    EXPECT_EQ(a.status().message().rfind("--backup-allow: ", 0), 0u) << a.status().message();
+  }
+  // The data directory given relative or through a symlink is still recognised.
+  auto via_link = BackupDestinations::Create(data_ + "/x", {}, tmp_ + "/data-link/");
+  EXPECT_FALSE(via_link.ok());
+  auto ok =
+      BackupDestinations::Create(tmp_ + "/backups/a/", {"s3://b/p", tmp_ + "/backups/b"}, data_);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->default_destination(), tmp_ + "/backups/a");
+  // Without --backup-to the first allowed destination is the default.
+  auto first = BackupDestinations::Create("", {"s3://b/p/", tmp_ + "/backups/b"}, data_);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->default_destination(), "s3://b/p");
+}
+
+TEST_F(BackupDestinationsTest, RequestsGoOnlyWhereTheOperatorAllowed) {
+  const std::string a = tmp_ + "/backups/a";
+  const std::string b = tmp_ + "/backups/b";
+  auto d = BackupDestinations::Create(a, {b, "s3://bucket/allowed"}, data_);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  // The default: no "to", or the default however it is spelled, for every admin.
+  for (bool server_wide : {false, true}) {
+    EXPECT_EQ(*d->Resolve("", server_wide), a);
+    EXPECT_EQ(*d->Resolve(a + "/", server_wide), a);
+    EXPECT_EQ(*d->Resolve(tmp_ + "/backups/b/../a", server_wide), a);
+  }
+  // A server-wide admin picks among the allowed ones.
+  EXPECT_EQ(*d->Resolve(b, true), b);
+  EXPECT_EQ(*d->Resolve("s3://bucket/allowed/", true), "s3://bucket/allowed");
+  // A database-scoped admin may not, and learns nothing about what exists.
+  auto scoped_allowed = d->Resolve(b, false);
+  auto scoped_other = d->Resolve("/somewhere/else", false);
+  EXPECT_EQ(scoped_allowed.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(scoped_other.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(scoped_allowed.status().message(), scoped_other.status().message());
+  EXPECT_EQ(d->Resolve("s3://bucket/other", false).status().code(), StatusCode::kPermissionDenied);
+  // Not allowed, for anyone.
+  for (const std::string& other :
+       {tmp_ + "/backups", tmp_ + "/backups/c", std::string("/var/kvc-nowhere"),
+        std::string("s3://bucket/allowed/sub"), std::string("s3://bucket"),
+        std::string("s3://other/allowed")}) {
+    auto r = d->Resolve(other, true);
+    EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << other;
+    EXPECT_NE(r.status().message().find("not one the operator allowed"), std::string::npos);
+  }
+  // Relative paths and the data directory: 400 with a text saying why.
+  for (bool server_wide : {false, true}) {
+    auto rel = d->Resolve("backups/a", server_wide);
+    EXPECT_EQ(rel.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(rel.status().message().find("relative path"), std::string::npos);
+  }
+  for (const std::string& inside : {data_, data_ + "/", data_ + "/x", a + "/../../data/y"}) {
+    auto r = d->Resolve(inside, true);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << inside;
+    EXPECT_NE(r.status().message().find("inside the server's data directory"), std::string::npos)
+        << r.status().message();
+  }
+  // A symlink made later that leads into the data directory is followed, then refused.
+  fs::create_directory_symlink(data_, b + "/sneaky");
+  EXPECT_EQ(d->Resolve(b + "/sneaky", true).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(BackupDestinationsTest, NoneConfiguredRefusesEveryRequest) {
+  BackupDestinations none;
+  for (const std::string& to : {std::string(), tmp_ + "/backups/a", std::string("s3://x/y")}) {
+    auto r = none.Resolve(to, true);
+    EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied) << to;
+    EXPECT_NE(r.status().message().find("no backup destination"), std::string::npos);
+  }
+  auto empty = BackupDestinations::Create("", {}, data_);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+  EXPECT_EQ(empty->Resolve("", true).status().code(), StatusCode::kPermissionDenied);
 }
 
 }  // namespace
