@@ -12,10 +12,11 @@ import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { openKv } from "@deno/kv";
 import {
-  annotate, expectCliOk, freePort, kvconnectBin, makeTempDir, randomToken, removeTempDirs, runKvconnect, Server,
+  annotate, expectCliOk, kvconnectBin, makeTempDir, randomToken, removeTempDirs, runKvconnect, Server,
 } from "./harness.mjs";
 import { pollUntil } from "./raw_client.mjs";
 
@@ -51,7 +52,7 @@ function assertPrivate(root, { includeRoot = true } = {}) {
  * with `env` added to the environment. Returns the harness Server (waitReady not yet called).
  */
 async function spawnServe({ dataDir, args, env = {} }) {
-  const port = await freePort();
+  const readyFile = path.join(os.tmpdir(), `kvconnect-ready-${process.pid}-${randomToken(12)}.json`);
   const saved = {};
   for (const [k, v] of Object.entries(env)) {
     saved[k] = process.env[k];
@@ -60,9 +61,9 @@ async function spawnServe({ dataDir, args, env = {} }) {
   try {
     return new Server({
       bin: "/bin/sh",
-      args: ["-c", 'umask 022 && exec "$0" "$@"', kvconnectBin(), "serve", "--addr", `127.0.0.1:${port}`,
-        "--data-dir", dataDir, ...args],
-      port, tls: false, token: "<from a file>", dataDir, opts: {},
+      args: ["-c", 'umask 022 && exec "$0" "$@"', kvconnectBin(), "serve", "--addr", "127.0.0.1:0",
+        "--ready-file", readyFile, "--data-dir", dataDir, ...args],
+      readyFile, tls: false, token: "<from a file>", dataDir, opts: {},
     });
   } finally {
     for (const [k, v] of Object.entries(saved)) {
