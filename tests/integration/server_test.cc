@@ -823,9 +823,17 @@ class LingerTest : public ServerTest {
     size_t written = 0;
   };
 
-  // Sends headers announcing `announced` body bytes, then writes `body_bytes` in 64 KiB chunks
-  // (stopping at the first error) while reading the answer until EOF or an error.
+  // Sends headers announcing `announced` body bytes, then `body_bytes` of them.
   Upload Send(size_t announced, size_t body_bytes) {
+    return SendRaw("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                       std::string(kToken) + "\r\nContent-Type: application/json\r\n" +
+                       "Content-Length: " + std::to_string(announced) + "\r\n\r\n",
+                   body_bytes, '[');
+  }
+
+  // Sends `head`, then writes `body_bytes` of `fill` in 64 KiB chunks (stopping at the first
+  // error) while reading until EOF or an error.
+  Upload SendRaw(const std::string& head, size_t body_bytes, char fill) {
     Upload u;
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     EXPECT_GE(fd, 0);
@@ -837,13 +845,10 @@ class LingerTest : public ServerTest {
     addr.sin_port = htons(port_);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    const std::string head = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
-                             std::string(kToken) + "\r\nContent-Type: application/json\r\n" +
-                             "Content-Length: " + std::to_string(announced) + "\r\n\r\n";
     EXPECT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(head.size()));
     std::thread writer([&] {
-      const std::string chunk(64 * 1024, '[');
+      const std::string chunk(64 * 1024, fill);
       while (u.written < body_bytes) {
         const size_t n = std::min(chunk.size(), body_bytes - u.written);
         const ssize_t w = ::send(fd, chunk.data(), n, MSG_NOSIGNAL);
@@ -903,6 +908,25 @@ TEST_F(LingerTest, ClientStillWritingReadsThe413NotAReset) {
       R"({"supportedVersions":[1,2,3]})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// HTTP/2: a protocol error ends the connection with a GOAWAY. A client still sending (here
+// 16 MiB more of the same garbage) reads the GOAWAY and the end of the connection, not a reset.
+TEST_F(LingerTest, Http2ProtocolErrorGoawayIsReadNotAReset) {
+  const size_t kMore = 16 << 20;
+  Upload u = SendRaw(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(64, '\xff'),
+                     kMore, '\xff');
+  bool goaway = false;
+  for (size_t at = 0; at + 9 <= u.received.size();) {  // walk the frames: 9-byte headers
+    const auto* b = reinterpret_cast<const unsigned char*>(u.received.data() + at);
+    const size_t length = (size_t{b[0]} << 16) | (size_t{b[1]} << 8) | b[2];
+    goaway = goaway || b[3] == 0x7;
+    at += 9 + length;
+  }
+  EXPECT_TRUE(goaway) << u.received.size() << " bytes";
+  EXPECT_EQ(u.read_errno, 0) << std::strerror(u.read_errno);
+  EXPECT_EQ(u.write_errno, 0) << std::strerror(u.write_errno) << " after " << u.written;
+  EXPECT_EQ(u.written, kMore);
 }
 
 class LingerBoundTest : public LingerTest {
