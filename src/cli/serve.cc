@@ -150,6 +150,15 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option_function<int64_t>(
       "--idle-timeout-ms", [c](int64_t v) { c->net.idle_timeout = std::chrono::milliseconds(v); },
       "Idle connections close after this time (default 120000)");
+  s->add_option_function<int64_t>(
+       "--linger-timeout-ms",
+       [c](int64_t v) { c->net.linger_timeout = std::chrono::milliseconds(v); },
+       "After an error answer that ends a connection (413, 400), read and discard what the "
+       "client still sends for up to this long, so it can read the answer (default 2000)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--linger-max-bytes", c->net.linger_max_bytes,
+                "At most this many bytes are discarded while lingering")
+      ->capture_default_str();
   s->add_option("--shutdown-grace-ms", c->shutdown_grace_ms,
                 "How long in-flight requests may take on shutdown")
       ->capture_default_str();

@@ -1,14 +1,17 @@
 // HTTP/1.1 keep-alive session on Boost.Beast. One request at a time (no pipelining); a fresh
 // parser with body and header limits per request; a timeout before every read; streaming
 // responses use chunked transfer encoding, and a read kept pending during a stream notices when
-// the client goes away.
+// the client goes away. An error answer that ends the connection is followed by a lingering
+// close (see ServerOptions::linger_timeout).
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <optional>
 #include <type_traits>
@@ -52,7 +55,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   void Shutdown() override {
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
       self->shutting_down_ = true;
-      if (self->state_ == State::kReading) {
+      if (self->state_ == State::kReading || self->state_ == State::kLingering) {
         self->Close();
       } else if (self->state_ == State::kStreaming) {
         self->EndStream();
@@ -84,7 +87,10 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   }
 
  private:
-  enum class State { kReading, kHandling, kStreaming, kClosed };
+  enum class State { kReading, kHandling, kStreaming, kLingering, kClosed };
+
+  // Bytes discarded per read while lingering.
+  static constexpr size_t kLingerReadBytes = 64 * 1024;
 
   void DoRead() {
     state_ = State::kReading;
@@ -284,7 +290,8 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     }
   }
 
-  // Answers a request the session could not parse (through the one status table) and closes.
+  // Answers a request the session could not parse (through the one status table), then closes
+  // lingering (Linger()).
   void SendErrorAndClose(const Status& error) {
     state_ = State::kHandling;
     service::HttpResponse e = service::ErrorResponse(error);
@@ -296,9 +303,56 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
     res->keep_alive(false);
     res->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(ctx_->options.request_timeout);
-    http::async_write(
-        stream_, *res,
-        [self = this->shared_from_this(), res](beast::error_code, size_t) { self->Close(); });
+    http::async_write(stream_, *res,
+                      [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->Linger();
+                      });
+  }
+
+  // A lingering close: the client may still be writing a body we will not read (a 413 answered
+  // from the headers alone). Closing now would leave unread bytes in the receive buffer, the
+  // kernel would answer with a reset, and the client would lose our answer before reading it.
+  // So end our side (FIN after the answer), read and discard until the client closes, or for
+  // linger_timeout and linger_max_bytes at most, then close. Under TLS the discarded bytes are
+  // records we never decrypt.
+  void Linger() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kLingering;
+    beast::error_code ec;
+    LowestSocket(stream_).shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) {
+      Close();
+      return;
+    }
+    buffer_.consume(buffer_.size());
+    lingered_bytes_ = 0;
+    linger_deadline_ = std::chrono::steady_clock::now() + ctx_->options.linger_timeout;
+    LingerRead();
+  }
+
+  void LingerRead() {
+    if (state_ != State::kLingering) return;
+    if (lingered_bytes_ >= ctx_->options.linger_max_bytes) {
+      Close();
+      return;
+    }
+    auto& lowest = beast::get_lowest_layer(stream_);
+    lowest.expires_at(linger_deadline_);
+    const size_t want =
+        std::min(kLingerReadBytes, ctx_->options.linger_max_bytes - lingered_bytes_);
+    lowest.async_read_some(
+        buffer_.prepare(want), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+          self->lingered_bytes_ += n;  // never committed: discarded
+          if (ec) {  // the client closed, the deadline passed, or the connection broke
+            self->Close();
+            return;
+          }
+          self->LingerRead();
+        });
   }
 
   class Sink : public service::StreamSink {
@@ -433,6 +487,9 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
   unsigned version_ = 11;
   bool shutting_down_ = false;
   uint64_t requests_ = 0;
+  // Lingering close.
+  size_t lingered_bytes_ = 0;
+  std::chrono::steady_clock::time_point linger_deadline_;
 
   // Streaming state.
   std::shared_ptr<service::StreamSource> source_;

@@ -46,7 +46,10 @@ template <class Stream>
 class Http2Session : public Session, public std::enable_shared_from_this<Http2Session<Stream>> {
  public:
   Http2Session(ServerContext* ctx, Stream stream)
-      : ctx_(ctx), socket_(std::move(stream)), housekeeping_(socket_.get_executor()) {
+      : ctx_(ctx),
+        socket_(std::move(stream)),
+        housekeeping_(socket_.get_executor()),
+        linger_timer_(socket_.get_executor()) {
     boost::system::error_code ec;
     auto ep = LowestSocket(socket_).remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -100,6 +103,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void Shutdown() override {
     asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
       if (self->closed_) return;
+      if (self->lingering_) {
+        self->Close();
+        return;
+      }
       self->shutting_down_ = true;
       spdlog::debug("{}: HTTP/2 shutdown with {} open streams", self->peer_, self->streams_.size());
       nghttp2_submit_goaway(self->session_, NGHTTP2_FLAG_NONE,
@@ -187,24 +194,35 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (rv < 0) {
       spdlog::debug("{}: HTTP/2 protocol error: {}", peer_, nghttp2_strerror(static_cast<int>(rv)));
       // Let nghttp2 send its GOAWAY if it queued one, then close.
-      DoWrite();
       close_after_write_ = true;
+      DoWrite();
       return false;
     }
     return true;
   }
 
   void DoRead() {
-    if (closed_) return;
+    if (closed_ || reading_) return;
+    reading_ = true;
     socket_.async_read_some(asio::buffer(read_buf_),
                             [self = this->shared_from_this()](boost::system::error_code ec,
                                                               size_t n) { self->OnRead(ec, n); });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
+    reading_ = false;
     if (closed_) return;
     if (ec) {
       Close();
+      return;
+    }
+    if (lingering_) {  // discarded
+      lingered_bytes_ += n;
+      if (lingered_bytes_ >= ctx_->options.linger_max_bytes) {
+        Close();
+        return;
+      }
+      DoRead();
       return;
     }
     const uint64_t dispatched_before = dispatched_;
@@ -219,7 +237,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   }
 
   void DoWrite() {
-    if (writing_ || closed_) return;
+    if (writing_ || closed_ || lingering_) return;
     write_buf_.clear();
     while (write_buf_.size() < 256 * 1024) {
       const uint8_t* data = nullptr;
@@ -235,7 +253,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       if (close_after_write_ ||
           (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) ||
           (shutting_down_ && streams_.empty())) {
-        Close();
+        Linger();
       }
       return;
     }
@@ -251,6 +269,31 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
                       });
   }
 
+  // A lingering close once the last frames (a GOAWAY) are written: a client still sending
+  // (e.g. the rest of a body after a protocol error) would otherwise get a TCP reset, which can
+  // destroy the GOAWAY before it is read. End our side, read and discard for up to
+  // linger_timeout and linger_max_bytes, then close.
+  void Linger() {
+    if (closed_ || lingering_) return;
+    if (shutting_down_ || ctx_->stopping) {  // a graceful stop: the client sends no more requests
+      Close();
+      return;
+    }
+    lingering_ = true;
+    housekeeping_.cancel();
+    boost::system::error_code ec;
+    LowestSocket(socket_).shutdown(tcp::socket::shutdown_send, ec);
+    if (ec || ctx_->options.linger_max_bytes == 0) {
+      Close();
+      return;
+    }
+    linger_timer_.expires_after(ctx_->options.linger_timeout);
+    linger_timer_.async_wait([self = this->shared_from_this()](boost::system::error_code tec) {
+      if (!tec) self->Close();
+    });
+    if (!reading_) DoRead();
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
@@ -264,6 +307,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     ctx_->h2_streams_open -= static_cast<int64_t>(streams_.size());
     streams_.clear();
     housekeeping_.cancel();
+    linger_timer_.cancel();
     boost::system::error_code ec;
     LowestSocket(socket_).shutdown(tcp::socket::shutdown_both, ec);
     LowestSocket(socket_).close(ec);
@@ -277,7 +321,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   void ArmHousekeeping() {
     housekeeping_.expires_after(std::chrono::seconds(1));
     housekeeping_.async_wait([self = this->shared_from_this()](boost::system::error_code ec) {
-      if (ec || self->closed_) return;
+      if (ec || self->closed_ || self->lingering_) return;
       self->Housekeeping();
     });
   }
@@ -601,6 +645,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   ServerContext* ctx_;
   Stream socket_;
   asio::steady_timer housekeeping_;
+  asio::steady_timer linger_timer_;  // ends a lingering close
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   uint64_t dispatched_ = 0;        // requests dispatched on this connection
   uint32_t inflight_ = 0;          // dispatched requests not yet answered
@@ -613,6 +658,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   bool flush_posted_ = false;  // a FlushSoon() write is queued
   bool closed_ = false;
   bool close_after_write_ = false;
+  bool reading_ = false;    // a read is pending
+  bool lingering_ = false;  // see Linger()
+  size_t lingered_bytes_ = 0;
   bool shutting_down_ = false;
   bool activity_ = false;  // a request frame arrived since the last housekeeping round
   std::map<int32_t, std::unique_ptr<H2Stream>> streams_;

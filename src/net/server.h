@@ -55,6 +55,12 @@ struct ServerOptions {
   int32_t h2_initial_window = 1 << 20;  // per stream
   int32_t h2_connection_window = 16 << 20;
   size_t max_stream_buffer_bytes = 16 << 20;  // a streaming client this far behind is dropped
+  // After an error answer that ends a connection (413, 400 for bad framing), the server stops
+  // sending and reads and discards what the client still sends, for up to linger_timeout and
+  // linger_max_bytes, then closes. Closing with unread bytes would make the kernel send a reset,
+  // and a client still writing its body would lose the answer.
+  std::chrono::milliseconds linger_timeout{2000};
+  size_t linger_max_bytes = 32 << 20;
   // Strict-Transport-Security max-age (seconds) on every answer over TLS; 0: no header.
   int64_t hsts_max_age_s = 365LL * 24 * 3600;
 };

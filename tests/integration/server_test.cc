@@ -11,10 +11,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "codec/datapath_codec.h"
 #include "codec/metadata_json.h"
@@ -797,6 +801,153 @@ TEST_F(StalledUploadTest, BudgetRefusesAndDeadlineResets) {
   EXPECT_GE(cancelled, 1);
   nghttp2_session_del(c.session);
   ::close(c.fd);
+}
+
+// Issue 20: a client still writing a body the server refused from its headers (413) must read
+// the answer, not a TCP reset. A raw socket sends Content-Length 16 MiB (over the 1 MiB cap)
+// and keeps writing the body from one thread while another reads.
+class LingerTest : public ServerTest {
+ protected:
+  // Generous bounds, so a busy machine cannot end the lingering close before the client has
+  // written its 16 MiB.
+  void TuneServer(net::ServerOptions& o) override {
+    o.linger_timeout = std::chrono::milliseconds(30000);
+    o.linger_max_bytes = linger_max_bytes_;
+  }
+  size_t linger_max_bytes_ = 64 << 20;
+
+  struct Upload {
+    std::string received;  // everything read before the connection ended
+    int read_errno = 0;    // 0: the read side ended with a clean EOF
+    int write_errno = 0;   // 0: the whole body was written
+    size_t written = 0;
+  };
+
+  // Sends headers announcing `announced` body bytes, then `body_bytes` of them.
+  Upload Send(size_t announced, size_t body_bytes) {
+    return SendRaw("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                       std::string(kToken) + "\r\nContent-Type: application/json\r\n" +
+                       "Content-Length: " + std::to_string(announced) + "\r\n\r\n",
+                   body_bytes, '[');
+  }
+
+  // Sends `head`, then writes `body_bytes` of `fill` in 64 KiB chunks (stopping at the first
+  // error) while reading until EOF or an error.
+  Upload SendRaw(const std::string& head, size_t body_bytes, char fill) {
+    Upload u;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(fd, 0);
+    timeval tv{20, 0};  // no test hangs forever
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port_);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(head.size()));
+    std::thread writer([&] {
+      const std::string chunk(64 * 1024, fill);
+      while (u.written < body_bytes) {
+        const size_t n = std::min(chunk.size(), body_bytes - u.written);
+        const ssize_t w = ::send(fd, chunk.data(), n, MSG_NOSIGNAL);
+        if (w < 0) {
+          u.write_errno = errno;
+          return;
+        }
+        u.written += static_cast<size_t>(w);
+      }
+      ::shutdown(fd, SHUT_WR);
+    });
+    char buf[16 * 1024];
+    for (;;) {
+      const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+      if (r == 0) break;
+      if (r < 0) {
+        u.read_errno = errno;
+        break;
+      }
+      u.received.append(buf, static_cast<size_t>(r));
+    }
+    writer.join();
+    ::close(fd);
+    return u;
+  }
+
+  // True if `raw` holds a complete 413 answer (status line, headers, the whole text body).
+  static void ExpectComplete413(const std::string& raw) {
+    ASSERT_EQ(raw.rfind("HTTP/1.1 413 ", 0), 0u) << raw.substr(0, 200);
+    const size_t end = raw.find("\r\n\r\n");
+    ASSERT_NE(end, std::string::npos) << raw;
+    std::string lower = raw.substr(0, end);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const size_t cl = lower.find("content-length: ");
+    ASSERT_NE(cl, std::string::npos) << raw;
+    const size_t length = std::stoul(lower.substr(cl + 16));
+    EXPECT_EQ(raw.size() - end - 4, length) << raw;
+    EXPECT_NE(raw.find("The request body exceeds the limit of 1048576 bytes."), std::string::npos)
+        << raw;
+  }
+};
+
+TEST_F(LingerTest, ClientStillWritingReadsThe413NotAReset) {
+  const size_t kBody = 16 << 20;
+  Upload u = Send(kBody, kBody);
+  ExpectComplete413(u.received);
+  // The server ended its side with a FIN after the answer and read on: no reset either way.
+  EXPECT_EQ(u.read_errno, 0) << std::strerror(u.read_errno);
+  EXPECT_EQ(u.write_errno, 0) << std::strerror(u.write_errno) << " after " << u.written;
+  EXPECT_EQ(u.written, kBody);
+  // The server keeps serving.
+  auto c = Http1Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Post(
+      "/",
+      {{"authorization", std::string("Bearer ") + kToken}, {"content-type", "application/json"}},
+      R"({"supportedVersions":[1,2,3]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// HTTP/2: a protocol error ends the connection with a GOAWAY. A client still sending (here
+// 16 MiB more of the same garbage) reads the GOAWAY and the end of the connection, not a reset.
+TEST_F(LingerTest, Http2ProtocolErrorGoawayIsReadNotAReset) {
+  const size_t kMore = 16 << 20;
+  Upload u = SendRaw(std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + std::string(64, '\xff'),
+                     kMore, '\xff');
+  bool goaway = false;
+  for (size_t at = 0; at + 9 <= u.received.size();) {  // walk the frames: 9-byte headers
+    const auto* b = reinterpret_cast<const unsigned char*>(u.received.data() + at);
+    const size_t length = (size_t{b[0]} << 16) | (size_t{b[1]} << 8) | b[2];
+    goaway = goaway || b[3] == 0x7;
+    at += 9 + length;
+  }
+  EXPECT_TRUE(goaway) << u.received.size() << " bytes";
+  EXPECT_EQ(u.read_errno, 0) << std::strerror(u.read_errno);
+  EXPECT_EQ(u.write_errno, 0) << std::strerror(u.write_errno) << " after " << u.written;
+  EXPECT_EQ(u.written, kMore);
+}
+
+class LingerBoundTest : public LingerTest {
+ protected:
+  void SetUp() override {
+    linger_max_bytes_ = 1 << 20;
+    LingerTest::SetUp();
+  }
+};
+
+// Lingering is bounded: a client that writes on and on (here 256 MiB announced, 64 MiB sent)
+// is cut off once linger_max_bytes were discarded, and still got its answer first.
+TEST_F(LingerBoundTest, EndlessWriterIsCutOffAfterLingerMaxBytes) {
+  Upload u = Send(size_t{256} << 20, size_t{64} << 20);
+  ExpectComplete413(u.received);
+  EXPECT_NE(u.write_errno, 0);
+  EXPECT_LT(u.written, size_t{64} << 20);
+  for (int i = 0; i < 100 && server_->connection_count() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(server_->connection_count(), 0u);
 }
 
 }  // namespace
