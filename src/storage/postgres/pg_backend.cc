@@ -483,7 +483,11 @@ class PgWriter : public Writer {
       std::vector<std::string> rec;
       for (ChangeLogRow& row : log_rows_) {
         v.push_back(row.version);
-        commit_version_ = std::max(commit_version_, row.version);
+        if (row.version > commit_version_) {
+          commit_version_ = row.version;
+          commit_time_ms_ = row.time_ms;
+          commit_record_ = row.bytes;  // what identifies this commit's record (CommittedAnyway)
+        }
         prev.push_back(row.prev_version);
         t.push_back(row.time_ms);
         rec.push_back(std::move(row.bytes));
@@ -585,9 +589,12 @@ class PgWriter : public Writer {
   // PostgreSQL on a new session, reconnecting for up to commit_outcome_wait_ms (a failover in
   // progress), then gives up (503, outcome unknown):
   //  - the commit's own change record (written in the same transaction) is there: it landed,
-  //    on this timeline or, replicated, on a promoted standby;
-  //  - on the timeline the transaction ran on, pg_xact_status says committed, aborted, or in
-  //    progress (asked again);
+  //    on this timeline or, replicated, on a promoted standby. The record is matched by its
+  //    version, time and bytes, not its version alone: after PostgreSQL crashed, a lost
+  //    commit's version is allocated again to whichever transaction comes next;
+  //  - on the timeline the transaction ran on, pg_xact_status says aborted, or in progress
+  //    (asked again), or committed: believed only when the change record is there too (or the
+  //    transaction wrote none), since a crashed PostgreSQL reuses ids it never made durable;
   //  - on a later timeline without the record: it was in the old primary's lost tail, never
   //    to appear, so a client's retry applies it once. A transaction id is not trusted there
   //    (the promoted standby may have reused it).
@@ -605,9 +612,9 @@ class PgWriter : public Writer {
       // never saw it may not have reached it yet, and pg_xact_status fails for such an id.
       auto r = probe.Query(
           "select ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint, "
-          "(case when exists (select 1 from kvc_changes where db = $1::uuid and version = $2) "
-          "then 1 else 0 end)::bigint",
-          Params().Text(db_).Int64(commit_version_));
+          "(case when exists (select 1 from kvc_changes where db = $1::uuid and version = $2 "
+          "and time_ms = $3 and record = $4) then 1 else 0 end)::bigint",
+          Params().Text(db_).Int64(commit_version_).Int64(commit_time_ms_).Bytes(commit_record_));
       bool asked = r.ok() && r->rows() == 1;
       if (asked) {
         const bool same_timeline = r->Int(0, 0) == timeline_;
@@ -629,11 +636,40 @@ class PgWriter : public Writer {
         if (asked) {
           const std::string status = x->IsNull(0, 0) ? "" : x->Bytes(0, 0);
           if (status == "committed") {
-            spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})",
-                         db_, xid_);
-            return true;
+            // With a change record, only the record proves it: after a crash of PostgreSQL,
+            // an id whose transaction left nothing in the durable WAL is handed out again, and
+            // "committed" may then speak of another transaction (crash_pg saw a write answered
+            // as landed that was lost). The record is asked again, after the status, in case
+            // the transaction committed between the two questions.
+            int64_t records = 1;
+            if (commit_version_ > 0) {
+              auto again = probe.Query(
+                  "select count(*) from kvc_changes where db = $1::uuid and version = $2 and "
+                  "time_ms = $3 and record = $4",
+                  Params()
+                      .Text(db_)
+                      .Int64(commit_version_)
+                      .Int64(commit_time_ms_)
+                      .Bytes(commit_record_));
+              records = again.ok() && again->rows() == 1 ? again->Int(0, 0) : -1;
+            }
+            if (records > 0) {
+              spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})",
+                           db_, xid_);
+              return true;
+            }
+            if (records == 0) {
+              spdlog::warn(
+                  "database {}: the connection broke during COMMIT, which did not land (version "
+                  "{}; xid {} was reused after PostgreSQL restarted); the client's retry applies "
+                  "it",
+                  db_, commit_version_, xid_);
+              return false;
+            }
+            asked = false;  // the record could not be asked: again after a pause, in the deadline
+          } else if (status != "in progress") {
+            return false;
           }
-          if (status != "in progress") return false;
         }
       }
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -738,6 +774,8 @@ class PgWriter : public Writer {
   int64_t timeline_ = -1;
   std::string xid_;             // the open transaction's id (text), for CommittedAnyway
   int64_t commit_version_ = 0;  // the newest version the committing transaction recorded
+  int64_t commit_time_ms_ = 0;  // that record's time_ms and bytes
+  std::string commit_record_;
   bool leader_ = false;
   int64_t last_prune_ms_ = 0;
 };
