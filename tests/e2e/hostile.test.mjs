@@ -476,31 +476,13 @@ describe("hostile input: deep nesting and 16 MB bodies on every JSON endpoint", 
 
   /**
    * An HTTP/1.1 POST on a raw connection: { status, text } of the answer (or what happened).
-   * Bodies over 1 MB go out in 64 KB pieces after a pause, and stop once the server answers: it
-   * refuses a Content-Length over --max-body-bytes at once and closes, and a client still writing
-   * then gets a reset instead of the answer.
+   * The whole body is written at once, as any client would: the server refuses a Content-Length
+   * over --max-body-bytes at once and then reads and drops what is still coming (a lingering
+   * close, --linger-timeout-ms), so the client reads the 413 instead of a reset.
    */
   async function http1(reqPath, headers, body) {
     const send = async (s) => {
-      if (body.length <= 1 << 20) {
-        s.write(http1Post(reqPath, { headers, body }));
-        return;
-      }
-      let answered = false;
-      s.on("data", () => {
-        answered = true;
-      });
-      const request = http1Post(reqPath, { headers, body: "" });
-      s.write(request.replace(/Content-Length: 0\r\n/, `Content-Length: ${Buffer.byteLength(body)}\r\n`));
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      for (let at = 0; at < body.length && !answered && !s.destroyed; at += 1 << 16) {
-        if (!s.write(body.slice(at, at + (1 << 16)))) {
-          await new Promise((resolve) => {
-            s.once("drain", resolve);
-            s.once("close", resolve);
-          });
-        }
-      }
+      s.write(http1Post(reqPath, { headers, body }));
     };
     // Connection: close, so the answer ends when the server closes.
     const r = await rawExchange(server.port, send, { timeoutMs: 60_000 });
