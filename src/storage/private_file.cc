@@ -46,11 +46,12 @@ void WarnOnce(const std::string& path, const std::string& message) {
   if (kWarned->Insert(path)) spdlog::warn("{}", message);
 }
 
-// Removes the group and other bits of the open file `fd` (at `path`) if it has any.
-void Tighten(int fd, const std::string& path, mode_t mode) {
+// Removes the group and other bits of the file at `path` (mode `mode`) if it has any. By path,
+// not through a descriptor: see PreparePrivateFile.
+void Tighten(const std::string& path, mode_t mode) {
   if ((mode & 077) == 0) return;
   const mode_t tight = mode & 07700;
-  if (::fchmod(fd, tight) != 0) {
+  if (::chmod(path.c_str(), tight) != 0) {
     WarnOnce(path, path + " has mode " + Octal(mode) +
                        ", readable beyond its owner, and cannot be changed (" +
                        std::strerror(errno) + "); make it " + Octal(tight));
@@ -63,28 +64,33 @@ void Tighten(int fd, const std::string& path, mode_t mode) {
 }  // namespace
 
 Status PreparePrivateFile(const std::string& path, bool create) {
-  // O_NONBLOCK: a FIFO planted at the path must not hang us; O_NOCTTY for a terminal device.
-  int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-  if (create) flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-  int fd = ::open(path.c_str(), flags, kPrivateFileMode);
-  if (fd < 0 && create && (errno == EACCES || errno == EROFS)) {
-    // An existing file we may only read (a read-only database): inspect it read-only.
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  }
-  if (fd < 0) {
-    if (errno == ENOENT && !create) return Status::Ok();
-    return Errno("cannot open", path, errno);
-  }
+  // An existing file is never opened here, only inspected and changed by path. It may be a
+  // SQLite file that another connection of this process has open and locked, and closing any
+  // descriptor of a file drops every POSIX lock the process holds on it: SQLite's locks would be
+  // gone while it believes it holds them (another process could then checkpoint or truncate
+  // under it: kvconnect died of SIGBUS beside a Deno process on the same file).
   struct stat st {};
-  Status s = Status::Ok();
-  if (::fstat(fd, &st) != 0) {
-    s = Errno("cannot inspect", path, errno);
-  } else if (S_ISREG(st.st_mode)) {
-    // A file just made has 0600 minus the umask; an older one may be looser.
-    Tighten(fd, path, st.st_mode);
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Errno("cannot inspect", path, errno);
+    if (!create) return Status::Ok();
+    // O_EXCL: only a file this call makes is opened (and closed), so nobody holds locks on it.
+    const int fd =
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, kPrivateFileMode);
+    if (fd >= 0) {
+      // Exactly 0600, whatever the umask (a umask such as 0277 would leave it unwritable).
+      const bool ok = ::fchmod(fd, kPrivateFileMode) == 0;
+      const int err = errno;
+      ::close(fd);
+      if (!ok) return Errno("cannot set the mode of", path, err);
+      return Status::Ok();
+    }
+    if (errno != EEXIST) return Errno("cannot create", path, errno);
+    // Made by someone else meanwhile: inspect it like any existing file.
+    if (::stat(path.c_str(), &st) != 0) return Errno("cannot inspect", path, errno);
   }
-  ::close(fd);
-  return s;
+  // A file just made has 0600; an older one may be looser.
+  if (S_ISREG(st.st_mode)) Tighten(path, st.st_mode);
+  return Status::Ok();
 }
 
 Status PrepareSqliteFiles(const std::string& path, bool create) {

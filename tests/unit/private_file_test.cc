@@ -62,6 +62,30 @@ TEST_F(PrivateFileTest, NewFileIs0600AndAnOlderLooseOneIsTightened) {
   EXPECT_FALSE(fs::exists(dir_ / "absent"));
 }
 
+// Opening a database that another connection of this process holds locked must leave its
+// locks alone: closing any descriptor of a file drops every POSIX lock the process holds on it,
+// so PreparePrivateFile never opens an existing file. Another process (the sqlite3 shell) must
+// still find the write lock taken.
+TEST_F(PrivateFileTest, OpeningALockedDatabaseAgainKeepsItsLocks) {
+  if (std::system("command -v sqlite3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "no sqlite3 shell";
+  const fs::path db = dir_ / "locked.sqlite3";
+  sqlite::Connection holder("test: ");
+  ASSERT_TRUE(holder
+                  .Open(db.string(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 1000,
+                        "pragma journal_mode=wal; create table t (x);")
+                  .ok());
+  ASSERT_TRUE(holder.Exec("begin immediate; insert into t values (1);").ok());
+  const std::string probe =
+      "sqlite3 -cmd '.timeout 0' '" + db.string() + "' 'begin immediate; commit;' >/dev/null 2>&1";
+  ASSERT_NE(std::system(probe.c_str()), 0) << "the write lock is not held to begin with";
+  sqlite::Connection second("test: ");
+  ASSERT_TRUE(second.Open(db.string(), SQLITE_OPEN_READWRITE, 1000, "").ok());
+  EXPECT_NE(std::system(probe.c_str()), 0)
+      << "another process took the write lock this process holds: opening the database again "
+         "dropped its locks";
+  ASSERT_TRUE(holder.Exec("commit;").ok());
+}
+
 TEST_F(PrivateFileTest, SqliteDatabaseWalAndShmAre0600) {
   const fs::path db = dir_ / "x.sqlite3";
   {
