@@ -19,7 +19,7 @@ void OperatorGate::Check(const HttpRequest& request, std::function<void(Status)>
     return;
   }
   auth_->AuthenticateThen(
-      std::move(*token), [this, done = std::move(done)](Result<Principal> who, const auto&) {
+      std::move(*token), [done = std::move(done)](Result<Principal> who, const auto&) {
         if (!who.ok()) return done(who.status());
         if (who->scope != auth::Scope::kAdmin || !who->database_id.empty()) {
           return done(PermissionDenied(
