@@ -7,24 +7,13 @@
 // definition in schemas/admin-api.schema.json (ajv, JSON Schema draft 4).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
+import { validate } from "./admin_schema.mjs";
 import v8 from "node:v8";
 import { openKv } from "@deno/kv";
 import {
   annotate, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, startServer,
 } from "./harness.mjs";
 
-const require = createRequire(import.meta.url);
-const Ajv = require("ajv-draft-04");
-const schema = require("../../schemas/admin-api.schema.json");
-const ajv = new Ajv({ strict: false, allErrors: true });
-ajv.addSchema(schema, "admin");
-
-function validate(definition, body) {
-  const check = ajv.getSchema(`admin#/definitions/${definition}`);
-  assert.ok(check, `schema definition ${definition}`);
-  assert.ok(check(body), `${definition}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(body)}`);
-}
 
 const str = (value) => ({ type: "string", value });
 const num = (value) => ({ type: "number", value });

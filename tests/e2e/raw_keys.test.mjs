@@ -8,24 +8,13 @@
 // Before the raw form, the root listing answered 500 "damaged data" and the export was empty.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
+import { validate } from "./admin_schema.mjs";
 import { formatKey, parseKey } from "../../src/console/kv.js";
 import { annotate, LOCAL_BACKEND, readFrame, removeTempDirs, startServer } from "./harness.mjs";
 import {
   dataPath, describeAnswer, metadata, pbMutation, pbRange, snapshotReadEntries, withH2,
 } from "./raw_client.mjs";
 
-const require = createRequire(import.meta.url);
-const Ajv = require("ajv-draft-04");
-const schema = require("../../schemas/admin-api.schema.json");
-const ajv = new Ajv({ strict: false, allErrors: true });
-ajv.addSchema(schema, "admin");
-
-function validate(definition, body) {
-  const check = ajv.getSchema(`admin#/definitions/${definition}`);
-  assert.ok(check, `schema definition ${definition}`);
-  assert.ok(check(body), `${definition}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(body)}`);
-}
 
 const str = (value) => ({ type: "string", value });
 const raw = (bytes) => ({ type: "raw", value: Buffer.from(bytes).toString("base64url") });
