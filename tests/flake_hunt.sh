@@ -77,9 +77,9 @@ for round in $(seq 1 "$ROUNDS"); do
   set -e
   secs=$(( $(date +%s) - start ))
   load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-  result=$(grep -E "tests passed, [0-9]+ tests failed out of" "$log" | tail -1)
+  result=$(grep -E "tests passed, [0-9]+ tests failed out of" "$log" | tail -1 || true)
   failed=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' |
-    sed -E 's/^\s+[0-9]+ - //' | tr '\n' ';')
+    sed -E 's/^\s+[0-9]+ - //' | tr '\n' ';' || true)
   line="round $round: rc=$rc ${secs}s load(before) $load_before load(after) $load_after: ${result:-no result line} ${failed:+FAILED: $failed}"
   echo "$line" | tee -a "$summary"
   [ "$rc" -eq 0 ] || failed_rounds=$((failed_rounds + 1))
