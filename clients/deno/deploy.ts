@@ -1,0 +1,268 @@
+// Queues for apps written for Deno Deploy, with one added line:
+//
+//   import "jsr:@kvconnect/queue/deploy";        // or "./clients/deno/deploy.ts"
+//   const kv = await Deno.openKv();              // DENO_KV_DEFAULT_PATH=https://kv.example.com
+//   kv.listenQueue(async (msg) => { ... });      // now delivered by kvconnect's queue API
+//   await kv.enqueue({ job: 1 }, { delay: 1000 });
+//
+// Deno's own client refuses `kv.enqueue` on a KV Connect database ("Enqueue operations are not
+// supported in KV Connect") and its `kv.listenQueue` never fires (nor resolves after close).
+// Importing this module wraps `Deno.openKv` to remember which database each `Deno.Kv` is (the
+// path resolved exactly as Deno resolves it: DENO_KV_DEFAULT_PATH, DENO_KV_PATH_PREFIX) and
+// replaces `enqueue`, `listenQueue` and `close` of `Deno.Kv.prototype`: for a database opened on
+// an http(s) URL they go to kvconnect's queue API (docs/queues.md) through `openQueue` of
+// mod.ts, with the token Deno used (DENO_KV_ACCESS_TOKEN at the time of `openKv`); for every
+// other database (a file, ":memory:", no path) they are Deno's own methods, untouched.
+//
+// Not covered: `kv.atomic().enqueue(...)` on a KV Connect database keeps Deno's behaviour (the
+// commit rejects with "Enqueue operations are not supported in KV Connect"), because the queue
+// API cannot join an enqueue to the checks and mutations of a KV Connect atomic write. A
+// `Deno.Kv` opened before this module was evaluated is not known to it and keeps Deno's methods.
+
+import { type EnqueueOptions, openQueue, type Queue } from "./mod.ts";
+
+/** How `listenQueue` of a KV Connect database pulls (see `ListenQueueOptions` of mod.ts). */
+export interface DeployQueueOptions {
+  /** Handlers running at once per `listenQueue` (default 10). */
+  concurrency?: number;
+  /** Lease of a delivery in ms (default 30000), renewed while the handler runs. */
+  visibilityTimeout?: number;
+  /** Long-poll time of one pull in ms, 0..20000 (default 5000): how long close() may take. */
+  pullWait?: number;
+}
+
+/** What this module knows of a `Deno.Kv` opened on a KV Connect URL. */
+interface RemoteKv {
+  /** The URL Deno opened (after DENO_KV_DEFAULT_PATH and DENO_KV_PATH_PREFIX). */
+  url: string;
+  /** BASE of the queue API for that URL. */
+  base: string;
+  token: string | undefined;
+  queue?: Queue;
+  listeners: Set<Promise<void>>;
+  closed: boolean;
+}
+
+/** The environment variables Deno reads in `Deno.openKv`. */
+export interface KvEnv {
+  DENO_KV_DEFAULT_PATH?: string;
+  DENO_KV_PATH_PREFIX?: string;
+}
+
+/**
+ * The path `Deno.openKv(path)` opens, as Deno 2.9 resolves it (ext/kv/dynamic.rs): without a
+ * path, a non-empty DENO_KV_DEFAULT_PATH becomes the path; then, when there is a path and
+ * DENO_KV_PATH_PREFIX is set, the prefix is put in front of it (of a name, of the default path
+ * and of a full URL alike). `undefined`: no path (Deno then opens its default local database).
+ */
+export function resolveKvPath(path: string | undefined, env: KvEnv): string | undefined {
+  let resolved = path;
+  if (resolved === undefined && env.DENO_KV_DEFAULT_PATH) resolved = env.DENO_KV_DEFAULT_PATH;
+  if (resolved !== undefined && env.DENO_KV_PATH_PREFIX !== undefined) {
+    resolved = env.DENO_KV_PATH_PREFIX + resolved;
+  }
+  return resolved;
+}
+
+/** Whether Deno opens `path` over KV Connect (it tests these two prefixes, case-sensitively). */
+export function isKvConnectPath(path: string | undefined): path is string {
+  return path !== undefined && (path.startsWith("https://") || path.startsWith("http://"));
+}
+
+/**
+ * The queue API's BASE (docs/queues.md) for a KV Connect URL given to `Deno.openKv`:
+ *   http(s)://host                            -> http(s)://host (database "default")
+ *   .../databases/NAME/connect, .../databases/NAME -> .../databases/NAME
+ *   .../v2/databases/NAME/connect (Deno Deploy's shape), .../v2/databases/NAME -> .../databases/NAME
+ * Any other path is taken as BASE itself. Query and fragment are dropped. Throws TypeError for
+ * a string that is not an http(s) URL.
+ */
+export function queueBaseFor(kvUrl: string): string {
+  const u = new URL(kvUrl);
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new TypeError(`not a KV Connect URL: ${kvUrl}`);
+  }
+  let path = u.pathname.replace(/\/+$/, "");
+  const m = /^(.*?)(?:\/v2)?\/databases\/([^/]+)(?:\/connect)?$/.exec(path);
+  if (m) path = `${m[1]}/databases/${m[2]}`;
+  return `${u.origin}${path}`;
+}
+
+const INSTALLED = Symbol.for("kvconnect.deploy.installed");
+const remotes = new WeakMap<Deno.Kv, RemoteKv>();
+let listenOptions: DeployQueueOptions = {};
+
+/** Sets how `listenQueue` on KV Connect databases pulls from now on. */
+export function configureQueues(options: DeployQueueOptions): void {
+  listenOptions = { ...options };
+}
+
+/** The queue API BASE of `kv` when this module routes its queue calls, else undefined. */
+export function queueBaseOf(kv: Deno.Kv): string | undefined {
+  return remotes.get(kv)?.base;
+}
+
+/** Reads an environment variable without prompting: unset when env access is not granted. */
+function readEnv(name: string): string | undefined {
+  try {
+    const state = Deno.permissions.querySync?.({ name: "env", variable: name }).state;
+    if (state !== undefined && state !== "granted") return undefined;
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Deno's checks of enqueue options (ext/kv/01_db.ts), with its texts. */
+function validateEnqueueOptions(opts: EnqueueOptions | undefined): void {
+  const delay = opts?.delay;
+  if (delay !== undefined) {
+    if (delay < 0) throw new TypeError(`Delay must be >= 0: received ${delay}`);
+    if (delay > 30 * 24 * 60 * 60 * 1000) {
+      throw new TypeError(`Delay cannot be greater than 30 days: received ${delay}`);
+    }
+    if (Number.isNaN(delay)) throw new TypeError("Delay cannot be NaN");
+  }
+  const schedule = opts?.backoffSchedule;
+  if (schedule !== undefined) {
+    if (schedule.length > 5) {
+      throw new TypeError("Invalid backoffSchedule, max 5 intervals allowed");
+    }
+    for (let i = 0; i < schedule.length; i++) {
+      const interval = schedule[i];
+      if (interval < 0 || interval > 60 * 60 * 1000 || Number.isNaN(interval)) {
+        throw new TypeError(`Invalid backoffSchedule, interval at index ${i} is invalid`);
+      }
+    }
+  }
+}
+
+function queueOf(remote: RemoteKv): Queue {
+  remote.queue ??= openQueue({ url: remote.base, accessToken: remote.token });
+  return remote.queue;
+}
+
+function install(): void {
+  const g = globalThis as Record<symbol, unknown>;
+  if (g[INSTALLED]) return; // another copy of this module (another specifier) did it
+  if (typeof Deno?.openKv !== "function" || typeof Deno.Kv !== "function") {
+    // No Deno KV in this runtime (no --unstable-kv): nothing to route.
+    return;
+  }
+  g[INSTALLED] = true;
+
+  const originalOpenKv = Deno.openKv;
+  const proto = Deno.Kv.prototype;
+  const originalEnqueue = proto.enqueue;
+  const originalListenQueue = proto.listenQueue;
+  const originalClose = proto.close;
+  const originalDispose = (proto as unknown as Record<symbol, () => void>)[Symbol.dispose];
+
+  async function openKv(path?: string): Promise<Deno.Kv> {
+    // Read before Deno does, so the token is the one Deno's own open used.
+    const resolved = resolveKvPath(path, {
+      DENO_KV_DEFAULT_PATH: readEnv("DENO_KV_DEFAULT_PATH"),
+      DENO_KV_PATH_PREFIX: readEnv("DENO_KV_PATH_PREFIX"),
+    });
+    const token = readEnv("DENO_KV_ACCESS_TOKEN");
+    // deno-lint-ignore prefer-rest-params
+    const kv: Deno.Kv = await Reflect.apply(originalOpenKv, Deno, arguments);
+    if (isKvConnectPath(resolved)) {
+      remotes.set(kv, {
+        url: resolved,
+        base: queueBaseFor(resolved),
+        token,
+        listeners: new Set(),
+        closed: false,
+      });
+    }
+    return kv;
+  }
+  // Deno.openKv is a configurable getter (an unstable API): replace it with a plain value.
+  Object.defineProperty(Deno, "openKv", {
+    value: openKv,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+
+  Object.defineProperty(proto, "enqueue", {
+    value: async function enqueue(this: Deno.Kv, message: unknown, opts?: EnqueueOptions) {
+      const remote = remotes.get(this);
+      // deno-lint-ignore prefer-rest-params
+      if (!remote) return await Reflect.apply(originalEnqueue, this, arguments);
+      if (remote.closed) throw new Deno.errors.BadResource("Bad resource ID");
+      validateEnqueueOptions(opts);
+      return await queueOf(remote).enqueue(message, {
+        delay: opts?.delay,
+        keysIfUndelivered: opts?.keysIfUndelivered,
+        backoffSchedule: opts?.backoffSchedule,
+      });
+    },
+    writable: true,
+    configurable: true,
+  });
+
+  Object.defineProperty(proto, "listenQueue", {
+    value: async function listenQueue(
+      this: Deno.Kv,
+      handler: (message: unknown) => Promise<void> | void,
+    ): Promise<void> {
+      const remote = remotes.get(this);
+      // deno-lint-ignore prefer-rest-params
+      if (!remote) return await Reflect.apply(originalListenQueue, this, arguments);
+      if (remote.closed) throw new Error("Queue already closed");
+      const listening = queueOf(remote).listenQueue(async (message) => {
+        try {
+          await handler(message);
+        } catch (e) {
+          // Deno logs a failed handler this way; the message is retried per its backoff.
+          console.error("Exception in queue handler", e);
+          throw e;
+        }
+      }, { ...listenOptions });
+      remote.listeners.add(listening);
+      try {
+        await listening;
+      } finally {
+        remote.listeners.delete(listening);
+      }
+    },
+    writable: true,
+    configurable: true,
+  });
+
+  const stopQueue = (kv: Deno.Kv) => {
+    const remote = remotes.get(kv);
+    if (!remote || remote.closed) return;
+    remote.closed = true;
+    remote.queue?.close(); // each listenQueue resolves once its handlers settled
+  };
+  Object.defineProperty(proto, "close", {
+    value: function close(this: Deno.Kv) {
+      try {
+        // deno-lint-ignore prefer-rest-params
+        return Reflect.apply(originalClose, this, arguments);
+      } finally {
+        stopQueue(this);
+      }
+    },
+    writable: true,
+    configurable: true,
+  });
+  if (typeof originalDispose === "function") {
+    Object.defineProperty(proto, Symbol.dispose, {
+      value: function dispose(this: Deno.Kv) {
+        try {
+          return Reflect.apply(originalDispose, this, []);
+        } finally {
+          stopQueue(this);
+        }
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
+}
+
+install();
