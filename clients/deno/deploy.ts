@@ -19,7 +19,9 @@
 // API cannot join an enqueue to the checks and mutations of a KV Connect atomic write. A
 // `Deno.Kv` opened before this module was evaluated is not known to it and keeps Deno's methods.
 
+import { encodeValue, KvConnectWriter, type WriteOp } from "./kv_connect.ts";
 import { type EnqueueOptions, openQueue, type Queue } from "./mod.ts";
+import { serialize } from "./v8.ts";
 
 /** How `listenQueue` of a KV Connect database pulls (see `ListenQueueOptions` of mod.ts). */
 export interface DeployQueueOptions {
@@ -39,6 +41,8 @@ interface RemoteKv {
   base: string;
   token: string | undefined;
   queue?: Queue;
+  /** KV Connect data path for atomic writes that carry enqueues. */
+  writer?: KvConnectWriter;
   listeners: Set<Promise<void>>;
   closed: boolean;
 }
@@ -90,6 +94,8 @@ export function queueBaseFor(kvUrl: string): string {
 
 const INSTALLED = Symbol.for("kvconnect.deploy.installed");
 const remotes = new WeakMap<Deno.Kv, RemoteKv>();
+/** What `kv.atomic()` of a KV Connect database was given so far, in order. */
+const atomics = new WeakMap<object, { remote: RemoteKv; ops: WriteOp[] }>();
 let listenOptions: DeployQueueOptions = {};
 
 /** Sets how `listenQueue` on KV Connect databases pulls from now on. */
@@ -232,6 +238,8 @@ function install(): void {
     configurable: true,
   });
 
+  installAtomic(proto);
+
   const stopQueue = (kv: Deno.Kv) => {
     const remote = remotes.get(kv);
     if (!remote || remote.closed) return;
@@ -263,6 +271,95 @@ function install(): void {
       configurable: true,
     });
   }
+}
+
+/**
+ * Makes `kv.atomic()` of a KV Connect database record what it is given (after Deno's own method
+ * checked it) and commit through kv_connect.ts when it holds an enqueue, so the checks, the
+ * mutations and the enqueues are one KV Connect atomic write. Without an enqueue, Deno's own
+ * commit runs.
+ */
+function installAtomic(kvProto: Deno.Kv): void {
+  const AtomicOperation = (Deno as unknown as { AtomicOperation?: unknown }).AtomicOperation;
+  if (typeof AtomicOperation !== "function") return;
+  const opProto = AtomicOperation.prototype as Record<string, unknown>;
+  const originalAtomic = kvProto.atomic;
+  Object.defineProperty(kvProto, "atomic", {
+    value: function atomic(this: Deno.Kv) {
+      // deno-lint-ignore prefer-rest-params
+      const op = Reflect.apply(originalAtomic, this, arguments);
+      const remote = remotes.get(this);
+      if (remote) atomics.set(op, { remote, ops: [] });
+      return op;
+    },
+    writable: true,
+    configurable: true,
+  });
+
+  type Key = readonly unknown[];
+  const recorders: Record<string, (ops: WriteOp[], args: unknown[]) => void> = {
+    check(ops, checks) {
+      for (const c of checks as { key: Key; versionstamp: string | null }[]) {
+        ops.push({ op: "check", key: [...c.key], versionstamp: c.versionstamp });
+      }
+    },
+    mutate(ops, mutations) {
+      for (const m of mutations as { type: string; key: Key; value?: unknown; expireIn?: number }[]) {
+        if (m.type === "delete") ops.push({ op: "delete", key: [...m.key] });
+        else if (m.type === "set") {
+          const expireIn = typeof m.expireIn === "number" ? m.expireIn : undefined;
+          ops.push({ op: "set", key: [...m.key], value: encodeValue(m.value), expireIn });
+        } else {
+          ops.push({ op: m.type as "sum" | "min" | "max", key: [...m.key], value: encodeValue(m.value) });
+        }
+      }
+    },
+    sum: (ops, [key, n]) => ops.push({ op: "sum", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    min: (ops, [key, n]) => ops.push({ op: "min", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    max: (ops, [key, n]) => ops.push({ op: "max", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    set(ops, [key, value, options]) {
+      const expireIn = (options as { expireIn?: number } | undefined)?.expireIn;
+      ops.push({ op: "set", key: [...(key as Key)], value: encodeValue(value), expireIn });
+    },
+    delete: (ops, [key]) => ops.push({ op: "delete", key: [...(key as Key)] }),
+    enqueue(ops, [message, opts]) {
+      const o = opts as EnqueueOptions | undefined;
+      ops.push({
+        op: "enqueue",
+        payload: serialize(message),
+        delay: o?.delay ?? 0,
+        keysIfUndelivered: (o?.keysIfUndelivered ?? []).map((k) => [...k]),
+        backoffSchedule: o?.backoffSchedule ? [...o.backoffSchedule] : undefined,
+      });
+    },
+  };
+  for (const [name, record] of Object.entries(recorders)) {
+    const original = opProto[name] as (...args: unknown[]) => unknown;
+    if (typeof original !== "function") continue;
+    Object.defineProperty(opProto, name, {
+      value: function (this: object, ...args: unknown[]) {
+        const result = Reflect.apply(original, this, args); // Deno's checks and texts first
+        const rec = atomics.get(this);
+        if (rec) record(rec.ops, args);
+        return result;
+      },
+      writable: true,
+      configurable: true,
+    });
+  }
+
+  const originalCommit = opProto.commit as () => Promise<Deno.KvCommitResult | Deno.KvCommitError>;
+  Object.defineProperty(opProto, "commit", {
+    value: async function commit(this: object) {
+      const rec = atomics.get(this);
+      if (!rec || !rec.ops.some((o) => o.op === "enqueue")) return await Reflect.apply(originalCommit, this, []);
+      if (rec.remote.closed) throw new Deno.errors.BadResource("Bad resource ID");
+      rec.remote.writer ??= new KvConnectWriter(rec.remote.url, rec.remote.token);
+      return await rec.remote.writer.atomicWrite(rec.ops);
+    },
+    writable: true,
+    configurable: true,
+  });
 }
 
 install();

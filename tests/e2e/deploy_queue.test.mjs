@@ -56,7 +56,7 @@ describe("Deno Deploy apps: queues with one import (clients/deno/deploy.ts)", {
       const s = expectDenoOk(res, server);
       assert.equal(s.flakyAttempts, 3);
       assert.equal(s.doomedAttempts, 2);
-      assert.deepEqual(s.local, { got: 1 });
+      assert.deepEqual(s.local, { got: 2 });
       assert.match(res.stderr, /Exception in queue handler Error: flaky attempt 1/, "handler errors logged as Deno does");
       console.log(`deploy app (default path): ${JSON.stringify(s)}`);
       await expectQueueSettled(server, "default");

@@ -42,6 +42,7 @@ try {
   const doomedAttempts: number[] = [];
   let delayed: { sentAt: number; at: number } | undefined;
   let plain: unknown;
+  let atomicAt: number | undefined;
   const errors: string[] = [];
   step = "listenQueue";
   const listening = kv.listenQueue(async (msg) => {
@@ -61,6 +62,12 @@ try {
         throw new Error("doomed always fails");
       case "plain":
         plain = m.value;
+        break;
+      case "atomic":
+        atomicAt = Date.now();
+        break;
+      case "refused":
+        errors.push("the message of a refused atomic write was delivered");
         break;
       default:
         errors.push(`unexpected message ${JSON.stringify(m)}`);
@@ -110,14 +117,32 @@ try {
   await until("delayed message", () => delayed !== undefined);
   if (delayed!.at - delayed!.sentAt < 1490) fail(`delayed message came after ${delayed!.at - delayed!.sentAt} ms`);
 
-  step = "atomic enqueue keeps Deno's behaviour";
-  let atomicError = "";
-  try {
-    await kv.atomic().set(["deploy_app", run, "atomic"], 1).enqueue({ kind: "never", run }).commit();
-  } catch (e) {
-    atomicError = String((e as Error).message);
+  // kv.atomic() with an enqueue commits as one KV Connect write: all of it or nothing.
+  step = "atomic enqueue";
+  const keyParts = [1.5, -0, -1, NaN, -Infinity, 0n, 255n, -256n, 2n ** 64n, -(2n ** 70n), true, false,
+    Uint8Array.of(0, 1, 0xff, 0), "x\u0000y€"];
+  let op = kv.atomic().check({ key: ["deploy_app", run, "atomic"], versionstamp: null })
+    .set(["deploy_app", run, "atomic"], "written")
+    .sum(["deploy_app", run, "counter"], 5n)
+    .set(["deploy_app", run, "bytes"], Uint8Array.of(9, 0, 8), { expireIn: 600_000 });
+  keyParts.forEach((part, i) => (op = op.set(["deploy_app", run, "part", part], i)));
+  const committed = await op.enqueue({ kind: "atomic", run }, { backoffSchedule: [100] }).commit();
+  if (!committed.ok) fail("atomic write with an enqueue was refused");
+  for (const [i, part] of keyParts.entries()) {
+    const e = await kv.get(["deploy_app", run, "part", part]);
+    if (e.value !== i || e.versionstamp !== committed.versionstamp) fail(`key part ${Deno.inspect(part)}: ${Deno.inspect(e)}`);
   }
-  if (!atomicError.includes("not supported in KV Connect")) fail(`atomic().enqueue: "${atomicError}"`);
+  const counter = await kv.get<Deno.KvU64>(["deploy_app", run, "counter"]);
+  if (!(counter.value instanceof Deno.KvU64) || counter.value.value !== 5n) fail(`counter: ${Deno.inspect(counter)}`);
+  if (Deno.inspect((await kv.get(["deploy_app", run, "bytes"])).value) !== Deno.inspect(Uint8Array.of(9, 0, 8))) {
+    fail("bytes value");
+  }
+  // a failed check: no mutation and no message
+  const refused = await kv.atomic().check({ key: ["deploy_app", run, "atomic"], versionstamp: null })
+    .set(["deploy_app", run, "refused"], 1).enqueue({ kind: "refused", run }).commit();
+  if (refused.ok) fail("an atomic write whose check failed was committed");
+  if ((await kv.get(["deploy_app", run, "refused"])).versionstamp !== null) fail("a refused write left a key");
+  await until("message of the atomic write", () => atomicAt !== undefined);
 
   let local: Record<string, unknown> | undefined;
   if (Deno.env.get("APP_LOCAL") === "1") {
@@ -128,7 +153,9 @@ try {
       localGot.push(m);
     });
     await mem.enqueue({ kind: "local", run });
-    await until("local message from Deno's own queue", () => localGot.length === 1, 10_000);
+    const localAtomic = await mem.atomic().set(["k"], 1).enqueue({ kind: "local-atomic", run }).commit();
+    if (!localAtomic.ok) fail("local atomic enqueue");
+    await until("local messages from Deno's own queue", () => localGot.length === 2, 10_000);
     mem.close();
     await localListening;
     local = { got: localGot.length };
