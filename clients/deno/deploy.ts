@@ -14,10 +14,11 @@
 // mod.ts, with the token Deno used (DENO_KV_ACCESS_TOKEN at the time of `openKv`); for every
 // other database (a file, ":memory:", no path) they are Deno's own methods, untouched.
 //
-// Not covered: `kv.atomic().enqueue(...)` on a KV Connect database keeps Deno's behaviour (the
-// commit rejects with "Enqueue operations are not supported in KV Connect"), because the queue
-// API cannot join an enqueue to the checks and mutations of a KV Connect atomic write. A
-// `Deno.Kv` opened before this module was evaluated is not known to it and keeps Deno's methods.
+// `kv.atomic()` of such a database records what it is given (after Deno's own checks) and,
+// when it holds an enqueue, commits checks, mutations and enqueues as one KV Connect
+// atomic_write (kv_connect.ts), which kvconnect stores in the same transaction; without an
+// enqueue Deno's own commit runs. A `Deno.Kv` opened before this module was evaluated is not
+// known to it and keeps Deno's methods.
 
 import { encodeValue, KvConnectWriter, type WriteOp } from "./kv_connect.ts";
 import { type EnqueueOptions, openQueue, type Queue } from "./mod.ts";
@@ -314,9 +315,12 @@ function installAtomic(kvProto: Deno.Kv): void {
         }
       }
     },
-    sum: (ops, [key, n]) => ops.push({ op: "sum", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
-    min: (ops, [key, n]) => ops.push({ op: "min", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
-    max: (ops, [key, n]) => ops.push({ op: "max", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    sum: (ops, [key, n]) =>
+      ops.push({ op: "sum", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    min: (ops, [key, n]) =>
+      ops.push({ op: "min", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
+    max: (ops, [key, n]) =>
+      ops.push({ op: "max", key: [...(key as Key)], value: encodeValue(new Deno.KvU64(n as bigint)) }),
     set(ops, [key, value, options]) {
       const expireIn = (options as { expireIn?: number } | undefined)?.expireIn;
       ops.push({ op: "set", key: [...(key as Key)], value: encodeValue(value), expireIn });

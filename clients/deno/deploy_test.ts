@@ -46,7 +46,10 @@ Deno.test("queueBaseFor: every KV Connect URL shape", () => {
     ["http://h:1/databases/orders/connect", "http://h:1/databases/orders"],
     ["http://h:1/databases/orders/connect/", "http://h:1/databases/orders"],
     ["http://h:1/databases/orders", "http://h:1/databases/orders"],
-    ["http://h:1/databases/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "http://h:1/databases/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"],
+    [
+      "http://h:1/databases/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+      "http://h:1/databases/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+    ],
     ["https://api.example/v2/databases/abc-123/connect", "https://api.example/databases/abc-123"],
     ["https://api.example/v2/databases/abc-123", "https://api.example/databases/abc-123"],
     ["http://h:1/databases/my%20db/connect", "http://h:1/databases/my%20db"],

@@ -162,8 +162,11 @@ export function encodeAtomicWrite(ops: readonly WriteOp[], now: number): Uint8Ar
   const w = new Proto();
   for (const o of ops) {
     if (o.op === "check") {
-      w.message(1, new Proto().bytesField(1, encodeKey(o.key))
-        .bytesField(2, o.versionstamp === null ? [] : hexBytes(o.versionstamp)));
+      w.message(
+        1,
+        new Proto().bytesField(1, encodeKey(o.key))
+          .bytesField(2, o.versionstamp === null ? [] : hexBytes(o.versionstamp)),
+      );
     }
   }
   for (const o of ops) {

@@ -3,7 +3,8 @@
 // kv.listenQueue on a database it opened through DENO_KV_DEFAULT_PATH or by name, with delay,
 // backoffSchedule and keysIfUndelivered; a local ":memory:" database in the same process keeps
 // Deno's own queue. The same app without the import line fails as Deno 2.9.6 makes it fail.
-// Also runs the module's unit tests (clients/deno/deploy_test.ts, no server).
+// kv.atomic() with an enqueue commits as one write (or, with a failed check, not at all).
+// Also runs the module's unit tests (clients/deno/deploy_test.ts, kv_connect_test.ts; no server).
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -109,11 +110,11 @@ describe("Deno Deploy apps: queues with one import (clients/deno/deploy.ts)", {
   });
 });
 
-test("clients/deno deploy_test.ts (deno test, no server)", { timeout: 120_000 }, () => {
+test("clients/deno deploy_test.ts and kv_connect_test.ts (deno test, no server)", { timeout: 120_000 }, () => {
   const dir = path.resolve(E2E_DIR, "../../clients/deno");
-  const r = spawnSync(denoBin(), ["test", "--unstable-kv", "--config", "deno.json", "--no-lock", "deploy_test.ts"], {
-    cwd: dir, env: denoEnv(), encoding: "utf8", timeout: 110_000,
-  });
+  const r = spawnSync(denoBin(), [
+    "test", "--unstable-kv", "-A", "--config", "deno.json", "--no-lock", "deploy_test.ts", "kv_connect_test.ts",
+  ], { cwd: dir, env: denoEnv(), encoding: "utf8", timeout: 110_000 });
   assert.equal(r.status, 0, `deno test failed:\n${r.stdout}\n${r.stderr}`);
-  assert.match(r.stdout, /4 passed \| 0 failed/);
+  assert.match(r.stdout, /8 passed \| 0 failed/);
 });

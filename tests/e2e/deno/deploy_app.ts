@@ -77,7 +77,12 @@ try {
   listening.then(() => (listenSettled = true), (e) => errors.push(`listenQueue rejected: ${e}`));
 
   step = "enqueue";
-  const value = { when: new Date(1700000000000), big: 2n ** 70n, map: new Map([["a", [1, 2]]]), bytes: Uint8Array.of(1, 2) };
+  const value = {
+    when: new Date(1700000000000),
+    big: 2n ** 70n,
+    map: new Map([["a", [1, 2]]]),
+    bytes: Uint8Array.of(1, 2),
+  };
   const r = await kv.enqueue({ kind: "plain", run, value });
   if (r.ok !== true || !/^[0-9a-f]{20}$/.test(r.versionstamp)) fail(`enqueue answer ${JSON.stringify(r)}`);
   const sentAt = Date.now();
@@ -88,10 +93,12 @@ try {
 
   // Deno's own option checks and texts still apply.
   step = "option checks";
-  for (const [opts, text] of [
-    [{ delay: -1 }, "Delay must be >= 0: received -1"],
-    [{ backoffSchedule: [1, 2, 3, 4, 5, 6] }, "Invalid backoffSchedule, max 5 intervals allowed"],
-  ] as const) {
+  for (
+    const [opts, text] of [
+      [{ delay: -1 }, "Delay must be >= 0: received -1"],
+      [{ backoffSchedule: [1, 2, 3, 4, 5, 6] }, "Invalid backoffSchedule, max 5 intervals allowed"],
+    ] as const
+  ) {
     let got = "";
     try {
       await kv.enqueue({ kind: "never", run }, opts);
@@ -105,12 +112,16 @@ try {
   await until("plain message", () => plain !== undefined);
   const shown = Deno.inspect(plain, { depth: 5 });
   if (shown !== Deno.inspect(value, { depth: 5 })) fail(`plain value came back as ${shown}`);
-  await until("flaky message handled on its third attempt", async () =>
-    (await kv.get(["deploy_app", run, "flaky"])).value === 3);
+  await until(
+    "flaky message handled on its third attempt",
+    async () => (await kv.get(["deploy_app", run, "flaky"])).value === 3,
+  );
   const gaps = flakyAttempts.slice(1).map((t, i) => t - flakyAttempts[i]);
   if (gaps.some((g) => g < 150)) fail(`retries came sooner than the 200 ms backoff: ${gaps}`);
-  await until("keysIfUndelivered written after the last retry", async () =>
-    (await kv.get(undeliveredKey)).value !== null);
+  await until(
+    "keysIfUndelivered written after the last retry",
+    async () => (await kv.get(undeliveredKey)).value !== null,
+  );
   const dead = (await kv.get(undeliveredKey)).value as { kind: string; run: string };
   if (dead.kind !== "doomed" || dead.run !== run) fail(`undelivered key holds ${JSON.stringify(dead)}`);
   if (doomedAttempts.length !== 2) fail(`doomed message attempts: ${doomedAttempts.length}, want 2`);
@@ -119,8 +130,22 @@ try {
 
   // kv.atomic() with an enqueue commits as one KV Connect write: all of it or nothing.
   step = "atomic enqueue";
-  const keyParts = [1.5, -0, -1, NaN, -Infinity, 0n, 255n, -256n, 2n ** 64n, -(2n ** 70n), true, false,
-    Uint8Array.of(0, 1, 0xff, 0), "x\u0000y€"];
+  const keyParts = [
+    1.5,
+    -0,
+    -1,
+    NaN,
+    -Infinity,
+    0n,
+    255n,
+    -256n,
+    2n ** 64n,
+    -(2n ** 70n),
+    true,
+    false,
+    Uint8Array.of(0, 1, 0xff, 0),
+    "x\u0000y€",
+  ];
   let op = kv.atomic().check({ key: ["deploy_app", run, "atomic"], versionstamp: null })
     .set(["deploy_app", run, "atomic"], "written")
     .sum(["deploy_app", run, "counter"], 5n)
@@ -130,7 +155,9 @@ try {
   if (!committed.ok) fail("atomic write with an enqueue was refused");
   for (const [i, part] of keyParts.entries()) {
     const e = await kv.get(["deploy_app", run, "part", part]);
-    if (e.value !== i || e.versionstamp !== committed.versionstamp) fail(`key part ${Deno.inspect(part)}: ${Deno.inspect(e)}`);
+    if (e.value !== i || e.versionstamp !== committed.versionstamp) {
+      fail(`key part ${Deno.inspect(part)}: ${Deno.inspect(e)}`);
+    }
   }
   const counter = await kv.get<Deno.KvU64>(["deploy_app", run, "counter"]);
   if (!(counter.value instanceof Deno.KvU64) || counter.value.value !== 5n) fail(`counter: ${Deno.inspect(counter)}`);
