@@ -5,7 +5,11 @@
 // refuses the first enqueue: the run fails).
 //   APP_DB     the name given to Deno.openKv(name); unset: Deno.openKv()
 //   APP_LOCAL  "1": also check that Deno.openKv(":memory:") in the same process keeps Deno's
-//              own local queue
+//              own local queue (not with DENO_KV_PATH_PREFIX: Deno puts the prefix in front of
+//              ":memory:" too)
+// It checks enqueue with delay, retries along a backoffSchedule, keysIfUndelivered (and
+// backoffSchedule []), kv.atomic() with an enqueue (one write, or nothing when a check fails),
+// Deno's option texts, and that listenQueue resolves after kv.close().
 // Prints one JSON line {"script":"deploy_app","ok":true,...} and exits 0, or FAIL ... and 1.
 // Self-contained on purpose (no relative imports but the line below), so the test can copy it.
 import "../../../clients/deno/deploy.ts";
@@ -43,6 +47,7 @@ try {
   let delayed: { sentAt: number; at: number } | undefined;
   let plain: unknown;
   let atomicAt: number | undefined;
+  let noRetryAttempts = 0;
   const errors: string[] = [];
   step = "listenQueue";
   const listening = kv.listenQueue(async (msg) => {
@@ -60,6 +65,9 @@ try {
       case "doomed":
         doomedAttempts.push(Date.now());
         throw new Error("doomed always fails");
+      case "noRetry":
+        noRetryAttempts++;
+        throw new Error("no retry either");
       case "plain":
         plain = m.value;
         break;
@@ -90,6 +98,9 @@ try {
   await kv.enqueue({ kind: "flaky", run }, { backoffSchedule: [200, 200, 200] });
   const undeliveredKey = ["deploy_app", run, "undelivered"];
   await kv.enqueue({ kind: "doomed", run }, { backoffSchedule: [100], keysIfUndelivered: [undeliveredKey] });
+  // backoffSchedule: [] means no retry at all in Deno: one attempt, then the key
+  const noRetryKey = ["deploy_app", run, "noRetry"];
+  await kv.enqueue({ kind: "noRetry", run }, { backoffSchedule: [], keysIfUndelivered: [noRetryKey] });
 
   // Deno's own option checks and texts still apply.
   step = "option checks";
@@ -125,6 +136,9 @@ try {
   const dead = (await kv.get(undeliveredKey)).value as { kind: string; run: string };
   if (dead.kind !== "doomed" || dead.run !== run) fail(`undelivered key holds ${JSON.stringify(dead)}`);
   if (doomedAttempts.length !== 2) fail(`doomed message attempts: ${doomedAttempts.length}, want 2`);
+  await until("keysIfUndelivered of the message without retries", async () =>
+    (await kv.get(noRetryKey)).value !== null);
+  if (noRetryAttempts !== 1) fail(`message with backoffSchedule [] had ${noRetryAttempts} attempts, want 1`);
   await until("delayed message", () => delayed !== undefined);
   if (delayed!.at - delayed!.sentAt < 1490) fail(`delayed message came after ${delayed!.at - delayed!.sentAt} ms`);
 
