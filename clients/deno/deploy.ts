@@ -165,15 +165,15 @@ function install(): void {
   const originalClose = proto.close;
   const originalDispose = (proto as unknown as Record<symbol, () => void>)[Symbol.dispose];
 
-  async function openKv(path?: string): Promise<Deno.Kv> {
+  async function openKv(...args: [path?: string]): Promise<Deno.Kv> {
+    const path = args[0];
     // Read before Deno does, so the token is the one Deno's own open used.
     const resolved = resolveKvPath(path, {
       DENO_KV_DEFAULT_PATH: readEnv("DENO_KV_DEFAULT_PATH"),
       DENO_KV_PATH_PREFIX: readEnv("DENO_KV_PATH_PREFIX"),
     });
     const token = readEnv("DENO_KV_ACCESS_TOKEN");
-    // deno-lint-ignore prefer-rest-params
-    const kv: Deno.Kv = await Reflect.apply(originalOpenKv, Deno, arguments);
+    const kv: Deno.Kv = await Reflect.apply(originalOpenKv, Deno, args);
     if (isKvConnectPath(resolved)) {
       remotes.set(kv, {
         url: resolved,
@@ -194,10 +194,10 @@ function install(): void {
   });
 
   Object.defineProperty(proto, "enqueue", {
-    value: async function enqueue(this: Deno.Kv, message: unknown, opts?: EnqueueOptions) {
+    value: async function enqueue(this: Deno.Kv, ...args: [message: unknown, opts?: EnqueueOptions]) {
       const remote = remotes.get(this);
-      // deno-lint-ignore prefer-rest-params
-      if (!remote) return await Reflect.apply(originalEnqueue, this, arguments);
+      if (!remote) return await Reflect.apply(originalEnqueue, this, args);
+      const [message, opts] = args;
       if (remote.closed) throw new Deno.errors.BadResource("Bad resource ID");
       validateEnqueueOptions(opts);
       return await queueOf(remote).enqueue(message, {
@@ -216,8 +216,7 @@ function install(): void {
       handler: (message: unknown) => Promise<void> | void,
     ): Promise<void> {
       const remote = remotes.get(this);
-      // deno-lint-ignore prefer-rest-params
-      if (!remote) return await Reflect.apply(originalListenQueue, this, arguments);
+      if (!remote) return await Reflect.apply(originalListenQueue, this, [handler]);
       if (remote.closed) throw new Error("Queue already closed");
       const listening = queueOf(remote).listenQueue(async (message) => {
         try {
@@ -250,8 +249,7 @@ function install(): void {
   Object.defineProperty(proto, "close", {
     value: function close(this: Deno.Kv) {
       try {
-        // deno-lint-ignore prefer-rest-params
-        return Reflect.apply(originalClose, this, arguments);
+        return Reflect.apply(originalClose, this, []);
       } finally {
         stopQueue(this);
       }
@@ -287,8 +285,7 @@ function installAtomic(kvProto: Deno.Kv): void {
   const originalAtomic = kvProto.atomic;
   Object.defineProperty(kvProto, "atomic", {
     value: function atomic(this: Deno.Kv) {
-      // deno-lint-ignore prefer-rest-params
-      const op = Reflect.apply(originalAtomic, this, arguments);
+      const op = Reflect.apply(originalAtomic, this, []);
       const remote = remotes.get(this);
       if (remote) atomics.set(op, { remote, ops: [] });
       return op;
