@@ -81,6 +81,8 @@ describe("Deno Deploy apps: queues with one import (clients/deno/deploy.ts)", {
       //   { DENO_KV_PATH_PREFIX: `${server.url}/databases/`, APP_DB: "orders" }
       // Until then Deno's prefix + name URL is 404 there, so the app gets the full URL.
       // (No APP_LOCAL here: with DENO_KV_PATH_PREFIX, Deno prefixes ":memory:" as well.)
+      // shapes: and run it once more with Deploy's URL shape, APP_DB:
+      //   `${server.url}/v2/databases/orders/connect` (queue BASE .../databases/orders).
       const env = { APP_DB: `${server.url}/databases/orders/connect` };
       const s = expectDenoOk(await runApp(server, env), server);
       console.log(`deploy app (named database): ${JSON.stringify(s)}`);
