@@ -422,7 +422,9 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
       }
     }
   });
-  // Some writes acknowledged by the first primary, so that the crash has something to lose.
+  // A run of writes on the first primary (0.7 s, and at least 20 acknowledged however slow the
+  // machine), so that the crash has something to lose.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
   const auto acked_count = [&] {
     std::lock_guard<std::mutex> lock(mu);
     return acked.size();
