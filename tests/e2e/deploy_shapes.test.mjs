@@ -172,8 +172,13 @@ describe("apps written as for Deno Deploy", { skip: LOCAL_BACKEND, timeout: 300_
       });
       let exited = false;
       run.done.then(() => { exited = true; });
-      // Keep the bucket empty while Deno starts and opens (reads only: the app writes first).
+      // Keep the bucket empty while Deno starts and opens, and a little longer, so its first
+      // write (the app writes first; the drain only reads) meets an empty bucket too.
       while (!opened && !exited) {
+        await drain();
+        await sleep(10);
+      }
+      for (const until = Date.now() + 300; Date.now() < until && !exited;) {
         await drain();
         await sleep(10);
       }
