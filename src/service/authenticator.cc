@@ -202,19 +202,36 @@ Authenticator::RateLimit Authenticator::LimitFor(const std::string& token_id,
 }
 
 Status Authenticator::CheckRate(const std::string& token_id, double token_rate) {
-  const RateLimit limit = LimitFor(token_id, token_rate);
+  const char* reason = token_id == kBootstrapTokenId ? "bootstrap_rate"
+                       : token_rate >= 0             ? "token_rate"
+                                                     : "default_rate";
+  return Take(limiter_, token_id, LimitFor(token_id, token_rate), reason);
+}
+
+Authenticator::RateLimit Authenticator::MetadataLimit(const RateLimit& data) const {
+  if (data.rate <= 0 || options_.metadata_rate_limit_rps <= 0) return {0, 0};
+  return {std::max(data.rate, options_.metadata_rate_limit_rps),
+          std::max({data.burst, options_.metadata_rate_limit_burst, 1.0})};
+}
+
+Status Authenticator::AdmitMetadata(const Principal& who, const Directory::Database& db,
+                                    const std::string& requested) {
+  KVC_RETURN_IF_ERROR(CheckDatabase(who, db, requested));
+  return Take(metadata_limiter_, who.token_id, MetadataLimit(LimitFor(who.token_id, who.rate)),
+              "metadata_rate");
+}
+
+Status Authenticator::Take(RateLimiter& limiter, const std::string& token_id,
+                           const RateLimit& limit, std::string_view reason) {
   if (limit.rate <= 0) return Status::Ok();
   RateLimiter::Clock::duration wait{};
-  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
+  if (limiter.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
     return Status::Ok();
   }
   const int64_t wait_ms =
       std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", limit.rate);
-  const char* reason = token_id == kBootstrapTokenId ? "bootstrap_rate"
-                       : token_rate >= 0             ? "token_rate"
-                                                     : "default_rate";
   return Fail(reason, Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
                                     " requests per second); slow down and retry.",
                                 wait_ms));

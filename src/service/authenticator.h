@@ -5,7 +5,11 @@
 //   the access token they were issued for, which must still be valid in the directory snapshot;
 //   for the bootstrap token, by its fingerprint in the claims, so replacing the bootstrap token
 //   (a restart with another --access-token) revokes every data-path token it minted.
-// - Rate limits: a token bucket per access token (its own rate, or the server's default).
+// - Rate limits: a token bucket per access token (its own rate, or the server's default) for
+//   the data path, the queue API and the admin API. The metadata exchange has a bucket of its
+//   own per token (AdmitMetadata), never smaller than the token's data bucket: Deno gives up on
+//   `openKv` when its single metadata POST is answered with anything but 200 (503 included), so
+//   a throttled token must still be able to open; only its data calls wait (503, Retry-After).
 // Every refusal carries the exact client text, and is reported to the AuthObserver by reason
 // (fixed words, never token ids) for metrics.
 //
@@ -30,6 +34,13 @@ struct AuthOptions {
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
+  // The metadata exchange's own bucket per access token: at least this rate and size, and never
+  // smaller than the token's data bucket; unlimited when either is. Deno makes one exchange per
+  // `openKv` and one per open database about every minute after, so the defaults leave room
+  // for a thousand processes opening at once and thousands of open databases per token.
+  // 0: unlimited.
+  double metadata_rate_limit_rps = 100;
+  double metadata_rate_limit_burst = 1000;
 };
 
 // Receives refusals by reason, e.g. for metrics. Called on the request's thread; quick.
@@ -74,6 +85,11 @@ class Authenticator {
   // (another database), Throttled (rate limit).
   Status AdmitToDatabase(const Principal& who, const Directory::Database& db,
                          const std::string& requested);
+  // AdmitToDatabase for the metadata exchange: the token's metadata bucket, not its data bucket
+  // (see AuthOptions::metadata_rate_limit_rps). Errors: PermissionDenied, Throttled (only past
+  // that generous budget).
+  Status AdmitMetadata(const Principal& who, const Directory::Database& db,
+                       const std::string& requested);
   // AdmitToDatabase without the rate limit (for a request already counted).
   Status CheckDatabase(const Principal& who, const Directory::Database& db,
                        const std::string& requested);
@@ -103,6 +119,12 @@ class Authenticator {
   };
   RateLimit LimitFor(const std::string& token_id, double token_rate) const;
   Status CheckRate(const std::string& token_id, double token_rate);
+  // The metadata bucket of a token whose data limit is `data`.
+  RateLimit MetadataLimit(const RateLimit& data) const;
+  // Takes one request from `limiter`'s bucket `token_id` under `limit`; Throttled (with the
+  // wait, reported as `reason`) when it is empty.
+  Status Take(RateLimiter& limiter, const std::string& token_id, const RateLimit& limit,
+              std::string_view reason);
   // Reports `reason` and returns `s` (for `return Fail(...)`).
   Status Fail(std::string_view reason, Status s);
 
@@ -111,7 +133,8 @@ class Authenticator {
   // signer_.Fingerprint of the bootstrap token (empty: none), the issuer of its data-path tokens.
   const std::string bootstrap_fingerprint_;
   Directory* const directory_;
-  RateLimiter limiter_;
+  RateLimiter limiter_;           // data path, queue API, admin API
+  RateLimiter metadata_limiter_;  // the metadata exchange
   AuthObserver* observer_ = nullptr;
 };
 

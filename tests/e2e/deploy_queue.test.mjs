@@ -1,5 +1,5 @@
 // clients/deno/deploy.ts against the built server: an app written as for Deno Deploy
-// (deno/deploy_app.ts: no URL in its code, one added import line) uses kv.enqueue and
+// (deno/deploy_queue_app.ts: no URL in its code, one added import line) uses kv.enqueue and
 // kv.listenQueue on a database it opened through DENO_KV_DEFAULT_PATH or by name, with delay,
 // backoffSchedule and keysIfUndelivered; a local ":memory:" database in the same process keeps
 // Deno's own queue. The same app without the import line fails as Deno 2.9.6 makes it fail.
@@ -29,8 +29,8 @@ async function admin(server, suffix, body) {
   return JSON.parse(text);
 }
 
-/** Runs deno/deploy_app.ts with `env` (no KV_URL: the app names no database itself). */
-async function runApp(server, env, script = "deploy_app.ts") {
+/** Runs deno/deploy_queue_app.ts with `env` (no KV_URL: the app names no database itself). */
+async function runApp(server, env, script = "deploy_queue_app.ts") {
   return await runDeno(script, { token: server.token, env, timeoutMs: 90_000 });
 }
 
@@ -100,10 +100,10 @@ describe("Deno Deploy apps: queues with one import (clients/deno/deploy.ts)", {
   test("the same app without the import line: Deno refuses the enqueue", { timeout: 120_000 }, async () => {
     const server = await startServer();
     try {
-      const source = await fsp.readFile(path.join(DENO_SCRIPTS_DIR, "deploy_app.ts"), "utf8");
+      const source = await fsp.readFile(path.join(DENO_SCRIPTS_DIR, "deploy_queue_app.ts"), "utf8");
       const line = 'import "../../../clients/deno/deploy.ts";\n';
-      assert.ok(source.includes(line), "deploy_app.ts has the import line");
-      const copy = path.join(await makeTempDir("kvconnect-deploy-app-"), "deploy_app_plain.ts");
+      assert.ok(source.includes(line), "deploy_queue_app.ts has the import line");
+      const copy = path.join(await makeTempDir("kvconnect-deploy-app-"), "deploy_queue_app_plain.ts");
       await fsp.writeFile(copy, source.replace(line, ""));
       const res = await runApp(server, { DENO_KV_DEFAULT_PATH: server.url }, copy);
       assert.equal(res.code, 1, `exit code ${res.code}\n${res.stderr}`);

@@ -1109,3 +1109,122 @@ describe("hostile input: backup destinations and rotated bootstrap tokens", { ti
     assert.match(answers[1].stderr, /--backup-allow: .*inside the server's data directory/);
   });
 });
+
+// The metadata exchange's URL shapes (/databases/NAME[/connect], /v2/databases/NAME[/connect]):
+// odd shapes are refused, and each row also checks that the well-formed shape beside it opens
+// (so every row needs a server that knows the shapes). A token throttled to 1 request per second
+// still opens: the exchange has its own budget (Deno's openKv gives up on a 503).
+describe("hostile input: metadata URL shapes", { timeout: 120_000 }, () => {
+  let server;
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  function shapeRow(input, fn, { timeout = 60_000 } = {}) {
+    test(input, { timeout }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await withH2(server.url, {}, async (h2) => {
+          await fn(h2, obs);
+          assert.ok(server.running, `the server exited after: ${input}`);
+          const m = await metadata(h2, server.token, { reqPath: "/v2/databases/default" });
+          assert.equal(m.status, 200, `the exchange at /v2/databases/default after "${input}": ${describeAnswer(m)}`);
+          const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+          assert.equal(r.status, 200, `snapshot_read after "${input}": ${describeAnswer(r)}`);
+        });
+        rows.push([input, `${obs.text}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+  const short = (r) => `${r.status} ${r.text}`;
+
+  shapeRow("POST /databases//connect (an empty name)", async (h2, obs) => {
+    const odd = await metadata(h2, server.token, { reqPath: "/databases//connect" });
+    const good = await metadata(h2, server.token, { reqPath: "/databases/default" });
+    obs.text = `${short(odd)} (the router folds '//', so this names a database 'connect'); ` +
+      `/databases/default: ${good.status}`;
+    assert.equal(odd.status, 404, describeAnswer(odd));
+    assert.equal(odd.text, "Database 'connect' not found.");
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  shapeRow("POST /v2/databases/x/y/connect and /v2/databases/default/connect/x (two segments)", async (h2, obs) => {
+    const answers = [];
+    for (const reqPath of ["/v2/databases/x/y/connect", "/v2/databases/default/connect/x", "/databases/default/x"]) {
+      answers.push(await metadata(h2, server.token, { reqPath }));
+    }
+    const good = await metadata(h2, server.token, { reqPath: "/v2/databases/default/connect" });
+    obs.text = `${answers.map(short).join(" / ")}; /v2/databases/default/connect: ${good.status}`;
+    for (const a of answers) {
+      assert.equal(a.status, 404, describeAnswer(a));
+      assert.equal(a.text, "Resource not found.");
+    }
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  shapeRow("POST /databases/%2e%2e, /databases/%2e%2e/connect, /v2/databases/.. (no decoding, no traversal)", async (h2, obs) => {
+    const answers = [];
+    for (const reqPath of ["/databases/%2e%2e", "/databases/%2e%2e/connect", "/v2/databases/..", "/databases/%64efault"]) {
+      answers.push(await metadata(h2, server.token, { reqPath }));
+    }
+    const good = await metadata(h2, server.token, { reqPath: "/databases/default/connect" });
+    obs.text = `${answers.map(short).join(" / ")}; /databases/default/connect: ${good.status}`;
+    assert.deepEqual(answers.map((a) => [a.status, a.text]), [
+      [404, "Database '%2e%2e' not found."],
+      [404, "Database '%2e%2e' not found."],
+      [404, "Database '..' not found."],
+      [404, "Database '%64efault' not found."],
+    ]);
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  // HEAD goes over HTTP/1.1 here: over HTTP/2 the server sends a body with the HEAD answer (any
+  // route, an older fault of the HTTP/2 session), which Node's client resets.
+  shapeRow("GET, PUT, DELETE (HTTP/2) and HEAD (HTTP/1.1) on /databases/NAME and /v2/databases/NAME[/connect]", async (h2, obs) => {
+    const seen = {};
+    const note = (key) => { seen[key] = (seen[key] ?? 0) + 1; };
+    for (const reqPath of ["/databases/default", "/v2/databases/default", "/v2/databases/default/connect"]) {
+      for (const method of ["GET", "PUT", "DELETE"]) {
+        const r = await h2.request(reqPath, { method, headers: { authorization: `Bearer ${server.token}` } });
+        note(`${r.status} ${r.text}`);
+        assert.equal(r.status, 405, `${method} ${reqPath}: ${describeAnswer(r)}`);
+        assert.equal(r.text, "Method not allowed; KV Connect uses POST.");
+      }
+      const head = await fetch(`${server.url}${reqPath}`, { method: "HEAD", headers: { authorization: `Bearer ${server.token}` } });
+      note(`${head.status} (HEAD)`);
+      assert.equal(head.status, 405, `HEAD ${reqPath}`);
+    }
+    obs.text = Object.entries(seen).map(([k, n]) => `${n}× ${k}`).join(", ");
+  });
+
+  shapeRow("40 metadata exchanges at once by a token with --rate-limit 1", async (h2, obs) => {
+    const created = expectCliOk(await server.tokenCmd("create", "--db", "default", "--scope", "write",
+      "--rate-limit", "1"), server);
+    const token = created.stdout.trim();
+    await pollUntil(() => metadata(h2, token), (r) => r.status === 200, {
+      timeoutMs: 10_000, intervalMs: 150, what: "the new token is known",
+    });
+    const shapes = ["/", "/databases/default", "/databases/default/connect", "/v2/databases/default",
+      "/v2/databases/default/connect"];
+    const answers = await Promise.all(Array.from({ length: 40 },
+      (_, i) => metadata(h2, token, { reqPath: shapes[i % shapes.length] })));
+    const counts = {};
+    for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
+    obs.text = `exchanges: ${Object.entries(counts).map(([k, n]) => `${n}× ${k}`).join(", ")}`;
+    assert.deepEqual(counts, { 200: 40 }, "every exchange is answered 200");
+    const m = answers.find((a) => a.status === 200);
+    const data = await Promise.all(Array.from({ length: 5 },
+      () => dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"))));
+    const throttled = data.find((d) => d.status === 503);
+    obs.text += `; 5 data calls then: ${data.map((d) => d.status).join(" ")}, ` +
+      `Retry-After ${throttled?.headers["retry-after"]}`;
+    assert.ok(throttled, "the data path is throttled (the bucket holds 1)");
+    assert.match(String(throttled.headers["retry-after"]), /^[1-9][0-9]*$/);
+  });
+});
