@@ -75,19 +75,21 @@ describe("Deno Deploy apps: queues with one import (clients/deno/deploy.ts)", {
   test("Deno.openKv(name) on a named database", { timeout: 120_000 }, async () => {
     const server = await startServer();
     try {
-      await admin(server, "/databases", { name: "orders" });
-      // shapes: once the server answers the metadata exchange at /databases/NAME (issue 21
-      // part 1), switch to the form a Deploy app uses:
-      //   { DENO_KV_PATH_PREFIX: `${server.url}/databases/`, APP_DB: "orders" }
-      // Until then Deno's prefix + name URL is 404 there, so the app gets the full URL.
-      // (No APP_LOCAL here: with DENO_KV_PATH_PREFIX, Deno prefixes ":memory:" as well.)
-      // shapes: and run it once more with Deploy's URL shape, APP_DB:
-      //   `${server.url}/v2/databases/orders/connect` (queue BASE .../databases/orders).
-      const env = { APP_DB: `${server.url}/databases/orders/connect` };
-      const s = expectDenoOk(await runApp(server, env), server);
-      console.log(`deploy app (named database): ${JSON.stringify(s)}`);
-      await expectQueueSettled(server, "orders");
-      // the messages went to that database's queue, none to the default one
+      // As a Deploy app opens a named database: DENO_KV_PATH_PREFIX + the name (the
+      // /databases/NAME shape), and once more with Deploy's own URL shape
+      // /v2/databases/NAME/connect, whose queue BASE is .../databases/NAME. (No APP_LOCAL:
+      // with DENO_KV_PATH_PREFIX set, Deno prefixes ":memory:" as well.)
+      const runs = [
+        ["orders", { DENO_KV_PATH_PREFIX: `${server.url}/databases/`, APP_DB: "orders" }],
+        ["billing", { APP_DB: `${server.url}/v2/databases/billing/connect` }],
+      ];
+      for (const [db, env] of runs) {
+        await admin(server, "/databases", { name: db });
+        const s = expectDenoOk(await runApp(server, env), server);
+        console.log(`deploy app (database ${db}): ${JSON.stringify(s)}`);
+        await expectQueueSettled(server, db);
+      }
+      // the messages went to those databases' queues, none to the default one
       const dflt = await admin(server, "/databases/default/queue");
       assert.equal(dflt.ready + dflt.delayed + dflt.leased + dflt.dead, 0, `default queue: ${JSON.stringify(dflt)}`);
     } catch (e) {
