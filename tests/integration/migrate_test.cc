@@ -248,7 +248,7 @@ storage::AccessTokenRecord AddToken(storage::Storage& s, const std::string& data
   storage::AccessTokenRecord r;
   r.id = t.id;
   r.name = "test";
-  r.database_id = database_id;
+  r.database_ids = {database_id};
   r.scope = static_cast<int>(auth::Scope::kWrite);
   r.hash = t.hash;
   r.created_ms = NowUnixMs();
@@ -348,7 +348,7 @@ void MigratesEverythingAndVerifies(const StorageOptions& from, const StorageOpti
     auto there = dst->catalog().FindToken(t.id);
     ASSERT_TRUE(there.ok());
     EXPECT_EQ(there->hash, t.hash);
-    EXPECT_EQ(there->database_id, t.database_id);
+    EXPECT_EQ(there->database_ids, t.database_ids);
     EXPECT_EQ(there->revoked_ms, t.revoked_ms);
   }
   for (const auto& [name, value] : std::map<std::string, std::string>{

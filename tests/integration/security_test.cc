@@ -111,7 +111,7 @@ class SecurityTest : public ::testing::Test {
     auto t = auth::GenerateAccessToken();
     storage::AccessTokenRecord r;
     r.id = t.id;
-    r.database_id = rec->id;
+    r.database_ids = {rec->id};
     r.scope = static_cast<int>(scope);
     r.hash = t.hash;
     r.created_ms = NowUnixMs();

@@ -97,7 +97,7 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
   storage::AccessTokenRecord t;
   t.id = "00112233445566aa";
   t.name = "ci";
-  t.database_id = "0b6f3a8e-1111-4222-8333-444455556666";
+  t.database_ids = {"0b6f3a8e-1111-4222-8333-444455556666"};
   t.scope = 1;
   t.hash = std::string(64, 'f');
   t.created_ms = 7;
@@ -131,7 +131,7 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
 
   // Removing a database revokes its tokens in the same transaction.
   t.id = "00112233445566bb";
-  t.database_id = "2b6f3a8e-1111-4222-8333-444455556666";
+  t.database_ids = {"2b6f3a8e-1111-4222-8333-444455556666"};
   ASSERT_TRUE(cat.AddToken(t).ok());
   ASSERT_TRUE(cat.RemoveDatabase("2b6f3a8e-1111-4222-8333-444455556666", 777).ok());
   EXPECT_EQ(cat.FindToken("00112233445566bb")->revoked_ms, 777);
