@@ -314,6 +314,75 @@ TEST_F(AdminOpsTest, CreateTokenErrors) {
   EXPECT_TRUE(catalog_->ListTokens()->empty()) << "no token made for a refused request";
 }
 
+// Tokens of several databases (each named once, by name or id) or of all; a listing filtered by
+// one database shows the tokens that open it; deleting one of a token's databases leaves it
+// the others.
+TEST_F(AdminOpsTest, TokensOfSeveralOrAllDatabases) {
+  auto sales = ops_->CreateDatabase("sales");
+  auto hr = ops_->CreateDatabase("hr");
+  ASSERT_TRUE(sales.ok() && hr.ok());
+  service::TokenRequest req;
+  req.databases = {"sales", hr->record.id, sales->record.id};
+  req.scope = "write";
+  auto multi = ops_->CreateToken(req);
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  EXPECT_EQ(multi->record.database_ids, (std::vector<std::string>{sales->record.id, hr->record.id}));
+  EXPECT_EQ(multi->database_names, (std::vector<std::string>{"sales", "hr"}));
+  EXPECT_FALSE(multi->record.all_databases);
+  req.databases.clear();
+  req.all_databases = true;
+  req.scope = "admin";
+  auto all = ops_->CreateToken(req);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->record.all_databases);
+  EXPECT_TRUE(all->record.database_ids.empty());
+  const auto one = MakeToken("default", "read");
+
+  // Token ids of a listing, sorted (the tokens here share one creation time).
+  auto ids = [](const Result<std::vector<service::TokenInfo>>& list) {
+    std::set<std::string> out;
+    if (list.ok()) {
+      for (const auto& t : *list) out.insert(t.record.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids(ops_->ListTokens("hr")), (std::set<std::string>{multi->record.id, all->record.id}));
+  EXPECT_EQ(ids(ops_->ListTokens("default")),
+            (std::set<std::string>{all->record.id, one.record.id}));
+  EXPECT_EQ(ids(ops_->ListTokens("")).size(), 3u);
+
+  ASSERT_TRUE(ops_->DeleteDatabase("sales").ok());
+  auto listed = ops_->ListTokens("hr");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  for (const service::TokenInfo& t : *listed) {
+    EXPECT_EQ(t.status, service::TokenStatus::kActive) << t.record.id;
+    if (t.record.id == multi->record.id) {
+      EXPECT_EQ(t.database_names, std::vector<std::string>{"hr"});
+    } else {
+      EXPECT_TRUE(t.database_names.empty());
+      EXPECT_TRUE(t.record.all_databases);
+    }
+  }
+}
+
+TEST_F(AdminOpsTest, TokenDatabasesMustBeNamedOneWay) {
+  ASSERT_TRUE(ops_->CreateDatabase("sales").ok());
+  service::TokenRequest req;
+  req.scope = "read";
+  EXPECT_EQ(ops_->CreateToken(req).status(),
+            InvalidArgument(
+                "name the database the token opens (--db NAME, repeatable) or --all-databases"));
+  req.databases = {"sales"};
+  req.all_databases = true;
+  EXPECT_EQ(ops_->CreateToken(req).status(),
+            InvalidArgument("name databases (--db) or all of them (--all-databases), not both"));
+  req.all_databases = false;
+  req.databases = {"sales", "nope"};
+  EXPECT_EQ(ops_->CreateToken(req).status(), NotFound("Database 'nope' not found."));
+  EXPECT_TRUE(catalog_->ListTokens()->empty()) << "no token made for a refused request";
+}
+
 TEST_F(AdminOpsTest, ListTokensFiltersNamesAndStatus) {
   ASSERT_TRUE(ops_->CreateDatabase("sales").ok());
   auto hr = ops_->CreateDatabase("hr");
