@@ -106,12 +106,13 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
     if (!rec.ok()) return PrintError(rec.status());
     return PrintError(
         InvalidArgument("deleting '" + rec->name +
-                        "' destroys its data and revokes its tokens; add --yes to do it"));
+                        "' destroys its data and revokes its tokens (tokens of other databases too "
+                        "keep those); add --yes to do it"));
   }
   auto rec = ops.DeleteDatabase(c.name);
   if (!rec.ok()) return PrintError(rec.status());
   std::cerr << "Deleted database '" << rec->name << "' (" << rec->id
-            << ") and revoked its tokens.\n";
+            << ") and revoked its tokens (tokens that open other databases too keep those).\n";
   return 0;
 }
 

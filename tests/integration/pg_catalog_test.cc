@@ -75,8 +75,7 @@ TEST_F(PgCatalogTest, TokensOfSeveralOrAllDatabases) {
   ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a2", {kDbB})).ok());
   ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a3", {}, /*all=*/true)).ok());
   ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a4", {kDbC, kDbB})).ok());
-  EXPECT_EQ(cat.AddToken(TokenFor("00000000000000a4", {kDbC})).code(),
-            StatusCode::kAlreadyExists);
+  EXPECT_EQ(cat.AddToken(TokenFor("00000000000000a4", {kDbC})).code(), StatusCode::kAlreadyExists);
   auto multi = cat.FindToken("00000000000000a1");
   ASSERT_TRUE(multi.ok()) << multi.status().ToString();
   EXPECT_EQ(multi->database_ids, (std::vector<std::string>{kDbB, kDbA}));
@@ -86,11 +85,13 @@ TEST_F(PgCatalogTest, TokensOfSeveralOrAllDatabases) {
   EXPECT_TRUE(all->all_databases);
   EXPECT_TRUE(all->database_ids.empty());
   // What a kvconnect from before these tokens reads: the first database, or none that exists.
-  EXPECT_EQ(Value(conninfo_, "select database_id::text from kvc_access_tokens where id = "
-                             "'00000000000000a1'"),
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a1'"),
             kDbB);
-  EXPECT_EQ(Value(conninfo_, "select database_id::text from kvc_access_tokens where id = "
-                             "'00000000000000a3'"),
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a3'"),
             storage::kNoDatabaseId);
 
   ASSERT_TRUE(cat.RemoveDatabase(kDbB, 900).ok());
@@ -107,8 +108,9 @@ TEST_F(PgCatalogTest, TokensOfSeveralOrAllDatabases) {
   EXPECT_TRUE(by_id["00000000000000a3"].all_databases);
   EXPECT_EQ(by_id["00000000000000a3"].revoked_ms, 0);
   EXPECT_EQ(by_id["00000000000000a4"].database_ids, std::vector<std::string>{kDbC});
-  EXPECT_EQ(Value(conninfo_, "select database_id::text from kvc_access_tokens where id = "
-                             "'00000000000000a1'"),
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a1'"),
             kDbA);
 
   ASSERT_TRUE(cat.RemoveDatabase(kDbA, 950).ok());

@@ -497,8 +497,9 @@ TEST_F(SecurityTest, TokenOfSeveralDatabasesOpensEachAndNoOther) {
   EXPECT_EQ(again.body, "This access token is not valid for database 'hr'.");
 
   ASSERT_TRUE(storage_->catalog().RevokeToken(auth::AccessTokenId(token), NowUnixMs()).ok());
-  EXPECT_TRUE(Eventually(
-      [&] { return Data(sales, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401; }));
+  EXPECT_TRUE(Eventually([&] {
+    return Data(sales, "snapshot_read", Fixture("snapshot_read_get.bin")).status == 401;
+  }));
   auto r = Connect("/databases/sales/connect", token);
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(r.body, "Invalid access token: it has been revoked.");

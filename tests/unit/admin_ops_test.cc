@@ -326,7 +326,8 @@ TEST_F(AdminOpsTest, TokensOfSeveralOrAllDatabases) {
   req.scope = "write";
   auto multi = ops_->CreateToken(req);
   ASSERT_TRUE(multi.ok()) << multi.status().ToString();
-  EXPECT_EQ(multi->record.database_ids, (std::vector<std::string>{sales->record.id, hr->record.id}));
+  EXPECT_EQ(multi->record.database_ids,
+            (std::vector<std::string>{sales->record.id, hr->record.id}));
   EXPECT_EQ(multi->database_names, (std::vector<std::string>{"sales", "hr"}));
   EXPECT_FALSE(multi->record.all_databases);
   req.databases.clear();
