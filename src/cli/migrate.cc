@@ -215,18 +215,26 @@ class Migration {
     log_ << "  access tokens: " << m->tokens_copied.copied << " copied";
     if (m->tokens_copied.present > 0) log_ << ", " << m->tokens_copied.present << " already there";
     log_ << "\n";
+    if (m->tokens_copied.all_databases > 0) {
+      Warn(std::to_string(m->tokens_copied.all_databases) +
+           " access token(s) for all databases were copied: they open every database of the "
+           "destination, not only the migrated ones (kvconnect token revoke to stop that)");
+    }
     return Status::Ok();
   }
 
-  // Tokens of the destination that opened a database the copy replaced open nothing now.
+  // Tokens of the destination that opened a database the copy replaced do not open it now (nor
+  // the copy, which has another id).
   void WarnOrphanedTokens(const storage::DatabaseRecord& old) {
     auto tokens = to_.catalog().ListTokens();
     if (!tokens.ok()) return;
     int64_t n = 0;
-    for (const storage::AccessTokenRecord& t : *tokens) n += t.database_id == old.id ? 1 : 0;
+    for (const storage::AccessTokenRecord& t : *tokens) {
+      n += !t.all_databases && storage::TokenOpensDatabase(t, old.id) ? 1 : 0;
+    }
     if (n > 0) {
       Warn(std::to_string(n) + " access token(s) of the destination were bound to its former '" +
-           old.name + "' (id " + old.id + ") and open nothing now");
+           old.name + "' (id " + old.id + ") and do not open it now");
     }
   }
 

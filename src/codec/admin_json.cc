@@ -150,7 +150,18 @@ Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "TokenCreateRequest", &d));
   AdminTokenRequest r;
-  r.database = StringOf(d["database"]);
+  const bool one = d.HasMember("database");
+  const bool list = d.HasMember("databases");
+  r.all_databases = d.HasMember("all_databases") && d["all_databases"].GetBool();
+  if (int{one} + int{list} + int{r.all_databases} != 1) {
+    return InvalidArgument(
+        "Name the token's databases with exactly one of 'database' (one name or id), "
+        "'databases' (a list) or 'all_databases': true.");
+  }
+  if (one) r.databases.push_back(StringOf(d["database"]));
+  if (list) {
+    for (const auto& v : d["databases"].GetArray()) r.databases.push_back(StringOf(v));
+  }
   r.scope = StringOf(d["scope"]);
   if (d.HasMember("expires")) r.expires = StringOf(d["expires"]);
   if (d.HasMember("name")) r.name = StringOf(d["name"]);

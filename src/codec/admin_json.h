@@ -33,9 +33,11 @@ Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body);
 // given; empty when the body names none (or is empty): the server's default destination.
 Result<std::string> ParseAdminBackupRequest(std::string_view body);
 
-// TokenCreateRequest.
+// TokenCreateRequest: exactly one of "database" (one), "databases" (a list) or
+// "all_databases": true.
 struct AdminTokenRequest {
-  std::string database;
+  std::vector<std::string> databases;  // names or ids; empty when all_databases
+  bool all_databases = false;
   std::string scope;
   std::string expires = "never";
   std::string name;

@@ -1,6 +1,8 @@
 // Authenticator: the one place that decides whether a credential is valid and what it may do.
-// - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database)
-//   or a catalog token (one database, one scope, optional expiry, revocable, own rate).
+// - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database
+//   and over the server) or a catalog token (one database, several, or all of them; one scope,
+//   optional expiry, revocable, own rate). A catalog token never manages the server: an admin
+//   token of several or all databases is a database admin on each of them, nothing more.
 // - Data-path tokens: self-contained, signed (auth::TokenSigner), bound to one database and to
 //   the access token they were issued for, which must still be valid in the directory snapshot;
 //   for the bootstrap token, by its fingerprint in the claims, so replacing the bootstrap token
@@ -21,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "auth/tokens.h"
 #include "service/directory.h"
@@ -53,8 +56,13 @@ class AuthObserver {
 
 // Who an access token is.
 struct Principal {
-  std::string token_id;     // "bootstrap" for the bootstrap token
-  std::string database_id;  // empty: any database (bootstrap)
+  std::string token_id;  // "bootstrap" for the bootstrap token
+  // The bootstrap token: it alone manages the server (databases, tokens, /metrics).
+  bool server_wide = false;
+  // Every database, present and future (the bootstrap token, or an all-databases token)...
+  bool all_databases = false;
+  // ...or these, by id.
+  std::vector<std::string> database_ids;
   auth::Scope scope = auth::Scope::kRead;
   int64_t expires_ms = 0;  // 0: never
   double rate = -1;        // requests per second; < 0: the server's default; 0: unlimited
@@ -96,8 +104,8 @@ class Authenticator {
   // May `who` use the admin API at all? Errors: PermissionDenied (not an admin token),
   // Throttled (rate limit, counted here once per admin request).
   Status AdmitAdmin(const Principal& who);
-  // May `who` manage the server (databases, tokens)? Only a token bound to no database (the
-  // bootstrap token) may. Errors: PermissionDenied.
+  // May `who` manage the server (databases, tokens)? Only the bootstrap token may; a catalog
+  // token may not, whatever databases it opens. Errors: PermissionDenied.
   Status AdmitServerWide(const Principal& who);
   // A data-path token for `who` on `database_id`, valid until `valid_until_ms` (capped at the
   // access token's own expiry).
@@ -108,6 +116,9 @@ class Authenticator {
   // with a read-only token), NotFound (database gone), Throttled.
   Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write,
                                                             int64_t now_ms);
+
+  // Does `who` open the database with id `database_id`?
+  static bool Opens(const Principal& who, const std::string& database_id);
 
   // The `Authorization: Bearer` token of a request. Errors: Unauthenticated.
   Result<std::string> BearerToken(const HttpRequest& req);

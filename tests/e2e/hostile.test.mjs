@@ -1235,3 +1235,156 @@ describe("hostile input: metadata URL shapes", { timeout: 120_000 }, () => {
     assert.match(String(throttled.headers["retry-after"]), /^[1-9][0-9]*$/);
   });
 });
+
+// --- issue 21, item 4: tokens of several databases, or of all ---------------------------------
+// A token of several databases, or of all of them, is no server-wide token: with scope admin it
+// is a database admin on each of its databases, and managing databases and tokens (and reading
+// /metrics) still needs the bootstrap token. Own server; names imported under their own aliases.
+import { validate as multiValidate } from "./admin_schema.mjs";
+import { pollUntil as multiPollUntil } from "./raw_client.mjs";
+
+describe("hostile input: tokens of several databases or all", { timeout: 300_000 }, () => {
+  let server;
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+    for (const db of ["a", "b", "c"]) expectCliOk(await server.dbCmd("create", db), server);
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  /** An admin API call; {status, json, text}. */
+  async function api(method, apiPath, token, body) {
+    const res = await fetch(`${server.url}${apiPath}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, json, text };
+  }
+  const short = (r) => `${r.status} ${(r.json?.error ?? r.text).slice(0, 100)}`;
+  /** An admin call until the catalog poll has brought the token in (it is not 401). */
+  const settled = (method, apiPath, token, body) =>
+    multiPollUntil(() => api(method, apiPath, token, body), (r) => r.status !== 401, {
+      timeoutMs: 10_000, intervalMs: 150, what: `${method} ${apiPath}`,
+    });
+  /** A token made through the admin API with the bootstrap token. */
+  async function mint(body) {
+    const r = await api("POST", "/admin/v1/tokens", server.token, body);
+    assert.equal(r.status, 201, short(r));
+    multiValidate("CreatedToken", r.json);
+    return r.json;
+  }
+
+  function multiRow(input, fn) {
+    test(input, { timeout: 60_000 }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await fn(obs);
+        const m = await api("GET", "/admin/v1/databases", server.token);
+        assert.equal(m.status, 200, `the bootstrap token still manages the server: ${short(m)}`);
+        rows.push([input, `${obs.text}; then the bootstrap token is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+
+  multiRow("bootstrap token: POST /admin/v1/tokens {databases:[a,b]}, list, DELETE", async (obs) => {
+    const made = await mint({ databases: ["a", "b"], scope: "write", name: "ab" });
+    assert.deepEqual(made.info.databases, ["a", "b"]);
+    assert.equal(made.info.all_databases, false);
+    const list = await api("GET", "/admin/v1/tokens", server.token);
+    assert.equal(list.status, 200, short(list));
+    multiValidate("TokenList", list.json);
+    const listed = list.json.tokens.find((t) => t.id === made.info.id);
+    assert.deepEqual(listed?.databases, ["a", "b"]);
+    const gone = await api("DELETE", `/admin/v1/tokens/${made.info.id}`, server.token);
+    assert.equal(gone.status, 200, short(gone));
+    const again = await api("DELETE", `/admin/v1/tokens/${made.info.id}`, server.token);
+    obs.text = `201 with databases [a, b]; listed with them; revoked 200, again ${short(again)}`;
+    assert.equal(again.status, 409, short(again));
+  });
+
+  multiRow("POST /admin/v1/tokens naming databases two ways, none, or one that does not exist", async (obs) => {
+    const answers = [];
+    for (const body of [
+      { database: "a", databases: ["b"], scope: "read" },
+      { database: "a", all_databases: true, scope: "read" },
+      { all_databases: false, scope: "read" },
+      { databases: [], scope: "read" },
+      { scope: "read" },
+    ]) {
+      const r = await api("POST", "/admin/v1/tokens", server.token, body);
+      answers.push(r.status);
+      assert.equal(r.status, 400, `${JSON.stringify(body)}: ${short(r)}`);
+    }
+    const before = (await api("GET", "/admin/v1/tokens", server.token)).json.tokens.length;
+    const missing = await api("POST", "/admin/v1/tokens", server.token, { databases: ["a", "nope"], scope: "read" });
+    obs.text = `400 ×${answers.length}; with a missing database ${short(missing)}`;
+    assert.equal(missing.status, 404, short(missing));
+    const after = (await api("GET", "/admin/v1/tokens", server.token)).json.tokens.length;
+    assert.equal(after, before, "no token made for a refused request");
+  });
+
+  multiRow("admin token of database a: mint a token for b, for a, for all databases", async (obs) => {
+    const admin = (await mint({ database: "a", scope: "admin" })).token;
+    const forB = await settled("POST", "/admin/v1/tokens", admin, { database: "b", scope: "write" });
+    const forA = await api("POST", "/admin/v1/tokens", admin, { database: "a", scope: "write" });
+    const forAll = await api("POST", "/admin/v1/tokens", admin, { all_databases: true, scope: "read" });
+    obs.text = `for b: ${short(forB)}; for a: ${forA.status}; for all: ${forAll.status}`;
+    for (const r of [forB, forA, forAll]) assert.equal(r.status, 403, short(r));
+    assert.match(forB.json.error, /bound to one database/);
+  });
+
+  multiRow("admin token of databases a and b: mint tokens; reach c's entries; a's entries", async (obs) => {
+    const admin = (await mint({ databases: ["a", "b"], scope: "admin" })).token;
+    const mintAB = await settled("POST", "/admin/v1/tokens", admin, { databases: ["a", "b"], scope: "write" });
+    const entriesC = await api("POST", "/admin/v1/databases/c/entries/count", admin, {});
+    const entriesA = await api("POST", "/admin/v1/databases/a/entries/count", admin, {});
+    const listed = await api("GET", "/admin/v1/databases", admin);
+    obs.text = `mint: ${short(mintAB)}; c's entries: ${short(entriesC)}; a's entries: ${entriesA.status}; ` +
+      `databases listed: ${listed.json?.databases?.map((d) => d.name).join(", ")}`;
+    assert.equal(mintAB.status, 403, short(mintAB));
+    assert.match(mintAB.json.error, /bound to its databases/);
+    assert.equal(entriesC.status, 403, short(entriesC));
+    assert.match(entriesC.json.error, /not valid for database 'c'/);
+    assert.equal(entriesA.status, 200, short(entriesA));
+    assert.deepEqual(listed.json.databases.map((d) => d.name).sort(), ["a", "b"]);
+  });
+
+  multiRow("admin token of all databases: tokens, databases, /metrics (server-wide operations)", async (obs) => {
+    const admin = (await mint({ all_databases: true, scope: "admin" })).token;
+    const answers = {
+      "POST /admin/v1/tokens": await settled("POST", "/admin/v1/tokens", admin, { database: "a", scope: "admin" }),
+      "GET /admin/v1/tokens": await api("GET", "/admin/v1/tokens", admin),
+      "POST /admin/v1/databases": await api("POST", "/admin/v1/databases", admin, { name: "mine" }),
+      "PATCH /admin/v1/databases/a": await api("PATCH", "/admin/v1/databases/a", admin, { name: "renamed" }),
+      "DELETE /admin/v1/databases/c": await api("DELETE", "/admin/v1/databases/c", admin),
+    };
+    const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${admin}` } });
+    await metrics.text();
+    const listed = await api("GET", "/admin/v1/databases", admin);
+    const entries = await api("POST", "/admin/v1/databases/c/entries/count", admin, {});
+    obs.text = Object.entries(answers).map(([k, r]) => `${k} ${r.status}`).join(", ") +
+      `, GET /metrics ${metrics.status}; its own work: GET /admin/v1/databases ${listed.status}, c's entries ${entries.status}`;
+    for (const [k, r] of Object.entries(answers)) assert.equal(r.status, 403, `${k}: ${short(r)}`);
+    assert.match(answers["POST /admin/v1/tokens"].json.error, /for every database, not for the server/);
+    assert.equal(metrics.status, 403);
+    assert.equal(listed.status, 200, short(listed));
+    const names = listed.json.databases.map((d) => d.name).sort();
+    assert.deepEqual(names, ["a", "b", "c", "default"]);
+    for (const d of listed.json.databases) assert.equal(d.location, "", "not where the server keeps it");
+    assert.equal(entries.status, 200, short(entries));
+    const still = await api("GET", "/admin/v1/databases/c", server.token);
+    assert.equal(still.status, 200, "c was not deleted");
+  });
+});
