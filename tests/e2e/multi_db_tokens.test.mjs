@@ -89,6 +89,23 @@ describe("one token, several databases", { timeout: 300_000 }, () => {
     assert.deepEqual(summary.opened, ["a", "b"]);
     assert.match(summary.refused.c, /403/);
     assert.match(summary.refused.c, WRONG_DB("c"));
+    // As an app written for Deploy opens them: one environment pair, Deno.openKv("a") and
+    // Deno.openKv("b") under DENO_KV_PATH_PREFIX (Deno POSTs to /databases/NAME).
+    const viaPrefix = await runDeno("one_token_databases.ts", {
+      kvUrl: server.url,
+      token: multi.token,
+      env: {
+        DENO_KV_PATH_PREFIX: `${server.url}/databases/`,
+        KV_OPEN: JSON.stringify([
+          { label: "a", url: "a", expect: "ok" },
+          { label: "b", url: "b", expect: "ok" },
+          { label: "c", url: "c", expect: "refused" },
+        ]),
+      },
+    });
+    const prefixed = expectDenoOk(viaPrefix, server);
+    assert.deepEqual(prefixed.opened, ["a", "b"]);
+    assert.match(prefixed.refused.c, WRONG_DB("c"));
   });
 
   t("@deno/kv (Node) with the same token: a and b open, c is refused with the same text", async () => {
