@@ -317,9 +317,25 @@ Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool m
   return out;
 }
 
+// `json` with every \uD800-\uDFFF escape made \uFFFD. The JSON views of values may hold lone
+// surrogates (JS strings can), which RapidJSON refuses; keys never do (they are UTF-8, written as
+// is), and the raw members are base64, so the bytes read from an answer do not change.
+std::string WithoutSurrogateEscapes(std::string_view json) {
+  std::string out(json);
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] != '\\') continue;
+    if (out[i + 1] == 'u' && i + 5 < out.size() && (out[i + 2] == 'd' || out[i + 2] == 'D') &&
+        std::string_view("89abcdefABCDEF").find(out[i + 3]) != std::string_view::npos) {
+      out.replace(i + 2, 4, "fffd");
+    }
+    ++i;  // the escaped character
+  }
+  return out;
+}
+
 Result<AdminEntryListAnswer> ParseAdminEntryListAnswer(std::string_view json) {
   rapidjson::Document d;
-  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
+  KVC_RETURN_IF_ERROR(ParseJsonText(WithoutSurrogateEscapes(json), "The answer", &d));
   if (!d.IsObject() || !d.HasMember("entries") || !d["entries"].IsArray()) {
     return InvalidArgument("The answer is not an EntryList.");
   }

@@ -147,7 +147,7 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
 
   test("over TLS with HTTP/2 into a running server (its admin import API)", async () => {
     const res = await migrate([
-      "--from", `${src.tlsUrl}/databases/default/connect`, "--from-ca-file", certs.ca,
+      "--from", `${src.tlsUrl}/databases/default/connect`, "--from-token", TOKEN, "--from-ca-file", certs.ca,
       "--to", dst.url, "--to-token", TOKEN, "--db", "fromtls",
     ]);
     expectMatch(res, written, src, dst);
@@ -188,6 +188,7 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
     assert.equal(out.stdout, exported.stdout);
     assert.match(out.stderr, /HTTP\/1\.1/);
     assert.match(out.stderr, /stdout cannot be read back/);
+    expectCliOk(await dst.dbCmd("create", "fromdump"), dst);
     expectCliOk(await runKvconnect(["import", "--db", "fromdump", "--url", dst.url, "--token", TOKEN, "-i", file]), dst);
     await compareWithDeno(src, `${dst.url}/databases/fromdump/connect`, { servers: [dst] });
   });

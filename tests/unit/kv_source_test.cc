@@ -185,6 +185,16 @@ TEST(AdminJson, EntryListAnswerRoundTripsRawEntries) {
   auto last = codec::AdminEntryListJson(entries, /*more=*/false, /*raw=*/true);
   ASSERT_TRUE(last.ok());
   EXPECT_TRUE(codec::ParseAdminEntryListAnswer(*last)->cursor.empty());
+  // A value whose JSON view holds a lone surrogate (a JS string may): still read.
+  const std::string lone =
+      "{\"entries\":[{\"key\":[{\"type\":\"string\",\"value\":\"k\"}],"
+      "\"value\":{\"type\":\"string\",\"value\":\"x\\ud800\\\\ud800y\"},"
+      "\"versionstamp\":\"00000000000000010000\",\"raw\":{\"encoding\":\"v8\","
+      "\"bytes\":\"_w8\"}}],\"cursor\":null}";
+  auto with_lone = codec::ParseAdminEntryListAnswer(lone);
+  ASSERT_TRUE(with_lone.ok()) << with_lone.status().message();
+  ASSERT_EQ(with_lone->entries.size(), 1u);
+  EXPECT_EQ(with_lone->entries[0].value, std::string("\xff\x0f", 2));
   // Without raw members the bytes are unknown: refused, not guessed.
   auto plain = codec::AdminEntryListJson(entries, false, /*raw=*/false);
   ASSERT_TRUE(plain.ok());
