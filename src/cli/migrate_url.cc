@@ -22,8 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 // Above every key: keys are at most 2048 bytes (reference §3.8), and a read key may be 2049.
 const std::string& EndOfKeys() {
-  static const std::string end(2049, '\xff');
-  return end;
+  static const std::string kEnd(2049, '\xff');
+  return kEnd;
 }
 
 double SecondsSince(Clock::time_point t) {
@@ -125,8 +125,9 @@ Status CopyAll(KvSource& source, ImportSink& sink, const MigrateConfig& c, std::
     start.push_back('\0');
     progress.Update(st->entries, st->bytes);
     if (c.max_rate > 0) {
-      const auto due = started + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(st->entries / c.max_rate));
+      const auto due =
+          started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                        static_cast<double>(st->entries) / c.max_rate));
       std::this_thread::sleep_until(due);
     }
   }
