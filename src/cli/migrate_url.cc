@@ -61,10 +61,10 @@ class Progress {
   Progress(std::ostream& log, std::chrono::milliseconds every)
       : log_(log), tty_(::isatty(STDERR_FILENO) == 1 && &log == &std::cerr), every_(every) {}
 
-  void Update(int64_t entries, int64_t bytes, bool force = false) {
+  void Update(int64_t entries, int64_t bytes) {
     const auto now = Clock::now();
     const auto interval = tty_ ? std::chrono::milliseconds(250) : every_;
-    if (!force && now - last_ < interval) return;
+    if (now - last_ < interval) return;
     last_ = now;
     const double s = std::max(SecondsSince(started_), 1e-9);
     const std::string text = "copied " + std::to_string(entries) + " entries, " +
@@ -131,7 +131,6 @@ Status CopyAll(KvSource& source, ImportSink& sink, const MigrateConfig& c, std::
       std::this_thread::sleep_until(due);
     }
   }
-  progress.Update(st->entries, st->bytes, /*force=*/true);
   progress.Done();
   return sink.Finish();
 }
@@ -284,6 +283,7 @@ Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log)
            "during the copy is not known.\n";
     return r;
   }
+  log << "Verifying: reading the source again and the destination back ..." << std::endl;
   const DigestForm form = sink->digest_form();
   const int64_t seen = st.entries > 0 ? st.max_version : std::numeric_limits<int64_t>::max();
   KVC_RETURN_IF_ERROR(DigestSource(*source, form, c.page_entries, seen, &r.source, &r.newer));
