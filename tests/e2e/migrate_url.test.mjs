@@ -182,8 +182,15 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
     expectMatch(res, written, src);
     const exported = expectCliOk(await runKvconnect(["export", "--url", src.url, "--token", TOKEN]), src);
     assert.equal(fs.readFileSync(file, "utf8"), exported.stdout, "the same bytes as kvconnect export");
-    // To stdout, over HTTP/1.1 this time.
-    const out = await migrate(["--from", src.url, "--from-token", TOKEN, "--from-http1", "--to", "ndjson:-"]);
+    // To stdout, over HTTP/1.1 this time, with the token from a file (as serve's secrets: a file
+    // others may read is refused).
+    const tokenFile = path.join(dir, "source-token");
+    fs.writeFileSync(tokenFile, `${TOKEN}\n`, { mode: 0o644 });
+    const open = await migrate(["--from", src.url, "--from-token-file", tokenFile, "--to", "ndjson:-"]);
+    assert.equal(open.code, 2, open.stderr);
+    assert.match(open.stderr, /chmod/);
+    fs.chmodSync(tokenFile, 0o600);
+    const out = await migrate(["--from", src.url, "--from-token-file", tokenFile, "--from-http1", "--to", "ndjson:-"]);
     expectCliOk(out, src);
     assert.equal(out.stdout, exported.stdout);
     assert.match(out.stderr, /HTTP\/1\.1/);
