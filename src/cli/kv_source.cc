@@ -29,10 +29,12 @@ bool ContainsAuthorization(std::string_view body) {
   return client::AsciiLower(body).find("authorization") != std::string::npos;
 }
 
-// Transport failures and the 5xx answers of an overloaded, restarting or proxied server (500,
-// 502, 503, 504) are worth another attempt; nothing else is (501: not a KV Connect server).
+// Transport failures, the 5xx answers of an overloaded, restarting or proxied server (500, 502,
+// 503, 504) and a rate limit (429) are worth another attempt; nothing else is (501: not a KV
+// Connect server).
 bool Retryable(int http_status) {
-  return http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504;
+  return http_status == 429 || http_status == 500 || http_status == 502 || http_status == 503 ||
+         http_status == 504;
 }
 
 }  // namespace
