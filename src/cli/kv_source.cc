@@ -5,7 +5,9 @@
 #include <thread>
 #include <utility>
 
+#include "codec/backup_manifest.h"
 #include "codec/client_codec.h"
+#include "common/clock.h"
 
 namespace kvc::cli {
 namespace {
@@ -198,6 +200,13 @@ Status KvSource::TryMetadata(const std::string& path, bool initial, bool* retry)
 Result<std::vector<Entry>> KvSource::Read(const std::string& start, const std::string& end,
                                           int32_t limit) {
   limit = std::clamp(limit, int32_t{1}, kMaxReadEntries);
+  // A data-path token past its expiresAt: a new one first, as Deno >= 2.9.1 does.
+  if (Result<int64_t> expires = codec::ParseRfc3339Ms(path_.expires_at);
+      expires.ok() && NowUnixMs() >= *expires) {
+    if (log_ != nullptr)
+      *log_ << "source: the data-path token expired; exchanging metadata again\n";
+    KVC_RETURN_IF_ERROR(ExchangeMetadata(/*initial=*/false));
+  }
   bool refreshed = false;
   auto first_failure = Clock::now();
   int attempt = 0;

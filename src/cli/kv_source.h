@@ -7,9 +7,10 @@
 // Transport: HTTP/2 by default, as Deno speaks it (https: TLS with ALPN h2; http: h2c with prior
 // knowledge); HTTP/1.1 on request (a server or proxy without h2c).
 // Failures, as Deno's client handles them (reference §1.6, §1.8): 5xx answers (and 429) and
-// transport failures are retried with exponential backoff (reconnecting) for up to `retry_for`; a data call
-// answered 401/403 (or 400 naming authorization: an expired data-path token) re-does the
-// metadata exchange once and is sent again. Anything else is an error that says what the server
+// transport failures are retried with exponential backoff (reconnecting) for up to `retry_for`; a
+// data-path token past the answer's expiresAt is renewed before a call; a data call answered
+// 401/403 (or 400 naming authorization: an expired data-path token) re-does the metadata exchange
+// once and is sent again. Anything else is an error that says what the server
 // answered: a URL that is no KV Connect metadata endpoint (404, HTML), a refused token (with the
 // server's text), an answer that is not the protocol's (garbage protobuf, keys out of order).
 //

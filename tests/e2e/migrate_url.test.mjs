@@ -292,12 +292,12 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
       await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
       return { url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
     }
-    const METADATA = () => JSON.stringify({
+    const METADATA = (expiresAt = "2099-01-01T00:00:00Z") => JSON.stringify({
       version: 3,
       databaseId: "00000000-0000-0000-0000-000000000000",
       endpoints: [{ url: "/v2", consistency: "strong" }],
       token: "data-token",
-      expiresAt: "2099-01-01T00:00:00Z",
+      expiresAt,
     });
     // A SnapshotReadOutput of one empty range, read_is_strongly_consistent, status SR_SUCCESS.
     const EMPTY_READ = Buffer.from([0x0a, 0x00, 0x20, 0x01, 0x40, 0x01]);
@@ -358,14 +358,15 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
       }
     });
 
-    test("5xx is retried and a refused data-path token re-does the metadata exchange", async () => {
+    test("5xx is retried, an expired or refused data-path token re-does the metadata exchange", async () => {
       let exchanges = 0;
       let reads = 0;
-      const flaky = await fakeServer((stream, p, body) => {
+      const flaky = await fakeServer((stream, p) => {
         if (p === "/") {
           exchanges++;
           stream.respond({ ":status": 200, "content-type": "application/json" });
-          stream.end(METADATA());
+          // The first token has expired already: renewed before the first data call.
+          stream.end(METADATA(exchanges === 1 ? "2000-01-01T00:00:00Z" : undefined));
           return;
         }
         reads++;
@@ -386,7 +387,8 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
         expectCliOk(res);
         assert.match(res.stderr, /HTTP 503.*retrying in \d+ ms/);
         assert.match(res.stderr, /HTTP 401.*exchanging metadata again/);
-        assert.equal(exchanges, 2);
+        assert.match(res.stderr, /the data-path token expired; exchanging metadata again/);
+        assert.equal(exchanges, 3);
         assert.equal(lines(file), 0);
       } finally {
         flaky.close();
