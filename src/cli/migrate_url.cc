@@ -304,7 +304,7 @@ Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log)
 int RunMigrateFromUrl(const MigrateConfig& c) {
   auto report = ImportFromUrl(c, std::cerr);
   if (!report.ok()) return PrintError(report.status());
-  return report->match ? 0 : 1;
+  return !report->verified || report->match ? 0 : 1;
 }
 
 }  // namespace kvc::cli

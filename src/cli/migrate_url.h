@@ -49,8 +49,8 @@ struct UrlImportReport {
 // whose digests differ is a report with match false, not an error.
 Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log);
 
-// Runs the command; returns the exit code (0: the digests match; 1: they differ or a failure;
-// 2, 3, 4 as the other commands).
+// Runs the command; returns the exit code (0: the digests match, or --no-verify; 1: they differ
+// or a failure; 2, 3, 4 as the other commands).
 int RunMigrateFromUrl(const MigrateConfig& c);
 
 }  // namespace kvc::cli
