@@ -93,7 +93,7 @@ Result<client::BlockingClient*> KvSource::ClientFor(const client::Url& origin) {
     o.version = options_.http;
     o.ca_file = options_.ca_file;
     o.insecure = options_.insecure;
-    o.connect_timeout = std::min(options_.call_timeout, std::chrono::milliseconds(30000));
+    o.connect_timeout = options_.connect_timeout;
     o.keep_headers = false;
     o.max_response_bytes = options_.max_response_bytes;
     KVC_ASSIGN_OR_RETURN(slot, client::BlockingClient::Connect(o));

@@ -59,11 +59,12 @@ struct KvSourceOptions {
   client::HttpVersion http = client::HttpVersion::kHttp2;
   std::string ca_file;  // https: a CA to trust besides the system's
   bool insecure = false;
-  std::chrono::milliseconds call_timeout{60000};  // one metadata or data call
-  std::chrono::milliseconds retry_for{120000};    // 5xx and transport failures: give up after
-  std::chrono::milliseconds retry_first{200};     // first backoff, doubled per attempt...
-  std::chrono::milliseconds retry_max{10000};     // ...up to this
-  size_t max_response_bytes = size_t{96} << 20;   // > 1000 entries of 64 KiB values and keys
+  std::chrono::milliseconds connect_timeout{10000};  // TCP and TLS to the source
+  std::chrono::milliseconds call_timeout{60000};     // one metadata or data call
+  std::chrono::milliseconds retry_for{120000};       // 5xx and transport failures: give up after
+  std::chrono::milliseconds retry_first{200};        // first backoff, doubled per attempt...
+  std::chrono::milliseconds retry_max{10000};        // ...up to this
+  size_t max_response_bytes = size_t{96} << 20;      // > 1000 entries of 64 KiB values and keys
   std::string user_agent = "kvconnect-migrate/0.1";
 };
 
