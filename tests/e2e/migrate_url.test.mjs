@@ -145,9 +145,10 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
     }
   });
 
-  test("over TLS with HTTP/2 into a running server (its admin import API)", async () => {
+  test("over TLS with HTTP/2, Deploy's URL shape, into a running server (its admin import API)", async () => {
+    // https://HOST/v2/databases/<id>/connect, as a Deploy database's KV Connect URL reads.
     const res = await migrate([
-      "--from", `${src.tlsUrl}/databases/default/connect`, "--from-token", TOKEN, "--from-ca-file", certs.ca,
+      "--from", `${src.tlsUrl}/v2/databases/default/connect`, "--from-token", TOKEN, "--from-ca-file", certs.ca,
       "--to", dst.url, "--to-token", TOKEN, "--db", "fromtls",
     ]);
     expectMatch(res, written, src, dst);
