@@ -232,7 +232,8 @@ class NdjsonSink : public ImportSink {
 class StorageSink : public ImportSink {
  public:
   static Result<std::unique_ptr<ImportSink>> Open(const storage::StorageOptions& so,
-                                                  const std::string& db) {
+                                                  const std::string& db,
+                                                  const std::string& source_id) {
     std::unique_ptr<StorageSink> sink(new StorageSink());
     KVC_ASSIGN_OR_RETURN(sink->storage_, storage::OpenStorage(so));
     auto claimed = sink->storage_->LockWriters();
@@ -248,7 +249,16 @@ class StorageSink : public ImportSink {
       if (!storage::IsValidDatabaseName(db)) {
         return InvalidArgument("--db: '" + db + "' is not a valid database name");
       }
-      KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord made, sink->storage_->Create(db));
+      // The source's id when it is free here, so the database answers to the same id.
+      bool keep_id = storage::LooksLikeUuid(source_id);
+      if (keep_id) {
+        auto taken = sink->storage_->catalog().FindDatabase(source_id);
+        if (taken.ok()) keep_id = false;
+        if (!taken.ok() && taken.status().code() != StatusCode::kNotFound) return taken.status();
+      }
+      KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord made,
+                           keep_id ? sink->storage_->CreateWithId(db, source_id)
+                                   : sink->storage_->Create(db));
       made.name = db;
       made.created_ms = NowUnixMs();
       if (Status s = sink->storage_->catalog().AddDatabase(made); !s.ok()) {
@@ -486,7 +496,7 @@ Result<std::unique_ptr<ImportSink>> OpenSink(const SinkOptions& o) {
                            "http(s)://HOST (a running kvconnect) or ndjson:FILE (ndjson:- for "
                            "stdout)");
   }
-  return StorageSink::Open(*so, o.db);
+  return StorageSink::Open(*so, o.db, o.source_database_id);
 }
 
 }  // namespace kvc::cli

@@ -76,6 +76,10 @@ struct SinkOptions {
   int32_t import_batch = 500;              // servers: entries per atomic write
   std::chrono::milliseconds timeout{600000};
   bool resume = false;
+  // storages: the source database's id (the metadata exchange's databaseId). A database the
+  // import creates carries it when it is a UUID not in use there, so URLs that name the database
+  // by id (Deploy's /v2/databases/<id>/connect) keep working with only the host changed.
+  std::string source_database_id;
 };
 
 class ImportSink {

@@ -234,6 +234,7 @@ Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log)
   // The source first: a URL or token that does not work touches no destination.
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<KvSource> source, KvSource::Open(so, &log));
   const loadgen::DataPath& path = source->data_path();
+  sink_options.source_database_id = path.database_id;
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<ImportSink> sink, OpenSink(sink_options));
   KVC_ASSIGN_OR_RETURN(std::optional<std::string> last, sink->LastKey());
   if (last && !c.resume) {

@@ -171,6 +171,17 @@ describe("migrate --from a KV Connect server", { timeout: 600_000 }, () => {
     const copy = await startServer({ postgres: conninfo, token: TOKEN });
     try {
       await compareWithDeno(src, `${copy.url}/databases/imported/connect`, { sameStamps: true, servers: [copy] });
+      // The database the import created carries the source's id, so a URL that names it by id
+      // (Deploy's /v2/databases/<id>/connect) works with only the host changed.
+      const idOf = async (server, name) => {
+        const res = await fetch(`${server.url}/admin/v1/databases`, { headers: { authorization: `Bearer ${server.token}` } });
+        assert.equal(res.status, 200);
+        return (await res.json()).databases.find((d) => d.name === name)?.id;
+      };
+      const sourceId = await idOf(src, "default");
+      assert.match(sourceId ?? "", /^[0-9a-f-]{36}$/);
+      assert.equal(await idOf(copy, "imported"), sourceId, "the new database keeps the source's id");
+      await compareWithDeno(src, `${copy.url}/v2/databases/${sourceId}/connect`, { sameStamps: true, servers: [copy] });
     } finally {
       await copy.kill();
     }
