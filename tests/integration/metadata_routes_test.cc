@@ -54,7 +54,7 @@ class MetadataRoutesTest : public ::testing::Test {
         ids_[name] = db->record.id;
       }
       service::TokenRequest req;
-      req.database = "sales";
+      req.databases = {"sales"};
       req.scope = "write";
       auto t = ops.CreateToken(req);
       ASSERT_TRUE(t.ok()) << t.status().ToString();
