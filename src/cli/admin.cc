@@ -23,6 +23,18 @@ std::string Number(double v) {
   return buf;
 }
 
+// A token's databases as `token list` and `token create` show them: "all", or the names joined
+// by ',' ("(deleted)" for a database that is gone).
+std::string DatabasesText(bool all_databases, const std::vector<std::string>& names) {
+  if (all_databases) return "all";
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out.push_back(',');
+    out += n.empty() ? "(deleted)" : n;
+  }
+  return out;
+}
+
 // A token's own rate limit as `token list` shows it.
 std::string RateLimitText(double rate) {
   if (rate < 0) return "default";
@@ -94,19 +106,21 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
     if (!rec.ok()) return PrintError(rec.status());
     return PrintError(
         InvalidArgument("deleting '" + rec->name +
-                        "' destroys its data and revokes its tokens; add --yes to do it"));
+                        "' destroys its data and revokes its tokens (tokens of other databases too "
+                        "keep those); add --yes to do it"));
   }
   auto rec = ops.DeleteDatabase(c.name);
   if (!rec.ok()) return PrintError(rec.status());
   std::cerr << "Deleted database '" << rec->name << "' (" << rec->id
-            << ") and revoked its tokens.\n";
+            << ") and revoked its tokens (tokens that open other databases too keep those).\n";
   return 0;
 }
 
 int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
   if (c.action == "create") {
     service::TokenRequest req;
-    req.database = c.db;
+    req.databases = c.dbs;
+    req.all_databases = c.all_databases;
     req.scope = c.scope;
     req.expires = c.expires;
     req.name = c.label;
@@ -114,9 +128,12 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
     auto t = ops.CreateToken(req);
     if (!t.ok()) return PrintError(t.status());
     std::cout << t->token << "\n";
-    std::cerr << "Created " << auth::ScopeName(t->scope) << " token " << t->record.id
-              << " for database '" << t->database_name << "'"
-              << (t->record.expires_ms ? ", expires " + Time(t->record.expires_ms) : "")
+    const std::string what =
+        t->record.all_databases         ? std::string("every database, present and future")
+        : t->database_names.size() == 1 ? "database '" + t->database_names[0] + "'"
+                                        : "databases " + DatabasesText(false, t->database_names);
+    std::cerr << "Created " << auth::ScopeName(t->scope) << " token " << t->record.id << " for "
+              << what << (t->record.expires_ms ? ", expires " + Time(t->record.expires_ms) : "")
               << ". It is shown only this once.\n";
     return 0;
   }
@@ -135,7 +152,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
                 "STATUS", "RATE", "CREATED", "EXPIRES");
     for (const service::TokenInfo& info : *shown) {
       const storage::AccessTokenRecord& t = info.record;
-      const std::string db = info.database_name.empty() ? "(deleted)" : info.database_name;
+      const std::string db = DatabasesText(t.all_databases, info.database_names);
       std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", t.id.c_str(), t.name.c_str(),
                   db.c_str(), auth::ScopeName(info.scope), service::TokenStatusName(info.status),
                   RateLimitText(t.rate_limit).c_str(), Time(t.created_ms).c_str(),
@@ -182,7 +199,14 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   tok->require_subcommand(1);
   CLI::App* tc =
       tok->add_subcommand("create", "Create an access token; prints only the token (shown once)");
-  tc->add_option("--db", c->db, "Database name or id")->required();
+  CLI::Option* one =
+      tc->add_option("--db", c->dbs, "Database name or id; repeat it for a token of several")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  CLI::Option* all = tc->add_flag("--all-databases", c->all_databases,
+                                  "Every database, present and future (the token still cannot "
+                                  "manage databases or tokens, whatever its scope)");
+  one->excludes(all);  // neither: AdminOps::CreateToken says to give one
   tc->add_option("--scope", c->scope, "read | write | admin")
       ->required()
       ->check(CLI::IsMember({"read", "write", "admin", "queue"}));
@@ -194,7 +218,8 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
                  "default: the server's)");
   data_dir(tc);
   CLI::App* tl = tok->add_subcommand("list", "List access tokens (never the secrets)");
-  tl->add_option("--db", c->db, "Only this database's tokens");
+  tl->add_option("--db", c->db,
+                 "Only the tokens that open this database (tokens of several or all included)");
   tl->add_flag("--json", c->json, "JSON output");
   data_dir(tl);
   CLI::App* tr = tok->add_subcommand("revoke", "Revoke an access token");

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -15,9 +16,11 @@ struct AdminConfig {
   std::string postgres;  // PostgreSQL conninfo instead of data_dir
   bool json = false;
   bool yes = false;
-  std::string name;      // db create / delete
-  std::string new_name;  // db rename
-  std::string db;        // token create / list
+  std::string name;              // db create / delete
+  std::string new_name;          // db rename
+  std::string db;                // token list
+  std::vector<std::string> dbs;  // token create (repeatable --db)
+  bool all_databases = false;    // token create
   std::string scope;
   std::string expires = "never";
   std::string label;

@@ -227,7 +227,10 @@ Status Application::Init() {
   using M = service::Router::Match;
   const std::string data_path = c.service.endpoint_path;
   router_.Add("metadata", M::kExact, "/", {}, kv_.get());
+  // Every metadata shape (service::MetadataTarget) is the one route "connect"; the queue API's
+  // /databases/*/queue/v1/ is a longer prefix and wins, /v2/databases/ wins over the data path.
   router_.Add("connect", M::kPrefix, "/databases/", {}, kv_.get());
+  router_.Add("connect", M::kPrefix, "/v2/databases/", {}, kv_.get());
   for (const char* method : {"snapshot_read", "atomic_write", "watch"}) {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }

@@ -1,7 +1,5 @@
 #include "cli/dump.h"
 
-#include <strings.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +10,7 @@
 #include <memory>
 
 #include "cli/admin.h"
-#include "client/blocking_client.h"
-#include "client/url.h"
+#include "cli/admin_client.h"
 #include "codec/admin_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
@@ -45,29 +42,6 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// The error an HTTP answer stands for, with the server's text when it sent one.
-Status FromHttp(int status, const std::string& body) {
-  std::string text;
-  if (auto a = codec::ParseAdminImportAnswer(body); a.ok()) text = a->error;
-  if (text.empty()) text = "the server answered HTTP " + std::to_string(status);
-  switch (status) {
-    case 400:
-      return InvalidArgument(text);
-    case 401:
-      return Status(StatusCode::kUnauthenticated, text);
-    case 403:
-      return Status(StatusCode::kPermissionDenied, text);
-    case 404:
-      return NotFound(text);
-    case 413:
-      return Status(StatusCode::kPayloadTooLarge, text);
-    case 503:
-      return Unavailable(text);
-    default:
-      return Internal(text);
-  }
-}
-
 // The storage of a data directory that must exist already (opening would make a new one).
 Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
   std::error_code ec;
@@ -85,91 +59,25 @@ Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const std::str
   return rec;
 }
 
-// A connection to a server's admin API (HTTP/1.1, plain or TLS) and blocking calls on it.
-class AdminClient {
- public:
-  static Result<std::unique_ptr<AdminClient>> Connect(const DumpConfig& c) {
-    std::string token = c.token;
-    if (token.empty()) {
-      if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e != nullptr) token = e;
-    }
-    if (token.empty()) {
-      return InvalidArgument(
-          "--url needs an admin token: --token TOKEN or the environment variable "
-          "KVCONNECT_ACCESS_TOKEN");
-    }
-    auto url = client::ParseUrl(c.url);
-    if (!url.ok()) return InvalidArgument("--url: " + url.status().message());
-    std::unique_ptr<AdminClient> client(new AdminClient());
-    client->base_ = url->path;
-    while (!client->base_.empty() && client->base_.back() == '/') client->base_.pop_back();
-    client->base_ += "/admin/v1/databases/" + service::EncodeQueryValue(c.db);
-    client::BlockingClientOptions o;
-    o.origin = *url;
-    o.ca_file = c.ca_file;
-    o.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
-    client->request_timeout_ = std::chrono::milliseconds(c.request_timeout_ms);
-    KVC_ASSIGN_OR_RETURN(client->http_, client::BlockingClient::Connect(o));
-    client->headers_ = std::make_shared<const client::Headers>(
-        client::Headers{{"authorization", "Bearer " + token}});
-    return client;
+// The admin client of --url, with the token from --token or KVCONNECT_ACCESS_TOKEN.
+Result<std::unique_ptr<AdminClient>> ConnectAdmin(const DumpConfig& c) {
+  AdminClient::Options o;
+  o.url = c.url;
+  o.token = c.token;
+  if (o.token.empty()) {
+    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e != nullptr) o.token = e;
   }
-
-  // POSTs to <database>/<what>; the answer, whatever its status.
-  Result<client::Response> Post(const std::string& what, std::string body,
-                                const std::string& content_type) {
-    return http_->Call(MakeRequest(what, std::move(body), content_type), request_timeout_);
+  if (o.token.empty()) {
+    return InvalidArgument(
+        "--url needs an admin token: --token TOKEN or the environment variable "
+        "KVCONNECT_ACCESS_TOKEN");
   }
-
-  // POSTs to <database>/<what> and hands each piece of a 200 answer's body to `on_data` (on
-  // the client's thread); `*versionstamp` gets the answer's x-kvc-versionstamp. OK only if the
-  // answer was 200 and its body ended cleanly.
-  Status PostStreaming(const std::string& what, std::string body,
-                       std::function<void(std::string_view)> on_data, std::string* versionstamp) {
-    int status = 0;
-    std::string error_body;
-    client::StreamHandlers h;
-    h.on_head = [&status, versionstamp](const client::Response& head) {
-      status = head.status;
-      for (const auto& [name, value] : head.headers) {
-        if (strcasecmp(name.c_str(), "x-kvc-versionstamp") == 0) *versionstamp = value;
-      }
-    };
-    h.on_data = [&](std::string_view data) {
-      if (status == 200) {
-        on_data(data);
-      } else if (error_body.size() < (1u << 20)) {
-        error_body.append(data);
-      }
-    };
-    Status s =
-        http_->CallStreaming(MakeRequest(what, std::move(body), "application/json"), std::move(h));
-    if (status != 0 && status != 200) return FromHttp(status, error_body);
-    if (!s.ok()) {
-      return Status(s.code(),
-                    "the export was cut short (" + s.message() + "); the output is incomplete");
-    }
-    return Status::Ok();
-  }
-
- private:
-  AdminClient() = default;
-
-  client::Request MakeRequest(const std::string& what, std::string body,
-                              const std::string& content_type) const {
-    client::Request r;
-    r.path = base_ + "/" + what;
-    r.headers = headers_;
-    r.extra_headers.emplace_back("content-type", content_type);
-    r.body = std::move(body);
-    return r;
-  }
-
-  std::unique_ptr<client::BlockingClient> http_;
-  std::shared_ptr<const client::Headers> headers_;
-  std::string base_;  // the URL's path + /admin/v1/databases/<db>
-  std::chrono::milliseconds request_timeout_{0};
-};
+  o.db = c.db;
+  o.ca_file = c.ca_file;
+  o.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+  o.request_timeout = std::chrono::milliseconds(c.request_timeout_ms);
+  return AdminClient::Connect(o);
+}
 
 // --- export -------------------------------------------------------------------------------------
 
@@ -220,7 +128,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
 
 Result<ExportSummary> ExportOverHttp(const DumpConfig& c, std::ostream& out) {
   const auto started = Clock::now();
-  KVC_ASSIGN_OR_RETURN(auto client, AdminClient::Connect(c));
+  KVC_ASSIGN_OR_RETURN(auto client, ConnectAdmin(c));
   ExportSummary summary;
   bool write_failed = false;
   Status s = client->PostStreaming(
@@ -307,7 +215,7 @@ Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOp
 Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& in,
                                             std::ostream& log) {
   const auto started = Clock::now();
-  KVC_ASSIGN_OR_RETURN(auto client, AdminClient::Connect(c));
+  KVC_ASSIGN_OR_RETURN(auto client, ConnectAdmin(c));
   auto reader = service::StreamDumpReader(&in, c.max_line_bytes);
   ProgressLog progress(c, &log);
   service::ImportStats total;
@@ -344,7 +252,7 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
                          client->Post(what, std::move(body), "application/x-ndjson"));
     auto answer = codec::ParseAdminImportAnswer(r.body);
     if (r.status != 200) {
-      Status s = FromHttp(r.status, r.body);
+      Status s = AdminHttpError(r.status, r.body);
       if (total.entries > 0) {
         return Status(s.code(), s.message() + " Earlier requests had imported " +
                                     std::to_string(total.entries) + " entries (through line " +

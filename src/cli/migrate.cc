@@ -9,6 +9,8 @@
 
 #include "cli/admin.h"
 #include "cli/application.h"
+#include "cli/kv_source.h"
+#include "cli/migrate_url.h"
 #include "codec/versionstamp.h"
 #include "common/random.h"
 #include "storage/private_file.h"
@@ -215,18 +217,26 @@ class Migration {
     log_ << "  access tokens: " << m->tokens_copied.copied << " copied";
     if (m->tokens_copied.present > 0) log_ << ", " << m->tokens_copied.present << " already there";
     log_ << "\n";
+    if (m->tokens_copied.all_databases > 0) {
+      Warn(std::to_string(m->tokens_copied.all_databases) +
+           " access token(s) for all databases were copied: they open every database of the "
+           "destination, not only the migrated ones (kvconnect token revoke to stop that)");
+    }
     return Status::Ok();
   }
 
-  // Tokens of the destination that opened a database the copy replaced open nothing now.
+  // Tokens of the destination that opened a database the copy replaced do not open it now (nor
+  // the copy, which has another id).
   void WarnOrphanedTokens(const storage::DatabaseRecord& old) {
     auto tokens = to_.catalog().ListTokens();
     if (!tokens.ok()) return;
     int64_t n = 0;
-    for (const storage::AccessTokenRecord& t : *tokens) n += t.database_id == old.id ? 1 : 0;
+    for (const storage::AccessTokenRecord& t : *tokens) {
+      n += !t.all_databases && storage::TokenOpensDatabase(t, old.id) ? 1 : 0;
+    }
     if (n > 0) {
       Warn(std::to_string(n) + " access token(s) of the destination were bound to its former '" +
-           old.name + "' (id " + old.id + ") and open nothing now");
+           old.name + "' (id " + old.id + ") and do not open it now");
     }
   }
 
@@ -402,15 +412,22 @@ void AddMigrateCommand(CLI::App& app, MigrateConfig* c) {
   CLI::App* m = app.add_subcommand(
       "migrate",
       "Copy databases (rows, versions, access tokens, secrets) to another storage, e.g. SQLite to "
-      "PostgreSQL, and verify the copy; the source may keep serving");
+      "PostgreSQL, and verify the copy; the source may keep serving. With --from URL: import one "
+      "database from any KV Connect server (Deno Deploy included)");
   m->add_option("--from", c->from,
                 "Source: sqlite:DATA_DIR, sqlite:FILE.sqlite3 (a Deno KV file), "
-                "postgres:CONNINFO or postgres://...")
+                "postgres:CONNINFO or postgres://...; or a KV Connect URL as given to "
+                "Deno.openKv (http(s)://HOST, .../databases/NAME/connect, "
+                "https://api.deno.com/v2/databases/ID/connect)")
       ->required();
   m->add_option("--to", c->to,
-                "Destination: sqlite:DATA_DIR or postgres:CONNINFO (no server may run on it)")
+                "Destination: sqlite:DATA_DIR or postgres:CONNINFO (no server may run on it); "
+                "with --from URL also http(s)://HOST (a running kvconnect, --to-token) or "
+                "ndjson:FILE (ndjson:- for stdout)")
       ->required();
-  m->add_option("--db", c->dbs, "A database to migrate, by name or id (repeatable)");
+  m->add_option("--db", c->dbs,
+                "A database to migrate, by name or id (repeatable); with --from URL the one "
+                "destination database (default: default), created if missing");
   m->add_flag("--all", c->all, "Migrate every database of the source");
   m->add_flag("--verify-only", c->verify_only,
               "Copy nothing: compare contents, versions and access tokens of both sides");
@@ -420,9 +437,49 @@ void AddMigrateCommand(CLI::App& app, MigrateConfig* c) {
   m->add_option("--batch", c->batch_rows, "Rows per destination transaction and per read")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  // --from URL.
+  m->add_option("--from-token", c->from_token,
+                "--from URL: the source's access token (default: env DENO_KV_ACCESS_TOKEN)");
+  m->add_option("--from-token-file", c->from_token_file,
+                "--from URL: read the source's access token from this file (not world-readable)");
+  m->add_option("--from-ca-file", c->from_ca_file,
+                "--from https://...: a CA certificate to trust besides the system's");
+  m->add_flag("--from-insecure", c->from_insecure,
+              "--from https://...: do not verify the source's certificate");
+  m->add_flag("--from-http1", c->from_http1,
+              "--from URL: speak HTTP/1.1 to the source (default HTTP/2 as Deno: ALPN h2, or h2c "
+              "with prior knowledge for http://)");
+  m->add_option("--from-retry-ms", c->from_retry_ms,
+                "--from URL: retry 5xx answers and lost connections this long before giving up")
+      ->capture_default_str();
+  m->add_option("--from-timeout-ms", c->from_timeout_ms, "--from URL: one call to the source")
+      ->capture_default_str();
+  m->add_option("--page", c->page_entries,
+                "--from URL: entries per snapshot_read and per destination write (1-1000)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  m->add_option("--max-rate", c->max_rate,
+                "--from URL: copy at most this many entries per second (0: no limit)")
+      ->capture_default_str();
+  m->add_option("--to-token", c->to_token,
+                "--to URL: an admin token of that server (default: env KVCONNECT_ACCESS_TOKEN)");
+  m->add_option("--to-token-file", c->to_token_file,
+                "--to URL: read the admin token from this file (not world-readable)");
+  m->add_option("--to-ca-file", c->to_ca_file,
+                "--to https://...: a CA certificate to trust besides the system's");
+  m->add_option("--request-bytes", c->request_bytes,
+                "--to URL: dump bytes per import request at most (below the server's "
+                "--max-body-bytes)")
+      ->capture_default_str();
+  m->add_flag("--resume", c->resume,
+              "--from URL: continue an interrupted import after the last key the destination "
+              "holds (without it a non-empty destination is refused)");
+  m->add_flag("--no-verify", c->no_verify,
+              "--from URL: skip the final re-read of the source and the digests");
 }
 
 int RunMigrate(const MigrateConfig& c) {
+  if (IsHttpUrl(c.from)) return RunMigrateFromUrl(c);
   auto from = ParseStorageSpec(c.from);
   if (!from.ok()) return PrintError(from.status());
   auto to = ParseStorageSpec(c.to);

@@ -37,6 +37,23 @@ struct MigrateConfig {
   bool no_secrets = false;
   int32_t batch_rows = 1000;   // rows per destination transaction, and per read page
   int64_t progress_ms = 5000;  // a progress line this often while a database copies
+  // --from URL (cli/migrate_url.h).
+  std::string from_token;  // empty: --from-token-file, then env DENO_KV_ACCESS_TOKEN
+  std::string from_token_file;
+  std::string from_ca_file;
+  bool from_insecure = false;
+  bool from_http1 = false;
+  int64_t from_retry_ms = 120000;   // 5xx and transport failures: retried this long
+  int64_t from_timeout_ms = 60000;  // one call to the source
+  int32_t page_entries = 1000;      // per snapshot_read, and per destination write
+  double max_rate = 0;              // entries per second at most; 0: no limit
+  std::string to_token;             // --to URL: an admin token (or --to-token-file, env)
+  std::string to_token_file;
+  std::string to_ca_file;
+  size_t request_bytes = size_t{1} << 20;  // --to URL: dump bytes per import request
+  int32_t import_batch = 500;              // --to URL: entries per atomic write
+  bool resume = false;
+  bool no_verify = false;
 };
 
 // What the flags of MigrateConfig mean, with the storages already parsed.

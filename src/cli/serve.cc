@@ -180,6 +180,16 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--bootstrap-rate-limit-rps", c->service.bootstrap_rate_limit_rps,
                 "Requests per second for the bootstrap token (0: unlimited)")
       ->capture_default_str();
+  s->add_option("--metadata-rate-limit-rps", c->service.metadata_rate_limit_rps,
+                "The metadata exchange (opening a database) has its own budget per access token: "
+                "at least this many per second, never less than the token's own rate (0: "
+                "unlimited)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--metadata-rate-limit-burst", c->service.metadata_rate_limit_burst,
+                "Metadata exchanges an access token may make at once (at least)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s->add_option("--metrics-addr", c->metrics_addr,
                 "Also serve /metrics, /healthz and /readyz on this HOST:PORT (they are always on "
                 "the main listener too)");

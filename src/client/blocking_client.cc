@@ -33,7 +33,8 @@ Result<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
     const BlockingClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   if (options.origin.tls()) {
-    KVC_ASSIGN_OR_RETURN(impl->tls, MakeTlsContext(options.version, false, options.ca_file));
+    KVC_ASSIGN_OR_RETURN(impl->tls,
+                         MakeTlsContext(options.version, options.insecure, options.ca_file));
   }
   KVC_ASSIGN_OR_RETURN(auto addresses, ResolveHost(options.origin.host, options.origin.port));
   ConnectionOptions co;
@@ -41,6 +42,7 @@ Result<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
   co.origin = options.origin;
   co.connect_timeout = options.connect_timeout;
   co.keep_headers = options.keep_headers;
+  co.max_response_bytes = options.max_response_bytes;
   impl->conn = MakeConnection(impl->io, co, addresses, impl->tls.get());
   impl->thread = std::thread([io = &impl->io] { io->run(); });
   std::unique_ptr<BlockingClient> client(new BlockingClient(std::move(impl)));

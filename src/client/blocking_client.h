@@ -19,9 +19,11 @@ namespace kvc::client {
 struct BlockingClientOptions {
   Url origin;  // scheme, host, port
   HttpVersion version = HttpVersion::kHttp1;
-  std::string ca_file;  // https: a CA to trust besides the system's
+  std::string ca_file;    // https: a CA to trust besides the system's
+  bool insecure = false;  // https: do not verify the server's certificate
   std::chrono::milliseconds connect_timeout{10000};
   bool keep_headers = true;  // fill Response::headers (ConnectionOptions::keep_headers)
+  size_t max_response_bytes = 64u << 20;  // ConnectionOptions::max_response_bytes
 };
 
 class BlockingClient {

@@ -150,7 +150,18 @@ Result<AdminTokenRequest> ParseAdminTokenRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "TokenCreateRequest", &d));
   AdminTokenRequest r;
-  r.database = StringOf(d["database"]);
+  const bool one = d.HasMember("database");
+  const bool list = d.HasMember("databases");
+  r.all_databases = d.HasMember("all_databases") && d["all_databases"].GetBool();
+  if (int{one} + int{list} + int{r.all_databases} != 1) {
+    return InvalidArgument(
+        "Name the token's databases with exactly one of 'database' (one name or id), "
+        "'databases' (a list) or 'all_databases': true.");
+  }
+  if (one) r.databases.push_back(StringOf(d["database"]));
+  if (list) {
+    for (const auto& v : d["databases"].GetArray()) r.databases.push_back(StringOf(v));
+  }
   r.scope = StringOf(d["scope"]);
   if (d.HasMember("expires")) r.expires = StringOf(d["expires"]);
   if (d.HasMember("name")) r.name = StringOf(d["name"]);
@@ -314,6 +325,74 @@ Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool m
     out += "null";
   }
   out.push_back('}');
+  return out;
+}
+
+// `json` with every \uD800-\uDFFF escape made \uFFFD. The JSON views of values may hold lone
+// surrogates (JS strings can), which RapidJSON refuses; keys never do (they are UTF-8, written as
+// is), and the raw members are base64, so the bytes read from an answer do not change.
+std::string WithoutSurrogateEscapes(std::string_view json) {
+  std::string out(json);
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] != '\\') continue;
+    if (out[i + 1] == 'u' && i + 5 < out.size() && (out[i + 2] == 'd' || out[i + 2] == 'D') &&
+        std::string_view("89abcdefABCDEF").find(out[i + 3]) != std::string_view::npos) {
+      out.replace(i + 2, 4, "fffd");
+    }
+    ++i;  // the escaped character
+  }
+  return out;
+}
+
+Result<AdminEntryListAnswer> ParseAdminEntryListAnswer(std::string_view json) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseJsonText(WithoutSurrogateEscapes(json), "The answer", &d));
+  if (!d.IsObject() || !d.HasMember("entries") || !d["entries"].IsArray()) {
+    return InvalidArgument("The answer is not an EntryList.");
+  }
+  AdminEntryListAnswer a;
+  for (const auto& e : d["entries"].GetArray()) {
+    if (!e.IsObject() || !e.HasMember("key") || !e.HasMember("raw") || !e["raw"].IsObject()) {
+      return InvalidArgument("An entry of the answer has no key or no raw member.");
+    }
+    const rapidjson::Value& raw = e["raw"];
+    if (!raw.HasMember("encoding") || !raw["encoding"].IsString() || !raw.HasMember("bytes") ||
+        !raw["bytes"].IsString()) {
+      return InvalidArgument("An entry's raw member has no encoding or bytes.");
+    }
+    Entry entry;
+    KVC_ASSIGN_OR_RETURN(entry.key, KeyMember(e, "key"));
+    const std::string encoding = StringOf(raw["encoding"]);
+    if (encoding == "v8") {
+      entry.encoding = ValueEncoding::kV8;
+    } else if (encoding == "le64") {
+      entry.encoding = ValueEncoding::kLe64;
+    } else if (encoding == "bytes") {
+      entry.encoding = ValueEncoding::kBytes;
+    } else {
+      return InvalidArgument("An entry's raw encoding '" + encoding + "' is unknown.");
+    }
+    if (!Base64UrlDecode(StringOf(raw["bytes"]), &entry.value)) {
+      return InvalidArgument("An entry's raw bytes are not base64.");
+    }
+    a.entries.push_back(std::move(entry));
+  }
+  if (d.HasMember("cursor") && d["cursor"].IsString()) a.cursor = StringOf(d["cursor"]);
+  return a;
+}
+
+Result<std::string> AdminExactImportLine(const Entry& entry) {
+  std::string out = "{\"key\":" + KeyToJson(entry.key) + ",\"value\":";
+  if (entry.encoding == ValueEncoding::kV8) {
+    out += "{\"type\":\"v8\",\"value\":";
+    AppendJsonQuoted(Base64UrlEncode(entry.value), &out);
+    out += "}";
+  } else {
+    KVC_ASSIGN_OR_RETURN(const std::string value,
+                         KvValueToJson(KvValue{entry.value, entry.encoding}));
+    out += value;
+  }
+  out += ",\"versionstamp\":\"" + VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"}\n";
   return out;
 }
 

@@ -33,9 +33,11 @@ Result<AdminDatabaseRequest> ParseAdminDatabaseRequest(std::string_view body);
 // given; empty when the body names none (or is empty): the server's default destination.
 Result<std::string> ParseAdminBackupRequest(std::string_view body);
 
-// TokenCreateRequest.
+// TokenCreateRequest: exactly one of "database" (one), "databases" (a list) or
+// "all_databases": true.
 struct AdminTokenRequest {
-  std::string database;
+  std::vector<std::string> databases;  // names or ids; empty when all_databases
+  bool all_databases = false;
   std::string scope;
   std::string expires = "never";
   std::string name;
@@ -138,6 +140,21 @@ std::string AdminCursor(std::string_view last_key);
 Result<std::string> AdminEntryJson(const Entry& entry, bool raw);
 // An EntryList: the entries, and the cursor after the last one when `more`, else null.
 Result<std::string> AdminEntryListJson(const std::vector<Entry>& entries, bool more, bool raw);
+// The client side of an EntryList answer to a listing with "raw": true (kvconnect migrate
+// digests a server destination with it): each entry's key bytes, stored encoding and bytes
+// (`version` is 0), and the cursor (empty: no more). Errors: InvalidArgument when the answer is
+// not such an EntryList (an entry without its raw member, a bad key or base64).
+struct AdminEntryListAnswer {
+  std::vector<Entry> entries;
+  std::string cursor;
+};
+Result<AdminEntryListAnswer> ParseAdminEntryListAnswer(std::string_view json);
+// A dump line (KvEntryJSON and "\n") that the import API turns into exactly `entry`'s bytes: a
+// V8 value in the {"type": "v8"} raw form (kept as stored, not rewritten from its JSON view),
+// KvU64 and raw bytes in their usual forms. Errors: as KvValueToJson (a kLe64 value that is not
+// 8 bytes).
+Result<std::string> AdminExactImportLine(const Entry& entry);
+
 // One item of a WatchEvent: the entry, or the key with null value and versionstamp.
 Result<std::string> AdminWatchItemJson(std::string_view key, const Entry* entry);
 

@@ -10,7 +10,7 @@
 
 #include "codec/client_codec.h"
 #include "codec/key_codec.h"
-#include "codec/metadata_json.h"
+#include "loadgen/metadata.h"
 #include "loadgen/plan.h"
 #include "loadgen/setup.h"
 #include "loadgen/workloads.h"
@@ -20,7 +20,6 @@ namespace {
 
 namespace asio = boost::asio;
 
-constexpr char kMetadataBody[] = R"({"supportedVersions":[1,2,3]})";
 constexpr char kUserAgent[] = "kvconnect-bench/0.1";
 
 // One benchmark run: owns the I/O threads, the connections and every actor. The destructor
@@ -122,13 +121,9 @@ class BenchRun {
                                        metadata_addresses_, tls_.get());
     side_connections_.push_back(conn);
     if (Status s = ConnectBlocking(io_of(0), conn, options_.timeout); !s.ok()) return failed(s);
-    client::Request request{.path = metadata_url_.path,
-                            .extra_headers = {{"authorization", "Bearer " + options_.token},
-                                              {"content-type", "application/json"},
-                                              {"user-agent", kUserAgent}},
-                            .body = kMetadataBody};
     Result<client::Response> answer =
-        CallBlocking(io_of(0), conn, std::move(request), options_.timeout);
+        CallBlocking(io_of(0), conn, MetadataRequest(metadata_url_, options_.token, kUserAgent),
+                     options_.timeout);
     asio::post(io_of(0), [conn] { conn->Close(); });
     if (!answer.ok()) return failed(answer.status());
     if (answer->status != 200) {
@@ -136,36 +131,14 @@ class BenchRun {
           StatusCode::kUnauthenticated,
           where + " failed: HTTP " + std::to_string(answer->status) + ": " + answer->body);
     }
-    Result<codec::MetadataResponse> metadata = codec::ParseMetadataResponse(answer->body);
-    if (!metadata.ok()) return failed(metadata.status());
-    const codec::Endpoint* strong = nullptr;
-    for (const codec::Endpoint& e : metadata->endpoints) {
-      if (e.consistency == "strong") {
-        strong = &e;
-        break;
-      }
-    }
-    if (strong == nullptr) return failed(InvalidArgument("the answer names no strong endpoint"));
-    Result<client::Url> endpoint = client::ResolveUrl(metadata_url_, strong->url);
-    if (!endpoint.ok()) return failed(endpoint.status());
-    endpoint_ = *endpoint;
-    protocol_version_ = metadata->version;
-
-    auto headers = std::make_shared<client::Headers>();
-    headers->emplace_back("authorization", "Bearer " + metadata->token);
-    if (metadata->version == 1) {
-      headers->emplace_back("x-transaction-domain-id", metadata->database_id);
-    } else {
-      headers->emplace_back("x-denokv-database-id", metadata->database_id);
-      headers->emplace_back("x-denokv-version", std::to_string(metadata->version));
-    }
-    headers->emplace_back("content-type", "application/x-protobuf");
-    headers->emplace_back("user-agent", kUserAgent);
-    plan_.headers = std::move(headers);
-    // Data-call URL = endpoint URL + "/" + method (reference §1.5).
-    plan_.read_path = endpoint_.path + "/snapshot_read";
-    plan_.write_path = endpoint_.path + "/atomic_write";
-    plan_.watch_path = endpoint_.path + "/watch";
+    Result<DataPath> path = DataPathFromMetadata(metadata_url_, answer->body, kUserAgent);
+    if (!path.ok()) return failed(path.status());
+    endpoint_ = path->endpoint;
+    protocol_version_ = path->version;
+    plan_.headers = path->headers;
+    plan_.read_path = path->read_path;
+    plan_.write_path = path->write_path;
+    plan_.watch_path = path->watch_path;
     FillKeys();
     return Status::Ok();
   }

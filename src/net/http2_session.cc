@@ -24,6 +24,7 @@ struct H2Stream {
   bool headers_too_large = false;
   bool dispatched = false;
   bool responded = false;
+  bool head_request = false;  // HEAD: the answer is its header block alone (RFC 9110 9.3.2)
   std::shared_ptr<std::atomic<bool>> client_gone;  // HttpRequest::client_gone
   // Response body.
   std::string out;
@@ -442,6 +443,17 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
                      k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
     }
+    if (st->head_request) {
+      // The header block ends the stream: a DATA frame after it would be a protocol error for
+      // the client (RFC 9113 8.1.1), so any body or stream is dropped here.
+      if (resp.stream) resp.stream->Cancel();
+      st->eof = true;
+      if (nghttp2_submit_response(session_, st->id, nva.data(), nva.size(), nullptr) != 0) {
+        nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+      }
+      FlushSoon();
+      return;
+    }
     nghttp2_data_provider prd;
     prd.source.ptr = st;
     prd.read_callback = &ReadBody;
@@ -563,6 +575,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     std::string n(reinterpret_cast<const char*>(name), namelen);
     std::string v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":method") {
+      st->head_request = v == "HEAD";
       st->req.method = std::move(v);
     } else if (n == ":path") {
       auto q = v.find('?');

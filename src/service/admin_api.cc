@@ -195,15 +195,28 @@ HttpResponse AdminErrorResponse(const Status& status) {
 
 std::string TokenJson(const TokenInfo& info) {
   const storage::AccessTokenRecord& t = info.record;
-  std::string out = "{\"id\":" + JsonQuote(t.id) + ",\"name\":" + JsonQuote(t.name) +
-                    ",\"database\":" + JsonQuote(info.database_name) +
-                    ",\"database_id\":" + JsonQuote(t.database_id) +
-                    ",\"scope\":" + JsonQuote(auth::ScopeName(info.scope)) +
-                    ",\"created_at\":" + Time(t.created_ms) +
-                    ",\"expires_at\":" + Time(t.expires_ms) +
-                    ",\"revoked_at\":" + Time(t.revoked_ms) +
-                    ",\"rate_limit\":" + (t.rate_limit < 0 ? "null" : NumberJson(t.rate_limit)) +
-                    ",\"status\":" + JsonQuote(TokenStatusName(info.status)) + "}";
+  // "database" and "database_id" name its first database, for clients of one-database tokens.
+  const bool some = !t.database_ids.empty() && !info.database_names.empty();
+  auto list = [](const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      AppendJsonQuoted(items[i], &out);
+    }
+    out.push_back(']');
+    return out;
+  };
+  std::string out =
+      "{\"id\":" + JsonQuote(t.id) + ",\"name\":" + JsonQuote(t.name) +
+      ",\"database\":" + JsonQuote(some ? info.database_names[0] : "") +
+      ",\"database_id\":" + JsonQuote(some ? t.database_ids[0] : "") +
+      ",\"databases\":" + list(info.database_names) + ",\"database_ids\":" + list(t.database_ids) +
+      ",\"all_databases\":" + (t.all_databases ? "true" : "false") +
+      ",\"scope\":" + JsonQuote(auth::ScopeName(info.scope)) +
+      ",\"created_at\":" + Time(t.created_ms) + ",\"expires_at\":" + Time(t.expires_ms) +
+      ",\"revoked_at\":" + Time(t.revoked_ms) +
+      ",\"rate_limit\":" + (t.rate_limit < 0 ? "null" : NumberJson(t.rate_limit)) +
+      ",\"status\":" + JsonQuote(TokenStatusName(info.status)) + "}";
   return out;
 }
 
@@ -249,7 +262,7 @@ void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Databa
 void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
                            const std::string& requested) {
   // Only where the operator allowed; a token bound to this database only to the default.
-  auto to = backup_destinations_.Resolve(requested, call->who.database_id.empty());
+  auto to = backup_destinations_.Resolve(requested, call->who.server_wide);
   if (!to.ok()) return call->Fail(to.status());
   if (storage_ == nullptr) return call->Fail(Internal("this server cannot take backups"));
   const auto now = std::chrono::steady_clock::now();
@@ -292,7 +305,7 @@ void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::Dat
     std::string json =
         "{\"database\":" + JsonQuote(rec.name) + ",\"target\":" +
         // Where the server's backups live is the operator's business, not a tenant's.
-        JsonQuote(call->who.database_id.empty() ? (*target)->Describe() : std::string()) +
+        JsonQuote(call->who.server_wide ? (*target)->Describe() : std::string()) +
         ",\"object\":" + JsonQuote(out->data_object) +
         ",\"versionstamp\":" + VersionstampJson(m.version) + ",\"time\":" + Time(m.time_ms) +
         ",\"keys\":" + std::to_string(m.key_count) + ",\"bytes\":" + std::to_string(m.bytes) +
@@ -380,7 +393,7 @@ void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapsho
     call->Fail(Status(StatusCode::kMethodNotAllowed,
                       "Method " + method + " is not allowed here; use " + allowed + "."));
   };
-  // Server-wide operations need a token that is not bound to one database.
+  // Server-wide operations need the bootstrap token; no catalog token, whatever it opens.
   auto server_wide = [&]() -> bool {
     Status s = auth_->AdmitServerWide(call->who);
     if (!s.ok()) call->Fail(s);
@@ -527,9 +540,9 @@ void AdminApi::ListDatabases(const std::shared_ptr<Call>& call) {
     std::string out = "{\"databases\":[";
     bool first = true;
     for (const DatabaseInfo& info : *dbs) {
-      // A token bound to one database sees only that one, and not where the server keeps it.
-      const bool scoped = !call->who.database_id.empty();
-      if (scoped && info.record.id != call->who.database_id) continue;
+      // A catalog token sees only the databases it opens, and not where the server keeps them.
+      const bool scoped = !call->who.server_wide;
+      if (!Authenticator::Opens(call->who, info.record.id)) continue;
       if (!first) out.push_back(',');
       first = false;
       out += DatabaseJson(scoped ? DatabaseInfo{info.record, ""} : info, *snapshot);
@@ -596,7 +609,8 @@ void AdminApi::CreateToken(const std::shared_ptr<Call>& call) {
   auto body = codec::ParseAdminTokenRequest(call->req.body);
   if (!body.ok()) return call->Fail(body.status());
   TokenRequest req;
-  req.database = body->database;
+  req.databases = body->databases;
+  req.all_databases = body->all_databases;
   req.scope = body->scope;
   req.expires = body->expires;
   req.name = body->name;
@@ -604,7 +618,7 @@ void AdminApi::CreateToken(const std::shared_ptr<Call>& call) {
   Status s = Post([this, call, req] {
     auto t = ops_->CreateToken(req);
     if (!t.ok()) return call->Fail(t.status());
-    TokenInfo info{t->record, t->scope, t->database_name, TokenStatus::kActive};
+    TokenInfo info{t->record, t->scope, t->database_names, TokenStatus::kActive};
     call->Ok("{\"token\":" + JsonQuote(t->token) + ",\"info\":" + TokenJson(info) + "}", 201);
   });
   if (!s.ok()) call->Fail(s);

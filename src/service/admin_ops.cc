@@ -124,7 +124,20 @@ Result<storage::DatabaseRecord> AdminOps::DeleteDatabase(const std::string& name
 
 Result<CreatedToken> AdminOps::CreateToken(const TokenRequest& request) {
   const int64_t now = clock_->NowMs();
-  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord db, catalog_->FindDatabase(request.database));
+  if (request.all_databases && !request.databases.empty()) {
+    return InvalidArgument("name databases (--db) or all of them (--all-databases), not both");
+  }
+  if (!request.all_databases && request.databases.empty()) {
+    return InvalidArgument(
+        "name the database the token opens (--db NAME, repeatable) or --all-databases");
+  }
+  std::vector<storage::DatabaseRecord> dbs;
+  for (const std::string& name : request.databases) {
+    KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord db, catalog_->FindDatabase(name));
+    bool seen = false;
+    for (const auto& d : dbs) seen = seen || d.id == db.id;
+    if (!seen) dbs.push_back(std::move(db));
+  }
   KVC_ASSIGN_OR_RETURN(const auth::Scope scope, auth::ParseScope(request.scope));
   const int64_t ttl = ParseDurationMs(request.expires);
   if (ttl < 0 || ttl > INT64_MAX - now) {
@@ -139,11 +152,14 @@ Result<CreatedToken> AdminOps::CreateToken(const TokenRequest& request) {
   CreatedToken out;
   out.token = std::move(t.token);
   out.scope = scope;
-  out.database_name = db.name;
   storage::AccessTokenRecord& rec = out.record;
+  for (storage::DatabaseRecord& db : dbs) {
+    rec.database_ids.push_back(db.id);
+    out.database_names.push_back(std::move(db.name));
+  }
+  rec.all_databases = request.all_databases;
   rec.id = std::move(t.id);
   rec.name = request.name;
-  rec.database_id = db.id;
   rec.scope = static_cast<int>(scope);
   rec.hash = std::move(t.hash);
   rec.created_ms = now;
@@ -166,11 +182,13 @@ Result<std::vector<TokenInfo>> AdminOps::ListTokens(const std::string& database)
   KVC_ASSIGN_OR_RETURN(auto tokens, catalog_->ListTokens());
   std::vector<TokenInfo> out;
   for (auto& t : tokens) {
-    if (!filter_id.empty() && t.database_id != filter_id) continue;
+    if (!filter_id.empty() && !storage::TokenOpensDatabase(t, filter_id)) continue;
     TokenInfo info;
     info.scope = static_cast<auth::Scope>(t.scope);
-    auto name = names.find(t.database_id);
-    if (name != names.end()) info.database_name = name->second;
+    for (const std::string& id : t.database_ids) {
+      auto name = names.find(id);
+      info.database_names.push_back(name != names.end() ? name->second : std::string());
+    }
     info.status = StatusOfToken(t, now);
     info.record = std::move(t);
     out.push_back(std::move(info));

@@ -36,8 +36,11 @@ struct RenamedDatabase {
 
 // What `token create` asks for, as given by the operator; AdminOps parses and checks it.
 struct TokenRequest {
-  std::string database;           // name or id
-  std::string scope;              // "read" | "write" | "admin"
+  std::vector<std::string> databases;  // names or ids; at least one, unless all_databases
+  // Every database, present and future. Not the bootstrap token's powers: an admin token for
+  // all databases is a database admin on each of them and cannot manage databases or tokens.
+  bool all_databases = false;
+  std::string scope;              // "read" | "write" | "admin" | "queue"
   std::string expires = "never";  // lifetime, see ParseDurationMs
   std::string name;               // free-form label
   double rate_limit = -1;         // requests per second; < 0: the server's default; 0: unlimited
@@ -47,7 +50,7 @@ struct CreatedToken {
   std::string token;  // the whole access token; shown once, never stored
   storage::AccessTokenRecord record;
   auth::Scope scope = auth::Scope::kRead;
-  std::string database_name;
+  std::vector<std::string> database_names;  // one per record.database_ids
 };
 
 enum class TokenStatus { kActive, kRevoked, kExpired };
@@ -60,7 +63,9 @@ TokenStatus StatusOfToken(const storage::AccessTokenRecord& token, int64_t now_m
 struct TokenInfo {
   storage::AccessTokenRecord record;
   auth::Scope scope = auth::Scope::kRead;
-  std::string database_name;  // empty if its database has been deleted
+  // One per record.database_ids: the database's name, or empty if it has been deleted (only the
+  // last database of a token stays on its list when deleted; the token is revoked then).
+  std::vector<std::string> database_names;
   TokenStatus status = TokenStatus::kActive;
 };
 
@@ -84,14 +89,18 @@ class AdminOps {
   // The database DeleteDatabase(name_or_id) would delete, without deleting it (for a caller
   // that asks for confirmation first). Errors: NotFound, InvalidArgument (the default database).
   Result<storage::DatabaseRecord> CheckDeletable(const std::string& name_or_id);
-  // Removes the database from the catalog, revoking its tokens, then destroys its storage;
+  // Removes the database from the catalog, taking it off its tokens (revoking those that opened
+  // only it: Catalog::RemoveDatabase), then destroys its storage;
   // returns what was deleted. Errors: those of CheckDeletable, the catalog's, and the
   // provisioner's (then the database is already gone from the catalog).
   Result<storage::DatabaseRecord> DeleteDatabase(const std::string& name_or_id);
 
-  // Errors: NotFound (database), InvalidArgument (scope, lifetime, rate limit), the catalog's.
+  // A database named twice (e.g. by name and by id) is listed once.
+  // Errors: NotFound (database), InvalidArgument (no database or both a list and
+  // all_databases; scope, lifetime, rate limit), the catalog's.
   Result<CreatedToken> CreateToken(const TokenRequest& request);
-  // Every token, or only those of `database` (a name or id; empty: all). Errors: NotFound.
+  // Every token, or only those that open `database` (a name or id; empty: all), tokens of
+  // several or all databases included. Errors: NotFound.
   Result<std::vector<TokenInfo>> ListTokens(const std::string& database);
   // Revokes a token given by its id or as the whole token; returns its id.
   // Errors: NotFound, AlreadyExists (already revoked).

@@ -39,6 +39,8 @@ Result<std::optional<Principal>> Authenticator::AuthenticateAccessToken(
   if (!options_.bootstrap_token.empty() &&
       auth::ConstantTimeEquals(token, options_.bootstrap_token)) {
     who.token_id = kBootstrapTokenId;
+    who.server_wide = true;
+    who.all_databases = true;
     who.scope = auth::Scope::kAdmin;
     return std::optional<Principal>(std::move(who));
   }
@@ -57,16 +59,22 @@ Result<std::optional<Principal>> Authenticator::AuthenticateAccessToken(
     return Fail("expired", Unauthenticated("Invalid access token: it has expired."));
   }
   who.token_id = rec->id;
-  who.database_id = rec->database_id;
+  who.all_databases = rec->all_databases;
+  who.database_ids = rec->database_ids;
   who.scope = static_cast<auth::Scope>(rec->scope);
   who.expires_ms = rec->expires_ms;
   who.rate = rec->rate_limit;
   return std::optional<Principal>(std::move(who));
 }
 
+bool Authenticator::Opens(const Principal& who, const std::string& database_id) {
+  return who.all_databases || std::find(who.database_ids.begin(), who.database_ids.end(),
+                                        database_id) != who.database_ids.end();
+}
+
 Status Authenticator::CheckDatabase(const Principal& who, const Directory::Database& db,
                                     const std::string& requested) {
-  if (!who.database_id.empty() && who.database_id != db.record.id) {
+  if (!Opens(who, db.record.id)) {
     return Fail("wrong_database", PermissionDenied("This access token is not valid for database '" +
                                                    requested + "'."));
   }
@@ -110,12 +118,14 @@ Status Authenticator::AdmitAdmin(const Principal& who) {
 }
 
 Status Authenticator::AdmitServerWide(const Principal& who) {
-  if (!who.database_id.empty()) {
-    return Fail("not_server_admin",
-                PermissionDenied("This admin token is bound to one database; managing databases "
-                                 "and tokens needs the server's bootstrap token."));
-  }
-  return Status::Ok();
+  if (who.server_wide) return Status::Ok();
+  const char* bound = who.all_databases              ? "is for every database, not for the server"
+                      : who.database_ids.size() == 1 ? "is bound to one database"
+                                                     : "is bound to its databases";
+  return Fail("not_server_admin",
+              PermissionDenied(std::string("This admin token ") + bound +
+                               "; managing databases and tokens needs the server's bootstrap "
+                               "token."));
 }
 
 std::string Authenticator::IssueDataPathToken(const Principal& who, const std::string& database_id,
@@ -174,6 +184,12 @@ Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const H
       return Fail("expired", Unauthenticated("The authorization token is no longer valid: its "
                                              "access token has expired."));
     }
+    // A token of several databases may have lost this one (RemoveDatabase) since.
+    if (!storage::TokenOpensDatabase(*rec, claims.database_id)) {
+      return Fail("wrong_database",
+                  Unauthenticated("The authorization token is no longer valid: its access token "
+                                  "no longer opens this database."));
+    }
     token_rate = rec->rate_limit;
   }
   if (claims.scope == auth::Scope::kQueue) {
@@ -202,19 +218,36 @@ Authenticator::RateLimit Authenticator::LimitFor(const std::string& token_id,
 }
 
 Status Authenticator::CheckRate(const std::string& token_id, double token_rate) {
-  const RateLimit limit = LimitFor(token_id, token_rate);
+  const char* reason = token_id == kBootstrapTokenId ? "bootstrap_rate"
+                       : token_rate >= 0             ? "token_rate"
+                                                     : "default_rate";
+  return Take(limiter_, token_id, LimitFor(token_id, token_rate), reason);
+}
+
+Authenticator::RateLimit Authenticator::MetadataLimit(const RateLimit& data) const {
+  if (data.rate <= 0 || options_.metadata_rate_limit_rps <= 0) return {0, 0};
+  return {std::max(data.rate, options_.metadata_rate_limit_rps),
+          std::max({data.burst, options_.metadata_rate_limit_burst, 1.0})};
+}
+
+Status Authenticator::AdmitMetadata(const Principal& who, const Directory::Database& db,
+                                    const std::string& requested) {
+  KVC_RETURN_IF_ERROR(CheckDatabase(who, db, requested));
+  return Take(metadata_limiter_, who.token_id, MetadataLimit(LimitFor(who.token_id, who.rate)),
+              "metadata_rate");
+}
+
+Status Authenticator::Take(RateLimiter& limiter, const std::string& token_id,
+                           const RateLimit& limit, std::string_view reason) {
   if (limit.rate <= 0) return Status::Ok();
   RateLimiter::Clock::duration wait{};
-  if (limiter_.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
+  if (limiter.Allow(token_id, limit.rate, limit.burst, RateLimiter::Clock::now(), &wait)) {
     return Status::Ok();
   }
   const int64_t wait_ms =
       std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(wait).count());
   char buf[64];
   std::snprintf(buf, sizeof buf, "%g", limit.rate);
-  const char* reason = token_id == kBootstrapTokenId ? "bootstrap_rate"
-                       : token_rate >= 0             ? "token_rate"
-                                                     : "default_rate";
   return Fail(reason, Throttled("Rate limit exceeded for this access token (" + std::string(buf) +
                                     " requests per second); slow down and retry.",
                                 wait_ms));

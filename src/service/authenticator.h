@@ -1,11 +1,17 @@
 // Authenticator: the one place that decides whether a credential is valid and what it may do.
-// - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database)
-//   or a catalog token (one database, one scope, optional expiry, revocable, own rate).
+// - Access tokens (metadata exchange): the bootstrap token of `serve` (admin on every database
+//   and over the server) or a catalog token (one database, several, or all of them; one scope,
+//   optional expiry, revocable, own rate). A catalog token never manages the server: an admin
+//   token of several or all databases is a database admin on each of them, nothing more.
 // - Data-path tokens: self-contained, signed (auth::TokenSigner), bound to one database and to
 //   the access token they were issued for, which must still be valid in the directory snapshot;
 //   for the bootstrap token, by its fingerprint in the claims, so replacing the bootstrap token
 //   (a restart with another --access-token) revokes every data-path token it minted.
-// - Rate limits: a token bucket per access token (its own rate, or the server's default).
+// - Rate limits: a token bucket per access token (its own rate, or the server's default) for
+//   the data path, the queue API and the admin API. The metadata exchange has a bucket of its
+//   own per token (AdmitMetadata), never smaller than the token's data bucket: Deno gives up on
+//   `openKv` when its single metadata POST is answered with anything but 200 (503 included), so
+//   a throttled token must still be able to open; only its data calls wait (503, Retry-After).
 // Every refusal carries the exact client text, and is reported to the AuthObserver by reason
 // (fixed words, never token ids) for metrics.
 //
@@ -17,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "auth/tokens.h"
 #include "service/directory.h"
@@ -30,6 +37,13 @@ struct AuthOptions {
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
+  // The metadata exchange's own bucket per access token: at least this rate and size, and never
+  // smaller than the token's data bucket; unlimited when either is. Deno makes one exchange per
+  // `openKv` and one per open database about every minute after, so the defaults leave room
+  // for a thousand processes opening at once and thousands of open databases per token.
+  // 0: unlimited.
+  double metadata_rate_limit_rps = 100;
+  double metadata_rate_limit_burst = 1000;
 };
 
 // Receives refusals by reason, e.g. for metrics. Called on the request's thread; quick.
@@ -42,8 +56,13 @@ class AuthObserver {
 
 // Who an access token is.
 struct Principal {
-  std::string token_id;     // "bootstrap" for the bootstrap token
-  std::string database_id;  // empty: any database (bootstrap)
+  std::string token_id;  // "bootstrap" for the bootstrap token
+  // The bootstrap token: it alone manages the server (databases, tokens, /metrics).
+  bool server_wide = false;
+  // Every database, present and future (the bootstrap token, or an all-databases token)...
+  bool all_databases = false;
+  // ...or these, by id.
+  std::vector<std::string> database_ids;
   auth::Scope scope = auth::Scope::kRead;
   int64_t expires_ms = 0;  // 0: never
   double rate = -1;        // requests per second; < 0: the server's default; 0: unlimited
@@ -74,14 +93,19 @@ class Authenticator {
   // (another database), Throttled (rate limit).
   Status AdmitToDatabase(const Principal& who, const Directory::Database& db,
                          const std::string& requested);
+  // AdmitToDatabase for the metadata exchange: the token's metadata bucket, not its data bucket
+  // (see AuthOptions::metadata_rate_limit_rps). Errors: PermissionDenied, Throttled (only past
+  // that generous budget).
+  Status AdmitMetadata(const Principal& who, const Directory::Database& db,
+                       const std::string& requested);
   // AdmitToDatabase without the rate limit (for a request already counted).
   Status CheckDatabase(const Principal& who, const Directory::Database& db,
                        const std::string& requested);
   // May `who` use the admin API at all? Errors: PermissionDenied (not an admin token),
   // Throttled (rate limit, counted here once per admin request).
   Status AdmitAdmin(const Principal& who);
-  // May `who` manage the server (databases, tokens)? Only a token bound to no database (the
-  // bootstrap token) may. Errors: PermissionDenied.
+  // May `who` manage the server (databases, tokens)? Only the bootstrap token may; a catalog
+  // token may not, whatever databases it opens. Errors: PermissionDenied.
   Status AdmitServerWide(const Principal& who);
   // A data-path token for `who` on `database_id`, valid until `valid_until_ms` (capped at the
   // access token's own expiry).
@@ -93,6 +117,9 @@ class Authenticator {
   Result<std::shared_ptr<engine::Engine>> AuthorizeDataPath(const HttpRequest& req, bool write,
                                                             int64_t now_ms);
 
+  // Does `who` open the database with id `database_id`?
+  static bool Opens(const Principal& who, const std::string& database_id);
+
   // The `Authorization: Bearer` token of a request. Errors: Unauthenticated.
   Result<std::string> BearerToken(const HttpRequest& req);
 
@@ -103,6 +130,12 @@ class Authenticator {
   };
   RateLimit LimitFor(const std::string& token_id, double token_rate) const;
   Status CheckRate(const std::string& token_id, double token_rate);
+  // The metadata bucket of a token whose data limit is `data`.
+  RateLimit MetadataLimit(const RateLimit& data) const;
+  // Takes one request from `limiter`'s bucket `token_id` under `limit`; Throttled (with the
+  // wait, reported as `reason`) when it is empty.
+  Status Take(RateLimiter& limiter, const std::string& token_id, const RateLimit& limit,
+              std::string_view reason);
   // Reports `reason` and returns `s` (for `return Fail(...)`).
   Status Fail(std::string_view reason, Status s);
 
@@ -111,7 +144,8 @@ class Authenticator {
   // signer_.Fingerprint of the bootstrap token (empty: none), the issuer of its data-path tokens.
   const std::string bootstrap_fingerprint_;
   Directory* const directory_;
-  RateLimiter limiter_;
+  RateLimiter limiter_;           // data path, queue API, admin API
+  RateLimiter metadata_limiter_;  // the metadata exchange
   AuthObserver* observer_ = nullptr;
 };
 

@@ -95,6 +95,8 @@ AuthOptions AuthOptionsOf(const ServiceOptions& o) {
   a.rate_limit_rps = o.rate_limit_rps;
   a.rate_limit_burst = o.rate_limit_burst;
   a.bootstrap_rate_limit_rps = o.bootstrap_rate_limit_rps;
+  a.metadata_rate_limit_rps = o.metadata_rate_limit_rps;
+  a.metadata_rate_limit_burst = o.metadata_rate_limit_burst;
   return a;
 }
 }  // namespace
@@ -106,31 +108,33 @@ KvService::KvService(ServiceOptions options, std::string server_secret, Director
       auth_(AuthOptionsOf(options_), std::move(server_secret), directory),
       body_pool_(body_pool) {}
 
-namespace {
-// "/databases/<name-or-id>/connect" -> the name or id; otherwise empty.
-std::string ConnectTarget(const std::string& path) {
-  constexpr std::string_view kPrefix = "/databases/";
-  constexpr std::string_view kSuffix = "/connect";
-  if (path.size() <= kPrefix.size() + kSuffix.size()) return {};
-  if (path.compare(0, kPrefix.size(), kPrefix) != 0) return {};
-  if (path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return {};
-  std::string name = path.substr(kPrefix.size(), path.size() - kPrefix.size() - kSuffix.size());
-  if (name.find('/') != std::string::npos) return {};
-  return name;
+// Deno (2.9.6, ext/kv) resolves the URL it POSTs the metadata exchange to by plain string
+// concatenation: DENO_KV_PATH_PREFIX + (the argument of Deno.openKv, or DENO_KV_DEFAULT_PATH when
+// there is none). It appends nothing, so a prefix of https://host/databases/ and openKv("sales")
+// POST to /databases/sales, and https://host/v2/databases/ to /v2/databases/sales; our own
+// /databases/NAME/connect and Deploy's /v2/databases/ID/connect come from a full URL in code.
+std::string MetadataTarget(std::string_view path) {
+  if (path == "/") return storage::kDefaultDatabase;
+  for (std::string_view prefix :
+       {std::string_view("/databases/"), std::string_view("/v2/databases/")}) {
+    if (path.substr(0, prefix.size()) != prefix) continue;
+    std::string_view rest = path.substr(prefix.size());
+    constexpr std::string_view kConnect = "/connect";
+    if (rest.size() > kConnect.size() && rest.substr(rest.size() - kConnect.size()) == kConnect) {
+      rest.remove_suffix(kConnect.size());
+    }
+    if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
+    return std::string(rest);
+  }
+  return {};
 }
-}  // namespace
 
 void KvService::Handle(HttpRequest req, Responder respond) {
   try {
     // Already normalized when the Router dispatched it; not when used as the server's handler.
     const std::string path = Router::NormalizePath(req.path);
     const std::string prefix = options_.endpoint_path + "/";
-    std::string database;
-    if (path == "/") {
-      database = storage::kDefaultDatabase;
-    } else {
-      database = ConnectTarget(path);
-    }
+    std::string database = MetadataTarget(path);
     const bool is_metadata = !database.empty();
     const bool is_data = !is_metadata && path.compare(0, prefix.size(), prefix) == 0;
     if (!is_metadata && !is_data) {
@@ -142,20 +146,8 @@ void KvService::Handle(HttpRequest req, Responder respond) {
           Status(StatusCode::kMethodNotAllowed, "Method not allowed; KV Connect uses POST.")));
       return;
     }
-    if (is_metadata && body_pool_ == nullptr) {
-      HandleMetadata(std::move(req), std::move(database), std::move(respond));
-    } else if (is_metadata) {
-      // Parsing and validating the body is CPU work: a pool thread does it, not this I/O thread.
-      Status posted = body_pool_->Post(
-          [this, req = std::move(req), database = std::move(database), respond]() mutable {
-            try {
-              HandleMetadata(std::move(req), std::move(database), respond);
-            } catch (const std::exception& e) {
-              spdlog::error("handler failed: {}", e.what());
-              respond(ErrorResponse(Internal("An internal server error occurred.")));
-            }
-          });
-      if (!posted.ok()) respond(ErrorResponse(posted));
+    if (is_metadata) {
+      PostMetadata(std::move(req), std::move(database), std::move(respond));
     } else {
       HandleDataPath(req, path.substr(prefix.size()), respond);
     }
@@ -163,6 +155,38 @@ void KvService::Handle(HttpRequest req, Responder respond) {
     spdlog::error("handler failed: {}", e.what());
     respond(ErrorResponse(Internal("An internal server error occurred.")));
   }
+}
+
+void KvService::PostMetadata(HttpRequest req, std::string database, Responder respond) {
+  struct Pending {
+    HttpRequest req;
+    std::string database;
+    Responder respond;
+  };
+  auto pending =
+      std::make_shared<Pending>(Pending{std::move(req), std::move(database), std::move(respond)});
+  auto run = [this](Pending& p) {
+    try {
+      HandleMetadata(std::move(p.req), std::move(p.database), p.respond);
+    } catch (const std::exception& e) {
+      spdlog::error("handler failed: {}", e.what());
+      p.respond(ErrorResponse(Internal("An internal server error occurred.")));
+    }
+  };
+  if (body_pool_ == nullptr) {
+    run(*pending);
+    return;
+  }
+  // Parsing and validating the body is CPU work: a pool thread does it, not this I/O thread.
+  Status posted = body_pool_->Post([run, pending] { run(*pending); });
+  if (posted.ok()) return;
+  if (pending->req.body.size() > options_.metadata_inline_max_bytes) {
+    pending->respond(ErrorResponse(posted));
+    return;
+  }
+  // The pool refused (queue full): a small body is cheap to handle here, and a 503 would end
+  // Deno's openKv.
+  run(*pending);
 }
 
 namespace {
@@ -278,7 +302,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     respond(ErrorResponse(NotFound("Database '" + call->database + "' not found.")));
     return;
   }
-  if (Status s = auth_.AdmitToDatabase(principal, *db, call->database); !s.ok()) {
+  if (Status s = auth_.AdmitMetadata(principal, *db, call->database); !s.ok()) {
     respond(ErrorResponse(s));
     return;
   }

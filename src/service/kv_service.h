@@ -1,7 +1,7 @@
-// KvService: the KV Connect endpoints. POST / (the database named "default") and POST
-// /databases/<name-or-id>/connect are the metadata exchange; POST
-// /v2/{snapshot_read,atomic_write,watch} is the data path (for protocol versions 1, 2 and 3),
-// routed by the database id inside the signed data-path token.
+// KvService: the KV Connect endpoints. POST / (the database named "default") and the shapes
+// MetadataTarget() lists (/databases/<name-or-id>[/connect], /v2/databases/<name-or-id>[/connect])
+// are the metadata exchange; POST /v2/{snapshot_read,atomic_write,watch} is the data path (for
+// protocol versions 1, 2 and 3), routed by the database id inside the signed data-path token.
 // It authenticates, rate-limits, decodes (codec/), runs the engine and encodes the answer;
 // every error is a Status mapped to HTTP by service/http_status.cc.
 //
@@ -14,7 +14,12 @@
 // as the directory snapshot shows it (within the catalog poll interval).
 //
 // The metadata exchange (body parsing and schema validation included) runs on a body pool, so a
-// large or hostile body never holds an I/O thread; the data path decodes inline.
+// large or hostile body never holds an I/O thread; the data path decodes inline. Opening must
+// not fail for load (Deno's `openKv` gives up on the first non-200 answer to its one metadata
+// POST): when the pool refuses (queue full), a body of at most metadata_inline_max_bytes (Deno
+// sends about 30) is handled on the calling thread instead of answering 503, and the exchange
+// has its own rate budget (Authenticator::AdmitMetadata). Throttling and overload answer 503
+// with Retry-After on the data path only.
 //
 // Ownership: borrows the directory and body pool; they must outlive the service.
 // Thread-safety: Handle() may be called from any thread concurrently.
@@ -58,6 +63,10 @@ struct ServiceOptions {
   double rate_limit_rps = 10000;
   double rate_limit_burst = 20000;
   double bootstrap_rate_limit_rps = 0;
+  // The metadata exchange's own per-token budget (AuthOptions::metadata_rate_limit_rps): at
+  // least this, never less than the token's data budget; 0: unlimited.
+  double metadata_rate_limit_rps = 100;
+  double metadata_rate_limit_burst = 1000;
   // Store and serve V8 values in the form both Deno and Node read (service/portable_values.h,
   // codec/v8_portable.h), each conversion only when provably exact. false: values are stored and
   // served exactly as clients sent them.
@@ -72,9 +81,23 @@ struct ServiceOptions {
   // The pool that parses request bodies off the I/O threads (`serve` makes one for the
   // metadata exchange and the queue API). Queue full: 503.
   WorkPoolOptions body_pool;
+  // A metadata body up to this size is handled on the I/O thread when the body pool refuses it
+  // (queue full), rather than answered 503; parsing a few hundred bytes (nesting capped) costs
+  // microseconds. 0: always 503 then.
+  size_t metadata_inline_max_bytes = 4096;
   // Nesting cap of JSON request bodies; `serve` applies it process-wide (codec/json_depth.h).
   size_t max_json_depth = codec::kDefaultMaxJsonDepth;
 };
+
+// The database a metadata exchange at `path` (normalized as Router::NormalizePath does) names,
+// or empty if `path` is no metadata endpoint:
+//   /                                  -> "default"
+//   /databases/<name-or-id>            (Deno with DENO_KV_PATH_PREFIX=https://host/databases/)
+//   /databases/<name-or-id>/connect    (our documented URL)
+//   /v2/databases/<name-or-id>         (Deno with DENO_KV_PATH_PREFIX=https://host/v2/databases/)
+//   /v2/databases/<name-or-id>/connect (Deno Deploy's URL, so only the host changes)
+// <name-or-id> is one non-empty path segment, taken verbatim (no percent-decoding).
+std::string MetadataTarget(std::string_view path);
 
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
 // with a lowercase scheme and without trailing slashes; kInvalidArgument says what is wrong.
@@ -110,6 +133,8 @@ class KvService : public Handler {
     std::string token;
   };
 
+  // Runs HandleMetadata on the body pool, or here when there is none or it refuses a small body.
+  void PostMetadata(HttpRequest req, std::string database, Responder respond);
   void HandleMetadata(HttpRequest req, std::string database, Responder respond);
   // Answers from `snap`; if the token or database is not in it and `may_refresh`, rereads the
   // catalog first (off this thread) and tries once more.

@@ -21,7 +21,7 @@ void OperatorGate::Check(const HttpRequest& request, std::function<void(Status)>
   auth_->AuthenticateThen(
       std::move(*token), [done = std::move(done)](Result<Principal> who, const auto&) {
         if (!who.ok()) return done(who.status());
-        if (who->scope != auth::Scope::kAdmin || !who->database_id.empty()) {
+        if (who->scope != auth::Scope::kAdmin || !who->server_wide) {
           return done(PermissionDenied(
               "This access token is not a server-wide admin token (the bootstrap token); "
               "/metrics and detailed readiness cover every database and need one."));

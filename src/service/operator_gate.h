@@ -1,9 +1,9 @@
 // OperatorGate: who may read what the server tells its operator, i.e. /metrics and the detailed
 // readiness (/readyz?verbose=1): database names, sizes, auth-failure counts, backup errors.
-// A caller is admitted with a server-wide admin token (an admin token bound to no database:
-// the bootstrap token), sent as `Authorization: Bearer`, or by anyone when the listener was
-// opened for a trusted network (--metrics-public). A database-scoped admin is refused: the
-// metrics name every database on the server.
+// A caller is admitted with the server-wide admin token (the bootstrap token), sent as
+// `Authorization: Bearer`, or by anyone when the listener was opened for a trusted network
+// (--metrics-public). A catalog admin token is refused, even one for all databases: the
+// metrics name every database on the server and count what its other tokens do.
 //
 // Ownership: does not own the authenticator; it must outlive the gate.
 // Thread-safety: immutable after construction; Check() from any thread.

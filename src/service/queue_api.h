@@ -2,8 +2,9 @@
 // server (database "default") or /databases/NAME: enqueue, pull (long poll), ack, nack,
 // extend, and stream (Server-Sent Events). Requests carry the access token itself (bootstrap,
 // or a catalog token of scope write, admin or queue; read tokens are refused) and are admitted
-// and rate-limited like a metadata exchange. The work happens in the database's queue::Queue
-// (the engine's writer task); this class only authenticates, parses and renders.
+// like a metadata exchange but draw from the token's data-path rate bucket. The work happens in
+// the database's queue::Queue (the engine's writer task); this class only authenticates, parses
+// and renders.
 //
 // Also the admin API's queue resources (counts and dead letters), through HandleQueueAdmin.
 //

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -30,16 +31,42 @@ struct DatabaseRecord {
 };
 
 struct AccessTokenRecord {
-  std::string id;           // public part of the token, unique
-  std::string name;         // free-form label
-  std::string database_id;  // the one database it opens
-  int scope = 0;            // auth::Scope as an integer
-  std::string hash;         // hex SHA-256 of the whole token
+  std::string id;    // public part of the token, unique
+  std::string name;  // free-form label
+  // The databases it opens, by id, in the order they were given (at least one), unless
+  // `all_databases`: then every database, present and future, and the list is empty. Neither
+  // makes it the bootstrap token: managing the server (databases, tokens, /metrics) needs that.
+  std::vector<std::string> database_ids;
+  bool all_databases = false;
+  int scope = 0;     // auth::Scope as an integer
+  std::string hash;  // hex SHA-256 of the whole token
   int64_t created_ms = 0;
   int64_t expires_ms = 0;  // 0: never
   int64_t revoked_ms = 0;  // 0: not revoked
   double rate_limit = -1;  // requests per second; < 0: the server's default; 0: unlimited
 };
+
+// Does `token` open the database with id `database_id` (revocation and expiry aside)?
+bool TokenOpensDatabase(const AccessTokenRecord& token, const std::string& database_id);
+
+// RemoveDatabase's rule for one token: a token that opens `database_id` among others stops
+// opening it; one that opens only it is revoked at `now_ms` (if not already) and keeps it on
+// its list, so a listing shows what it was for; an all-databases token is left alone. Returns
+// whether `token` changed.
+bool RemoveDatabaseFromToken(AccessTokenRecord* token, const std::string& database_id,
+                             int64_t now_ms);
+
+// How both catalogs store a token's databases (on disk: do not change). `database_ids` holds the
+// ids joined by ','; the older `database_id` column, which a kvconnect from before multi-database
+// tokens reads, holds the first id, or kNoDatabaseId for an all-databases token, so that such a
+// kvconnect sees a token that opens at most its first database and never mistakes one for the
+// bootstrap token (an empty id). A row whose `database_ids` is empty and that is not for all
+// databases was written by such a kvconnect: its `database_id` is its one database.
+inline constexpr const char* kNoDatabaseId = "00000000-0000-0000-0000-000000000000";
+std::string EncodeTokenDatabases(const std::vector<std::string>& ids);
+std::vector<std::string> DecodeTokenDatabases(std::string_view ids, std::string_view legacy_id,
+                                              bool all_databases);
+std::string LegacyTokenDatabaseId(const AccessTokenRecord& token);
 
 // 1-63 characters of [a-z0-9_-], starting with a letter or digit, and not shaped like a UUID.
 bool IsValidDatabaseName(const std::string& name);
@@ -55,7 +82,8 @@ class Catalog {
   // AlreadyExists if the name or id is taken.
   virtual Status AddDatabase(const DatabaseRecord& db) = 0;
   virtual Status RenameDatabase(const std::string& id, const std::string& new_name) = 0;
-  // Removes the database and revokes its tokens, in one transaction.
+  // Removes the database and, in the same transaction, applies RemoveDatabaseFromToken to every
+  // token that opens it (revoking those that opened only it).
   virtual Status RemoveDatabase(const std::string& id, int64_t now_ms) = 0;
   // Points an existing database at other storage (serve --sqlite-path).
   virtual Status RebindDatabase(const std::string& name, const std::string& new_id,

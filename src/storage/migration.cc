@@ -155,8 +155,9 @@ Status CopyRows(Backend& source, Backend& dest, const CopyOptions& o, DatabaseCo
 }
 
 bool SameToken(const AccessTokenRecord& a, const AccessTokenRecord& b) {
-  return a.id == b.id && a.hash == b.hash && a.database_id == b.database_id && a.scope == b.scope &&
-         a.expires_ms == b.expires_ms && a.revoked_ms == b.revoked_ms;
+  return a.id == b.id && a.hash == b.hash && a.database_ids == b.database_ids &&
+         a.all_databases == b.all_databases && a.scope == b.scope && a.expires_ms == b.expires_ms &&
+         a.revoked_ms == b.revoked_ms;
 }
 
 }  // namespace
@@ -244,10 +245,11 @@ Result<TokenCopy> CopyTokens(Catalog& from, Catalog& to, const std::string& data
   KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, from.ListTokens());
   TokenCopy out;
   for (const AccessTokenRecord& t : tokens) {
-    if (t.database_id != database_id) continue;
+    if (!TokenOpensDatabase(t, database_id)) continue;
     auto there = to.FindToken(t.id);
     if (there.ok()) {
-      if (there->hash != t.hash || there->database_id != t.database_id) {
+      if (there->hash != t.hash || there->all_databases != t.all_databases ||
+          !TokenOpensDatabase(*there, database_id)) {
         return AlreadyExists("the destination holds another access token with id " + t.id);
       }
       ++out.present;
@@ -256,6 +258,7 @@ Result<TokenCopy> CopyTokens(Catalog& from, Catalog& to, const std::string& data
     if (there.status().code() != StatusCode::kNotFound) return there.status();
     KVC_RETURN_IF_ERROR(to.AddToken(t));
     ++out.copied;
+    if (t.all_databases) ++out.all_databases;
   }
   return out;
 }
@@ -264,7 +267,7 @@ Result<TokenComparison> CompareTokens(Catalog& from, Catalog& to, const std::str
   KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, from.ListTokens());
   TokenComparison out;
   for (const AccessTokenRecord& t : tokens) {
-    if (t.database_id != database_id) continue;
+    if (!TokenOpensDatabase(t, database_id)) continue;
     ++out.source;
     auto there = to.FindToken(t.id);
     if (there.ok() && SameToken(*there, t)) {

@@ -84,12 +84,17 @@ Result<DatabaseCopy> CopyDatabase(Storage& from, const DatabaseRecord& source, S
 
 struct TokenCopy {
   int64_t copied = 0;   // added to the destination
-  int64_t present = 0;  // the destination had them already (same id, hash and database)
+  int64_t present = 0;  // the destination had them already (same id and hash, opening it)
+  // Of `copied`, tokens for all databases: they open every database of the destination too.
+  int64_t all_databases = 0;
 };
 
-// Adds to `to` every access token of `from` bound to the database `database_id`, with the same
-// id, hash, scope, expiry and revocation (revoked tokens stay revoked). Errors: AlreadyExists
-// (`to` holds a different token under one of the ids), the catalogs' errors.
+// Adds to `to` every access token of `from` that opens the database `database_id`, with the same
+// id, hash, databases, scope, expiry and revocation (revoked tokens stay revoked). A token of
+// several databases is copied whole, its list as it is: database ids stay the same across a
+// migration, so it opens in `to` those of its databases that are (or later get) migrated there;
+// a token for all databases opens every database of `to`. Errors: AlreadyExists (`to` holds a
+// different token under one of the ids), the catalogs' errors.
 Result<TokenCopy> CopyTokens(Catalog& from, Catalog& to, const std::string& database_id);
 
 struct TokenComparison {
@@ -98,7 +103,7 @@ struct TokenComparison {
   std::vector<std::string> differing;  // ids of the others (absent, or not the same)
 };
 
-// Compares the access tokens of `database_id` in `from` with those `to` holds.
+// Compares the access tokens that open `database_id` in `from` with those `to` holds.
 Result<TokenComparison> CompareTokens(Catalog& from, Catalog& to, const std::string& database_id);
 
 enum class SecretCopy {

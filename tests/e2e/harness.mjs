@@ -206,6 +206,52 @@ export function guessTcpPort() {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Polls `cond` (sync or async) every `intervalMs` until it returns a truthy value, and resolves
+ * with that value. A throw counts as "not yet" (so `cond` may be a block of assertions that
+ * must all come to hold). After `timeoutMs` it throws an error naming `what` and the last
+ * value or error. Use it for every wait for something to happen: never a fixed sleep.
+ */
+export async function waitFor(cond, { timeoutMs = 10_000, intervalMs = 20, what = "the condition" } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  let lastError;
+  for (;;) {
+    try {
+      last = await cond();
+      lastError = undefined;
+      if (last) return last;
+    } catch (e) {
+      lastError = e;
+    }
+    if (Date.now() >= deadline) {
+      const seen = lastError ? `last error: ${lastError.message}` : `last value: ${JSON.stringify(last)}`;
+      const err = new Error(`timed out after ${timeoutMs} ms waiting for ${what}; ${seen}`);
+      if (lastError) err.cause = lastError;
+      throw err;
+    }
+    await sleep(intervalMs);
+  }
+}
+
+/**
+ * The value of one sample of the server's /metrics (Prometheus text), the one named `name`
+ * whose labels include `labels`; undefined if there is none. Uses the server's (admin) token.
+ */
+export async function metricValue(server, name, labels = {}) {
+  const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${text.slice(0, 200)}`);
+  for (const line of text.split("\n")) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got = Object.fromEntries([...(m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)]
+      .map(([, k, v]) => [k, v]));
+    if (Object.entries(labels).every(([k, v]) => got[k] === String(v))) return Number(m[3]);
+  }
+  return undefined;
+}
+
+/**
  * Resolves like `promise`, or with `onTimeout` after `ms`; the timer is cleared
  * either way so it never keeps the test process alive.
  */

@@ -1109,3 +1109,282 @@ describe("hostile input: backup destinations and rotated bootstrap tokens", { ti
     assert.match(answers[1].stderr, /--backup-allow: .*inside the server's data directory/);
   });
 });
+
+// The metadata exchange's URL shapes (/databases/NAME[/connect], /v2/databases/NAME[/connect]):
+// odd shapes are refused, and each row also checks that the well-formed shape beside it opens
+// (so every row needs a server that knows the shapes). A token throttled to 1 request per second
+// still opens: the exchange has its own budget (Deno's openKv gives up on a 503).
+describe("hostile input: metadata URL shapes", { timeout: 120_000 }, () => {
+  let server;
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  function shapeRow(input, fn, { timeout = 60_000 } = {}) {
+    test(input, { timeout }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await withH2(server.url, {}, async (h2) => {
+          await fn(h2, obs);
+          assert.ok(server.running, `the server exited after: ${input}`);
+          const m = await metadata(h2, server.token, { reqPath: "/v2/databases/default" });
+          assert.equal(m.status, 200, `the exchange at /v2/databases/default after "${input}": ${describeAnswer(m)}`);
+          const r = await dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"));
+          assert.equal(r.status, 200, `snapshot_read after "${input}": ${describeAnswer(r)}`);
+        });
+        rows.push([input, `${obs.text}; then a normal client is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+  const short = (r) => `${r.status} ${r.text}`;
+
+  shapeRow("POST /databases//connect (an empty name)", async (h2, obs) => {
+    const odd = await metadata(h2, server.token, { reqPath: "/databases//connect" });
+    const good = await metadata(h2, server.token, { reqPath: "/databases/default" });
+    obs.text = `${short(odd)} (the router folds '//', so this names a database 'connect'); ` +
+      `/databases/default: ${good.status}`;
+    assert.equal(odd.status, 404, describeAnswer(odd));
+    assert.equal(odd.text, "Database 'connect' not found.");
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  shapeRow("POST /v2/databases/x/y/connect and /v2/databases/default/connect/x (two segments)", async (h2, obs) => {
+    const answers = [];
+    for (const reqPath of ["/v2/databases/x/y/connect", "/v2/databases/default/connect/x", "/databases/default/x"]) {
+      answers.push(await metadata(h2, server.token, { reqPath }));
+    }
+    const good = await metadata(h2, server.token, { reqPath: "/v2/databases/default/connect" });
+    obs.text = `${answers.map(short).join(" / ")}; /v2/databases/default/connect: ${good.status}`;
+    for (const a of answers) {
+      assert.equal(a.status, 404, describeAnswer(a));
+      assert.equal(a.text, "Resource not found.");
+    }
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  shapeRow("POST /databases/%2e%2e, /databases/%2e%2e/connect, /v2/databases/.. (no decoding, no traversal)", async (h2, obs) => {
+    const answers = [];
+    for (const reqPath of ["/databases/%2e%2e", "/databases/%2e%2e/connect", "/v2/databases/..", "/databases/%64efault"]) {
+      answers.push(await metadata(h2, server.token, { reqPath }));
+    }
+    const good = await metadata(h2, server.token, { reqPath: "/databases/default/connect" });
+    obs.text = `${answers.map(short).join(" / ")}; /databases/default/connect: ${good.status}`;
+    assert.deepEqual(answers.map((a) => [a.status, a.text]), [
+      [404, "Database '%2e%2e' not found."],
+      [404, "Database '%2e%2e' not found."],
+      [404, "Database '..' not found."],
+      [404, "Database '%64efault' not found."],
+    ]);
+    assert.equal(good.status, 200, describeAnswer(good));
+  });
+
+  // HEAD over HTTP/2 used to carry a body after the header block (on any route), which Node's
+  // client answers with a stream reset (PROTOCOL_ERROR); now the header block ends the stream.
+  shapeRow("GET, PUT, DELETE, HEAD (HTTP/2) and HEAD (HTTP/1.1) on /databases/NAME and /v2/databases/NAME[/connect]", async (h2, obs) => {
+    const seen = {};
+    const note = (key) => { seen[key] = (seen[key] ?? 0) + 1; };
+    for (const reqPath of ["/databases/default", "/v2/databases/default", "/v2/databases/default/connect"]) {
+      for (const method of ["GET", "PUT", "DELETE"]) {
+        const r = await h2.request(reqPath, { method, headers: { authorization: `Bearer ${server.token}` } });
+        note(`${r.status} ${r.text}`);
+        assert.equal(r.status, 405, `${method} ${reqPath}: ${describeAnswer(r)}`);
+        assert.equal(r.text, "Method not allowed; KV Connect uses POST.");
+      }
+      const head = await fetch(`${server.url}${reqPath}`, { method: "HEAD", headers: { authorization: `Bearer ${server.token}` } });
+      note(`${head.status} (HEAD)`);
+      assert.equal(head.status, 405, `HEAD ${reqPath}`);
+      const h2head = await h2.request(reqPath, { method: "HEAD", headers: { authorization: `Bearer ${server.token}` } });
+      note(`${h2head.status} (HEAD over HTTP/2, ${h2head.text.length} body bytes)`);
+      assert.equal(h2head.status, 405, `HEAD ${reqPath} over HTTP/2: ${describeAnswer(h2head)}`);
+      assert.equal(h2head.text, "", "a HEAD answer has no body");
+    }
+    // the connection is still good for the exchange
+    const after = await metadata(h2, server.token, { reqPath: "/databases/default" });
+    assert.equal(after.status, 200, describeAnswer(after));
+    obs.text = Object.entries(seen).map(([k, n]) => `${n}× ${k}`).join(", ");
+  });
+
+  shapeRow("40 metadata exchanges at once by a token with --rate-limit 1", async (h2, obs) => {
+    const created = expectCliOk(await server.tokenCmd("create", "--db", "default", "--scope", "write",
+      "--rate-limit", "1"), server);
+    const token = created.stdout.trim();
+    await pollUntil(() => metadata(h2, token), (r) => r.status === 200, {
+      timeoutMs: 10_000, intervalMs: 150, what: "the new token is known",
+    });
+    const shapes = ["/", "/databases/default", "/databases/default/connect", "/v2/databases/default",
+      "/v2/databases/default/connect"];
+    const answers = await Promise.all(Array.from({ length: 40 },
+      (_, i) => metadata(h2, token, { reqPath: shapes[i % shapes.length] })));
+    const counts = {};
+    for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
+    obs.text = `exchanges: ${Object.entries(counts).map(([k, n]) => `${n}× ${k}`).join(", ")}`;
+    assert.deepEqual(counts, { 200: 40 }, "every exchange is answered 200");
+    const m = answers.find((a) => a.status === 200);
+    const data = await Promise.all(Array.from({ length: 5 },
+      () => dataPath(h2, m.json, "snapshot_read", fixture("snapshot_read_get"))));
+    const throttled = data.find((d) => d.status === 503);
+    obs.text += `; 5 data calls then: ${data.map((d) => d.status).join(" ")}, ` +
+      `Retry-After ${throttled?.headers["retry-after"]}`;
+    assert.ok(throttled, "the data path is throttled (the bucket holds 1)");
+    assert.match(String(throttled.headers["retry-after"]), /^[1-9][0-9]*$/);
+  });
+});
+
+// --- issue 21, item 4: tokens of several databases, or of all ---------------------------------
+// A token of several databases, or of all of them, is no server-wide token: with scope admin it
+// is a database admin on each of its databases, and managing databases and tokens (and reading
+// /metrics) still needs the bootstrap token. Own server; names imported under their own aliases.
+import { validate as multiValidate } from "./admin_schema.mjs";
+import { pollUntil as multiPollUntil } from "./raw_client.mjs";
+
+describe("hostile input: tokens of several databases or all", { timeout: 300_000 }, () => {
+  let server;
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+    for (const db of ["a", "b", "c"]) expectCliOk(await server.dbCmd("create", db), server);
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  /** An admin API call; {status, json, text}. */
+  async function api(method, apiPath, token, body) {
+    const res = await fetch(`${server.url}${apiPath}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, json, text };
+  }
+  const short = (r) => `${r.status} ${(r.json?.error ?? r.text).slice(0, 100)}`;
+  /** An admin call until the catalog poll has brought the token in (it is not 401). */
+  const settled = (method, apiPath, token, body) =>
+    multiPollUntil(() => api(method, apiPath, token, body), (r) => r.status !== 401, {
+      timeoutMs: 10_000, intervalMs: 150, what: `${method} ${apiPath}`,
+    });
+  /** A token made through the admin API with the bootstrap token. */
+  async function mint(body) {
+    const r = await api("POST", "/admin/v1/tokens", server.token, body);
+    assert.equal(r.status, 201, short(r));
+    multiValidate("CreatedToken", r.json);
+    return r.json;
+  }
+
+  function multiRow(input, fn) {
+    test(input, { timeout: 60_000 }, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await fn(obs);
+        const m = await api("GET", "/admin/v1/databases", server.token);
+        assert.equal(m.status, 200, `the bootstrap token still manages the server: ${short(m)}`);
+        rows.push([input, `${obs.text}; then the bootstrap token is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+
+  multiRow("bootstrap token: POST /admin/v1/tokens {databases:[a,b]}, list, DELETE", async (obs) => {
+    const made = await mint({ databases: ["a", "b"], scope: "write", name: "ab" });
+    assert.deepEqual(made.info.databases, ["a", "b"]);
+    assert.equal(made.info.all_databases, false);
+    const list = await api("GET", "/admin/v1/tokens", server.token);
+    assert.equal(list.status, 200, short(list));
+    multiValidate("TokenList", list.json);
+    const listed = list.json.tokens.find((t) => t.id === made.info.id);
+    assert.deepEqual(listed?.databases, ["a", "b"]);
+    const gone = await api("DELETE", `/admin/v1/tokens/${made.info.id}`, server.token);
+    assert.equal(gone.status, 200, short(gone));
+    const again = await api("DELETE", `/admin/v1/tokens/${made.info.id}`, server.token);
+    obs.text = `201 with databases [a, b]; listed with them; revoked 200, again ${short(again)}`;
+    assert.equal(again.status, 409, short(again));
+  });
+
+  multiRow("POST /admin/v1/tokens naming databases two ways, none, or one that does not exist", async (obs) => {
+    const answers = [];
+    for (const body of [
+      { database: "a", databases: ["b"], scope: "read" },
+      { database: "a", all_databases: true, scope: "read" },
+      { all_databases: false, scope: "read" },
+      { databases: [], scope: "read" },
+      { scope: "read" },
+    ]) {
+      const r = await api("POST", "/admin/v1/tokens", server.token, body);
+      answers.push(r.status);
+      assert.equal(r.status, 400, `${JSON.stringify(body)}: ${short(r)}`);
+    }
+    const before = (await api("GET", "/admin/v1/tokens", server.token)).json.tokens.length;
+    const missing = await api("POST", "/admin/v1/tokens", server.token, { databases: ["a", "nope"], scope: "read" });
+    obs.text = `400 ×${answers.length}; with a missing database ${short(missing)}`;
+    assert.equal(missing.status, 404, short(missing));
+    const after = (await api("GET", "/admin/v1/tokens", server.token)).json.tokens.length;
+    assert.equal(after, before, "no token made for a refused request");
+  });
+
+  multiRow("admin token of database a: mint a token for b, for a, for all databases", async (obs) => {
+    const admin = (await mint({ database: "a", scope: "admin" })).token;
+    const forB = await settled("POST", "/admin/v1/tokens", admin, { database: "b", scope: "write" });
+    const forA = await api("POST", "/admin/v1/tokens", admin, { database: "a", scope: "write" });
+    const forAll = await api("POST", "/admin/v1/tokens", admin, { all_databases: true, scope: "read" });
+    obs.text = `for b: ${short(forB)}; for a: ${forA.status}; for all: ${forAll.status}`;
+    for (const r of [forB, forA, forAll]) assert.equal(r.status, 403, short(r));
+    assert.match(forB.json.error, /bound to one database/);
+  });
+
+  multiRow("admin token of databases a and b: mint tokens; reach c's entries; a's entries", async (obs) => {
+    const admin = (await mint({ databases: ["a", "b"], scope: "admin" })).token;
+    const mintAB = await settled("POST", "/admin/v1/tokens", admin, { databases: ["a", "b"], scope: "write" });
+    const entriesC = await api("POST", "/admin/v1/databases/c/entries/count", admin, {});
+    const entriesA = await api("POST", "/admin/v1/databases/a/entries/count", admin, {});
+    const listed = await api("GET", "/admin/v1/databases", admin);
+    obs.text = `mint: ${short(mintAB)}; c's entries: ${short(entriesC)}; a's entries: ${entriesA.status}; ` +
+      `databases listed: ${listed.json?.databases?.map((d) => d.name).join(", ")}`;
+    assert.equal(mintAB.status, 403, short(mintAB));
+    assert.match(mintAB.json.error, /bound to its databases/);
+    assert.equal(entriesC.status, 403, short(entriesC));
+    assert.match(entriesC.json.error, /not valid for database 'c'/);
+    assert.equal(entriesA.status, 200, short(entriesA));
+    assert.deepEqual(listed.json.databases.map((d) => d.name).sort(), ["a", "b"]);
+  });
+
+  multiRow("admin token of all databases: tokens, databases, /metrics (server-wide operations)", async (obs) => {
+    const admin = (await mint({ all_databases: true, scope: "admin" })).token;
+    const answers = {
+      "POST /admin/v1/tokens": await settled("POST", "/admin/v1/tokens", admin, { database: "a", scope: "admin" }),
+      "GET /admin/v1/tokens": await api("GET", "/admin/v1/tokens", admin),
+      "POST /admin/v1/databases": await api("POST", "/admin/v1/databases", admin, { name: "mine" }),
+      "PATCH /admin/v1/databases/a": await api("PATCH", "/admin/v1/databases/a", admin, { name: "renamed" }),
+      "DELETE /admin/v1/databases/c": await api("DELETE", "/admin/v1/databases/c", admin),
+    };
+    const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${admin}` } });
+    await metrics.text();
+    const listed = await api("GET", "/admin/v1/databases", admin);
+    const entries = await api("POST", "/admin/v1/databases/c/entries/count", admin, {});
+    obs.text = Object.entries(answers).map(([k, r]) => `${k} ${r.status}`).join(", ") +
+      `, GET /metrics ${metrics.status}; its own work: GET /admin/v1/databases ${listed.status}, c's entries ${entries.status}`;
+    for (const [k, r] of Object.entries(answers)) assert.equal(r.status, 403, `${k}: ${short(r)}`);
+    assert.match(answers["POST /admin/v1/tokens"].json.error, /for every database, not for the server/);
+    assert.equal(metrics.status, 403);
+    assert.equal(listed.status, 200, short(listed));
+    const names = listed.json.databases.map((d) => d.name).sort();
+    assert.deepEqual(names, ["a", "b", "c", "default"]);
+    for (const d of listed.json.databases) assert.equal(d.location, "", "not where the server keeps it");
+    assert.equal(entries.status, 200, short(entries));
+    const still = await api("GET", "/admin/v1/databases/c", server.token);
+    assert.equal(still.status, 200, "c was not deleted");
+  });
+});

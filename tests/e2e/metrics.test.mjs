@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import v8 from "node:v8";
 import { openKv } from "@deno/kv";
 import {
-  annotate, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
+  annotate, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer, waitFor,
 } from "./harness.mjs";
 
 // Parses the text format into { "name{labels}": value }.
@@ -90,14 +90,10 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
     } finally {
       kv.close();
     }
-    await sleep(500);  // one stats refresh (--metrics-stats-interval-ms 200)
-
-    const after = await scrape();
-    const lint2 = promtool(after);
-    assert.equal(lint2.status, 0, `promtool: ${lint2.stdout}${lint2.stderr}`);
-    const m1 = parseMetrics(after);
-    const moved = (name, labels) => sample(m1, name, labels) - sample(m0, name, labels);
-    try {
+    // Everything below shows once the requests ended and the next stats refresh ran
+    // (--metrics-stats-interval-ms 200): scrape until it does.
+    const check = (m1) => {
+      const moved = (name, labels) => sample(m1, name, labels) - sample(m0, name, labels);
       assert.ok(moved("kvconnect_http_requests_total", { route: "atomic_write", protocol: "h2", code: "2xx" }) > 0, "Deno's writes over h2");
       assert.ok(moved("kvconnect_http_requests_total", { route: "snapshot_read", protocol: "h2", code: "2xx" }) > 0, "Deno's reads over h2");
       assert.ok(moved("kvconnect_http_requests_total", { route: "watch", protocol: "h2", code: "2xx" }) > 0, "Deno's watches over h2");
@@ -113,6 +109,16 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
       assert.ok(sample(m1, "kvconnect_database_keys", { database: "default" }) > 0, "keys counted");
       assert.ok(sample(m1, "kvconnect_database_bytes", { database: "default" }) > 0, "file size reported");
       assert.equal(sample(m1, "kvconnect_database_writable", { database: "default" }), 1);
+    };
+    let after;
+    try {
+      after = await waitFor(async () => {
+        const text = await scrape();
+        check(parseMetrics(text));
+        return text;
+      }, { timeoutMs: 15_000, intervalMs: 100, what: "the counters and database stats to move" });
+      const lint2 = promtool(after);
+      assert.equal(lint2.status, 0, `promtool: ${lint2.stdout}${lint2.stderr}`);
       // No secrets in the exposition.
       assert.ok(!after.includes(server.token), "the access token never appears");
     } catch (e) {

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { KvU64, openKv } from "@deno/kv";
 import {
-  annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, readFrame, removeTempDirs, runDeno, sleep,
+  annotate, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken, readFrame, removeTempDirs, runDeno,
   startServer,
 } from "./harness.mjs";
 import { nodeV8Codec } from "./node_v8.mjs";
@@ -210,15 +210,17 @@ describe("@deno/kv (Node) client", { timeout: 300_000 }, () => {
     // a second client's write wakes a watcher of the first
     const other = await open();
     // (@deno/kv only emits a frame once at least one watched key exists, so the
-    // first frame this reader sees is the one caused by the other client's write)
+    // first frame this reader sees shows the other client's first write, whether the watch
+    // reached the server before that write or after it; the frame read before the second
+    // write proves the watch is in place, so that write must wake it)
     const r2 = kv.watch([[...p, "c"]]).getReader();
     const pending = readFrame(r2, 8000, "watch c after another client's write");
-    await sleep(300); // let the watch request reach the server
     const rc = await other.set([...p, "c"], 3);
     const fc = await pending;
     assert.deepEqual([fc[0].value, fc[0].versionstamp], [3, rc.versionstamp]);
-    await other.set([...p, "c"], 4);
-    assert.equal((await readFrame(r2, 5000, "watch c second update"))[0].value, 4);
+    const r4 = await other.set([...p, "c"], 4);
+    const f4 = await readFrame(r2, 5000, "watch c: the other client's second write");
+    assert.deepEqual([f4[0].value, f4[0].versionstamp], [4, r4.versionstamp]);
     await r2.cancel();
   }, {
     // @deno/kv's local napi engine fails cancelled watches with "watch not found"

@@ -107,7 +107,7 @@ describe("queue client libraries", { skip: LOCAL_BACKEND && "needs kvconnect" },
     });
   }
 
-  qtest("node: Deno's default backoff schedule (1 attempt + 3 retries in 9 s)", {}, async (server) => {
+  qtest("node: Deno's default backoff schedule (1 attempt + 3 retries, then a 30 s step)", {}, async (server) => {
     await withNodeCtx(server, (ctx) => scenarios.defaultSchedule(ctx));
   });
 

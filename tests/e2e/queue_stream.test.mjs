@@ -5,7 +5,7 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import http2 from "node:http2";
-import { annotate, LOCAL_BACKEND, removeTempDirs, sleep, startServer } from "./harness.mjs";
+import { annotate, LOCAL_BACKEND, metricValue, removeTempDirs, sleep, startServer, waitFor } from "./harness.mjs";
 
 after(removeTempDirs);
 
@@ -51,6 +51,12 @@ async function openStream(server, query) {
     }
   })();
   return { events, close: async () => { ac.abort(); await pump; } };
+}
+
+/** Waits until the server counts `n` waiting pulls (kvconnect_queue_consumers). */
+async function waitingPulls(server, n, what) {
+  await waitFor(async () => (await metricValue(server, "kvconnect_queue_consumers", { database: "default" })) === n,
+    { what: `${n} waiting pull(s): ${what}` });
 }
 
 async function until(what, fn, ms = 10_000) {
@@ -124,12 +130,12 @@ test("a pull whose client went away takes nothing: the next message goes to a li
       method: "POST", headers: { authorization: `Bearer ${server.token}` },
       body: JSON.stringify({ wait: 15000, visibility_timeout: 30000 }), signal: ac.signal,
     }).catch(() => "aborted");
-    await sleep(300);
+    await waitingPulls(server, 1, "the pull parked on the server");
     ac.abort();
     assert.equal(await abandoned, "aborted");
-    await sleep(300);
-    const live = api(server, "pull", { wait: 5000 });
-    await sleep(200);
+    await waitingPulls(server, 0, "the server noticed its client went away");
+    const live = api(server, "pull", { wait: 15000 });
+    await waitingPulls(server, 1, "the live pull parked on the server");
     await api(server, "enqueue", { messages: [{ value: { type: "string", value: "for the living" } }] });
     const { messages } = await live;
     assert.equal(messages.length, 1, "the message went to the pull whose client is still there");
@@ -150,11 +156,11 @@ test("over HTTP/2 too: a pull whose stream was reset takes nothing", { timeout: 
     });
     req.on("error", () => {});
     req.end(JSON.stringify({ wait: 15000, visibility_timeout: 30000 }));
-    await sleep(300);
+    await waitingPulls(server, 1, "the pull parked on the server");
     req.close(http2.constants.NGHTTP2_CANCEL);  // RST_STREAM, the connection stays
-    await sleep(300);
-    const live = api(server, "pull", { wait: 5000 });
-    await sleep(200);
+    await waitingPulls(server, 0, "the server dropped the reset stream's pull");
+    const live = api(server, "pull", { wait: 15000 });
+    await waitingPulls(server, 1, "the live pull parked on the server");
     await api(server, "enqueue", { messages: [{ value: { type: "string", value: "h2" } }] });
     const { messages } = await live;
     assert.equal(messages.length, 1);

@@ -23,6 +23,7 @@
 #include "storage/sqlite/sqlite_backend.h"
 #include "testutil/engine_sync.h"
 #include "testutil/shared_backend.h"
+#include "testutil/wait.h"
 
 namespace kvc::engine {
 namespace {
@@ -412,9 +413,8 @@ TEST_F(CommitStreamTest, EnginesSharingADatabaseAllocateVersionsUnderTheStorageL
   ASSERT_EQ(r->ranges[0].size(), 1u);
   EXPECT_EQ(r->ranges[0][0].version, last);
   const std::string want = codec::EncodeWatchFrame({r->ranges[0][0]});
-  for (int i = 0; i < 100 && sink->last() != want; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  EXPECT_TRUE(testutil::WaitFor([&] { return sink->last() == want; }))
+      << "the watcher's frame of the last commit";
   EXPECT_EQ(sink->last(), want);
   s->Cancel();
   a->Shutdown();

@@ -25,6 +25,7 @@
 #include "storage/storage.h"
 #include "testutil/engine_sync.h"
 #include "testutil/http_client.h"
+#include "testutil/wait.h"
 
 namespace kvc {
 namespace {
@@ -171,7 +172,8 @@ TEST_F(ScanTest, StopsEarlyAndRefusesBeyondTheLimit) {
   release.set_value();
   EXPECT_EQ(pages_seen.get_future().get(), 2);
   // Once it ended (its slot is freed after on_page returned false), a new scan may run.
-  for (int attempt = 0;; ++attempt) {
+  Result<size_t> got = Unavailable("no scan ran");
+  const bool ran = testutil::WaitFor([&] {
     std::promise<Result<size_t>> total;
     size_t n = 0;
     engine_->SnapshotScan(StringKey("k", 0), StringKey("k", 10), 3,
@@ -184,15 +186,11 @@ TEST_F(ScanTest, StopsEarlyAndRefusesBeyondTheLimit) {
                             if (p->last) total.set_value(n);
                             return true;
                           });
-    Result<size_t> got = total.get_future().get();
-    if (!got.ok() && attempt < 100) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(*got, 10u);
-    break;
-  }
+    got = total.get_future().get();
+    return got.ok();
+  });
+  ASSERT_TRUE(ran) << "a new scan after the first one ended: " << got.status().ToString();
+  EXPECT_EQ(*got, 10u);
 }
 
 // --- The CLI on a data directory --------------------------------------------------------------
@@ -580,16 +578,29 @@ TEST_F(DumpServerTest, StalledClientIsCutOffAndExportsAreLimited) {
   ASSERT_TRUE(h1.ok());
   auto stream = (*h1)->OpenStream("/admin/v1/databases/dst/export", Auth(), "");
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  EXPECT_EQ((*stream)->status(), 200);
-  // While it is stalled it holds the database's one export slot.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The 200 came with the scan's first page: the scan, and with it the database's one export
+  // slot, is running. While the client stalls it holds that slot.
+  ASSERT_EQ((*stream)->status(), 200);
   auto h2 = testutil::Http2Client::Connect("127.0.0.1", port_);
   ASSERT_TRUE(h2.ok());
   auto second = (*h2)->Post("/admin/v1/databases/dst/export", Auth(), "");
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->status, 503) << second->body.substr(0, 200);
-  // Take nothing past the stall timeout: the body ends broken, never cleanly.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Take nothing until the server has cut the stalled export off (after the 1 s stall timeout),
+  // which frees the slot: then a reader that keeps up gets the whole export.
+  Result<testutil::HttpResponse> r = Unavailable("no export tried");
+  ASSERT_TRUE(testutil::WaitFor(
+      [&] {
+        r = (*h2)->Post("/admin/v1/databases/dst/export", Auth(), "");
+        return r.ok() && r->status != 503;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << "the stalled export's slot to be freed; last answer: "
+      << (r.ok() ? std::to_string(r->status) : r.status().ToString());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(CountLines(r->body), 4000u);
+  // The stalled body ends broken, never cleanly.
   size_t got = 0;
   for (;;) {
     auto piece = (*stream)->Read(std::chrono::milliseconds(2000));
@@ -598,11 +609,6 @@ TEST_F(DumpServerTest, StalledClientIsCutOffAndExportsAreLimited) {
   }
   EXPECT_FALSE((*stream)->finished());
   EXPECT_LT(got, size_t{40} << 20);
-  // The slot is free again, and the whole export goes through for a reader that keeps up.
-  auto r = (*h2)->Post("/admin/v1/databases/dst/export", Auth(), "");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(CountLines(r->body), 4000u);
 }
 
 TEST_F(DumpServerTest, SlowReaderThatKeepsTakingIsNotCutOff) {

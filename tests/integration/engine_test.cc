@@ -19,6 +19,7 @@
 #include "testutil/engine_sync.h"
 #include "testutil/kv_model.h"
 #include "testutil/pg_shared.h"
+#include "testutil/wait.h"
 
 namespace kvc::engine {
 namespace {
@@ -90,6 +91,7 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
   std::string pg_conninfo_;
   std::unique_ptr<storage::Storage> pg_;
   storage::DatabaseRecord pg_db_;
+  ManualClock manual_clock_{0};  // for a test that passes it in EngineOptions; outlives engine_
   std::unique_ptr<Engine> engine_;
 };
 
@@ -394,14 +396,15 @@ TEST_P(EngineTest, CachedMultiKeyReadsAreSnapshotsUnderConcurrentTransfers) {
       }
     });
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // At least 2 s of contention, and on a slow machine on until both sides did enough work.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const bool enough = testutil::WaitFor([&] { return transfers.load() > 50 && reads.load() > 50; },
+                                        std::chrono::seconds(60));
   stop = true;
   for (auto& th : threads) th.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(bad_reads.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_TRUE(enough) << "more than 50 transfers and 50 reads within 62 s";
   EXPECT_GT(transfers.load(), 50);
   EXPECT_GT(reads.load(), 50);
   // The cache was in play (on PostgreSQL it is off: other nodes write too).
@@ -410,8 +413,11 @@ TEST_P(EngineTest, CachedMultiKeyReadsAreSnapshotsUnderConcurrentTransfers) {
 
 TEST_P(EngineTest, PointReadsFollowWritesDeletesAndExpiryWithAndWithoutCache) {
   for (size_t cache : {size_t{64} << 20, size_t{0}}) {
+    ManualClock& clock = manual_clock_;
+    clock.Set(NowUnixMs());
     EngineOptions o;
     o.read_cache_bytes = cache;
+    o.clock = &clock;
     Reopen(o);
     for (int i = 0; i < 50; ++i) {
       AtomicWrite w;
@@ -430,13 +436,15 @@ TEST_P(EngineTest, PointReadsFollowWritesDeletesAndExpiryWithAndWithoutCache) {
     auto gone = Read({Point("k")});
     ASSERT_TRUE(gone.ok());
     EXPECT_TRUE(gone->ranges[0].empty());
+    // The engine's clock stands still until told: the row is live however slow the machine,
+    // then its time passes at once.
     AtomicWrite exp;
-    exp.mutations = {Set("e", "x", NowUnixMs() + 300)};
+    exp.mutations = {Set("e", "x", clock.NowMs() + 300)};
     ASSERT_TRUE(Write(exp).ok());
     auto live = Read({Point("e")});
     ASSERT_TRUE(live.ok());
     EXPECT_EQ(live->ranges[0].size(), 1u);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    clock.Advance(400);
     auto expired = Read({Point("e")});  // a hit on a row whose time has passed
     ASSERT_TRUE(expired.ok());
     EXPECT_TRUE(expired->ranges[0].empty());

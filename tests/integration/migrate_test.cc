@@ -248,11 +248,27 @@ storage::AccessTokenRecord AddToken(storage::Storage& s, const std::string& data
   storage::AccessTokenRecord r;
   r.id = t.id;
   r.name = "test";
-  r.database_id = database_id;
+  r.database_ids = {database_id};
   r.scope = static_cast<int>(auth::Scope::kWrite);
   r.hash = t.hash;
   r.created_ms = NowUnixMs();
   r.revoked_ms = revoked ? NowUnixMs() : 0;
+  EXPECT_TRUE(s.catalog().AddToken(r).ok());
+  return r;
+}
+
+// A token of several databases, or of all of them.
+storage::AccessTokenRecord AddTokenOf(storage::Storage& s, std::vector<std::string> database_ids,
+                                      bool all) {
+  auth::NewAccessToken t = auth::GenerateAccessToken();
+  storage::AccessTokenRecord r;
+  r.id = t.id;
+  r.name = all ? "all" : "several";
+  r.database_ids = std::move(database_ids);
+  r.all_databases = all;
+  r.scope = static_cast<int>(auth::Scope::kRead);
+  r.hash = t.hash;
+  r.created_ms = NowUnixMs();
   EXPECT_TRUE(s.catalog().AddToken(r).ok());
   return r;
 }
@@ -286,6 +302,9 @@ void MigratesEverythingAndVerifies(const StorageOptions& from, const StorageOpti
   const auto app_token = AddToken(*src, app.record.id, false);
   const auto revoked_token = AddToken(*src, app.record.id, true);
   const auto def_token = AddToken(*src, def.record.id, false);
+  // Copied whole with the first database they open, found present with the others.
+  const auto multi_token = AddTokenOf(*src, {app.record.id, def.record.id}, false);
+  const auto all_token = AddTokenOf(*src, {}, true);
   bool created = false;
   auto secret = src->LoadOrCreateSecret(
       "server-secret", [] { return std::string(64, 's'); }, &created);
@@ -307,8 +326,21 @@ void MigratesEverythingAndVerifies(const StorageOptions& from, const StorageOpti
   EXPECT_EQ(app_m->copy.copied.keys, 300 - 1 + 6);
   EXPECT_GT(app_m->copy.batches, 40);
   EXPECT_TRUE(storage::SameContent(app_m->source, app_m->destination));
-  EXPECT_EQ(app_m->tokens_copied.copied, 2);
-  EXPECT_EQ(app_m->tokens.matching, 2);
+  EXPECT_EQ(app_m->tokens.matching, 4);  // its two, the multi-database and all-databases ones
+  int64_t copied = 0, present = 0, all_databases = 0;
+  for (const cli::DatabaseMigration& m : report->databases) {
+    copied += m.tokens_copied.copied;
+    present += m.tokens_copied.present;
+    all_databases += m.tokens_copied.all_databases;
+  }
+  EXPECT_EQ(copied, 5) << log.str();
+  EXPECT_EQ(present, 3) << log.str();  // the multi-database token once, the other twice
+  EXPECT_EQ(all_databases, 1) << log.str();
+  bool warned_all = false;
+  for (const std::string& w : report->warnings) {
+    warned_all |= w.find("1 access token(s) for all databases") != std::string::npos;
+  }
+  EXPECT_TRUE(warned_all) << log.str();
   ASSERT_TRUE(app_m->copy.queue_left.has_value());
   EXPECT_EQ(app_m->copy.queue_left->delayed, 1);
   bool warned = false;
@@ -344,11 +376,12 @@ void MigratesEverythingAndVerifies(const StorageOptions& from, const StorageOpti
     ASSERT_TRUE(backend.ok());
     EXPECT_EQ((*backend)->database_id(), rec.id);
   }
-  for (const auto& t : {app_token, revoked_token, def_token}) {
+  for (const auto& t : {app_token, revoked_token, def_token, multi_token, all_token}) {
     auto there = dst->catalog().FindToken(t.id);
     ASSERT_TRUE(there.ok());
     EXPECT_EQ(there->hash, t.hash);
-    EXPECT_EQ(there->database_id, t.database_id);
+    EXPECT_EQ(there->database_ids, t.database_ids);
+    EXPECT_EQ(there->all_databases, t.all_databases);
     EXPECT_EQ(there->revoked_ms, t.revoked_ms);
   }
   for (const auto& [name, value] : std::map<std::string, std::string>{

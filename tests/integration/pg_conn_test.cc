@@ -10,12 +10,11 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "testutil/pg_server.h"
+#include "testutil/wait.h"
 
 namespace kvc::storage::pg {
 namespace {
@@ -34,19 +33,28 @@ std::unique_ptr<PgServer> StartServer() {
   return server.ok() ? std::move(*server) : nullptr;
 }
 
-// Ends every session named kApp and waits until PostgreSQL has none left, then a little longer
-// for the goodbye to reach our socket.
+// Ends every session named kApp and waits until PostgreSQL has none left. (The backend sends
+// its goodbye before it leaves pg_stat_activity; the end of the socket may come a moment later.)
 void TerminateOurSessions(const PgServer& server) {
   const std::string where =
       std::string(" from pg_stat_activity where application_name = '") + kApp + "'";
   ASSERT_TRUE(server.Exec("select pg_terminate_backend(pid)" + where).ok());
-  for (int i = 0; i < 500; ++i) {
+  std::string left;
+  EXPECT_TRUE(testutil::WaitFor([&] {
     auto n = server.QueryValue("select count(*)" + where);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    if (*n == "0") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    left = n.ok() ? *n : n.status().ToString();
+    return left == "0";
+  })) << "our sessions to end; still "
+      << left;
+}
+
+// Polls c.CloseIfEndedByServer() until the connection is closed: true once the server's
+// goodbye and the end of the socket reached it and it noticed.
+bool NoticesEnd(Connection& c) {
+  return testutil::WaitFor([&] {
+    c.CloseIfEndedByServer();
+    return !c.connected();
+  });
 }
 
 std::string Count(const PgServer& server) {
@@ -95,16 +103,13 @@ TEST(PgConnTest, AnIdleConnectionEndedByTheServerIsNoticedBeforeUse) {
   // Ended by an administrator: noticed, and the next statement succeeds on a new session.
   TerminateOurSessions(*server);
   EXPECT_TRUE(c.connected()) << "libpq cannot know before reading the socket";
-  c.CloseIfEndedByServer();
-  EXPECT_FALSE(c.connected());
+  EXPECT_TRUE(NoticesEnd(c)) << "the end of the terminated session";
   EXPECT_TRUE(c.Run("one", Params()).ok());
 
   // Ended by a crash of the server (immediate stop) and a restart.
   ASSERT_TRUE(server->Stop(PgStopMode::kImmediate).ok());
   ASSERT_TRUE(server->Restart().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  c.CloseIfEndedByServer();
-  EXPECT_FALSE(c.connected());
+  EXPECT_TRUE(NoticesEnd(c)) << "the end of the session of the crashed server";
   auto r = c.Run("one", Params());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }

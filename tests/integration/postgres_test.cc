@@ -30,6 +30,7 @@
 #include "testutil/engine_sync.h"
 #include "testutil/pg_server.h"
 #include "testutil/pg_shared.h"
+#include "testutil/wait.h"
 
 namespace kvc {
 namespace {
@@ -421,11 +422,21 @@ TEST(PostgresFailoverTest, NoAcknowledgedWriteLostAndNoVersionReissued) {
       }
     }
   });
+  // A run of writes on the first primary (0.7 s, and at least 20 acknowledged however slow the
+  // machine), so that the crash has something to lose.
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  size_t before_crash;
-  {
+  const auto acked_count = [&] {
     std::lock_guard<std::mutex> lock(mu);
-    before_crash = acked.size();
+    return acked.size();
+  };
+  const bool written =
+      testutil::WaitFor([&] { return acked_count() >= 20; }, std::chrono::seconds(30));
+  const size_t before_crash = acked_count();
+  if (!written) {
+    stop = true;
+    writer.join();
+    FAIL() << "20 writes acknowledged before the crash (got " << before_crash << ", "
+           << failed.load() << " failed)";
   }
   ASSERT_TRUE((*primary)->Stop(testutil::PgStopMode::kImmediate).ok());
   ASSERT_TRUE((*standby)->Promote().ok());

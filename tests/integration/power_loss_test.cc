@@ -1004,8 +1004,9 @@ bool Same(const storage::DatabaseRecord& a, const storage::DatabaseRecord& b) {
          a.created_ms == b.created_ms;
 }
 bool Same(const storage::AccessTokenRecord& a, const storage::AccessTokenRecord& b) {
-  return a.id == b.id && a.name == b.name && a.database_id == b.database_id && a.scope == b.scope &&
-         a.hash == b.hash && a.created_ms == b.created_ms && a.expires_ms == b.expires_ms &&
+  return a.id == b.id && a.name == b.name && a.database_ids == b.database_ids &&
+         a.all_databases == b.all_databases && a.scope == b.scope && a.hash == b.hash &&
+         a.created_ms == b.created_ms && a.expires_ms == b.expires_ms &&
          a.revoked_ms == b.revoked_ms && a.rate_limit == b.rate_limit;
 }
 template <typename Map>
@@ -1028,8 +1029,9 @@ std::string Describe(const CatalogState& s) {
   for (const auto& [id, d] : s.databases) out << " " << d.name << "=" << id.substr(0, 8);
   out << "; tokens:";
   for (const auto& [id, t] : s.tokens) {
-    out << " " << id << (t.revoked_ms != 0 ? "(revoked)" : "") << "->"
-        << t.database_id.substr(0, 8);
+    out << " " << id << (t.revoked_ms != 0 ? "(revoked)" : "") << "->";
+    if (t.all_databases) out << "all";
+    for (const std::string& db : t.database_ids) out << db.substr(0, 8) << ",";
   }
   return out.str();
 }
@@ -1076,8 +1078,17 @@ StatusCode ApplyCatalogOp(CatalogState* s, const CatalogOp& op) {
     }
     case CatalogOp::Kind::kRemoveDatabase: {
       if (s->databases.erase(op.id) == 0) return StatusCode::kNotFound;
+      // A token of several databases loses this one; a token of only this one is revoked
+      // (and keeps it on its list); an all-databases token stays as it is.
       for (auto& [id, t] : s->tokens) {
-        if (t.database_id == op.id && t.revoked_ms == 0) t.revoked_ms = op.now_ms;
+        if (t.all_databases) continue;
+        auto at = std::find(t.database_ids.begin(), t.database_ids.end(), op.id);
+        if (at == t.database_ids.end()) continue;
+        if (t.database_ids.size() > 1) {
+          t.database_ids.erase(at);
+        } else if (t.revoked_ms == 0) {
+          t.revoked_ms = op.now_ms;
+        }
       }
       break;
     }
@@ -1125,9 +1136,19 @@ CatalogOp RandomCatalogOp(std::mt19937_64& rng, const CatalogState& s, int64_t* 
     op.kind = CatalogOp::Kind::kAddToken;
     op.token.id = rng() % 20 == 0 && !tokens.empty() ? pick(tokens) : "t" + HexFrom(rng, 6);
     op.token.name = "token " + std::to_string(n);
-    op.token.database_id =
-        std::next(s.databases.begin(), static_cast<std::ptrdiff_t>(rng() % s.databases.size()))
-            ->first;
+    // One database mostly; some tokens of several, some of all.
+    const uint64_t shape = rng() % 6;
+    op.token.all_databases = shape == 0;
+    const uint64_t count = shape == 0 ? 0 : shape < 4 ? 1 : 1 + rng() % 3;
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string id =
+          std::next(s.databases.begin(), static_cast<std::ptrdiff_t>(rng() % s.databases.size()))
+              ->first;
+      if (std::find(op.token.database_ids.begin(), op.token.database_ids.end(), id) ==
+          op.token.database_ids.end()) {
+        op.token.database_ids.push_back(std::move(id));
+      }
+    }
     op.token.scope = static_cast<int>(rng() % 8);
     op.token.hash = HexFrom(rng, 32);
     op.token.created_ms = now;
@@ -1187,13 +1208,15 @@ Result<CatalogState> ReadCatalogFile(Connection& c) {
   }
   if (rc != SQLITE_DONE) return c.Error("read databases");
   KVC_ASSIGN_OR_RETURN(Stmt toks, c.PrepareOnce("select id, name, database_id, scope, hash, "
-                                                "created_ms, expires_ms, revoked_ms, rate_limit "
-                                                "from access_tokens"));
+                                                "created_ms, expires_ms, revoked_ms, rate_limit, "
+                                                "database_ids, all_databases from access_tokens"));
   while ((rc = toks.Step()) == SQLITE_ROW) {
     storage::AccessTokenRecord t;
     t.id = toks.ColumnText(0);
     t.name = toks.ColumnText(1);
-    t.database_id = toks.ColumnText(2);
+    t.all_databases = toks.ColumnInt64(10) != 0;
+    t.database_ids =
+        storage::DecodeTokenDatabases(toks.ColumnText(9), toks.ColumnText(2), t.all_databases);
     t.scope = static_cast<int>(toks.ColumnInt64(3));
     t.hash = toks.ColumnText(4);
     t.created_ms = toks.ColumnInt64(5);

@@ -31,6 +31,7 @@
 #include "testutil/engine_sync.h"
 #include "testutil/hex.h"
 #include "testutil/http_client.h"
+#include "testutil/wait.h"
 
 namespace kvc {
 namespace {
@@ -535,9 +536,8 @@ TEST_F(ServerTest, WatchStreamsOverBothProtocols) {
     EXPECT_TRUE(saw_keepalive);
   }
   // Cancelled streams release their subscriptions.
-  for (int i = 0; i < 100 && engine()->watch_count() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  EXPECT_TRUE(testutil::WaitFor([&] { return engine()->watch_count() == 0; }))
+      << "the subscriptions of the cancelled streams to be released";
   EXPECT_EQ(engine()->watch_count(), 0u);
 }
 
@@ -944,9 +944,8 @@ TEST_F(LingerBoundTest, EndlessWriterIsCutOffAfterLingerMaxBytes) {
   ExpectComplete413(u.received);
   EXPECT_NE(u.write_errno, 0);
   EXPECT_LT(u.written, size_t{64} << 20);
-  for (int i = 0; i < 100 && server_->connection_count() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  EXPECT_TRUE(testutil::WaitFor([&] { return server_->connection_count() == 0; }))
+      << "the cut-off connection to be closed";
   EXPECT_EQ(server_->connection_count(), 0u);
 }
 

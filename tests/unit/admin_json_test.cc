@@ -38,6 +38,37 @@ TEST(AdminJson, DatabaseAndTokenRequests) {
   ASSERT_TRUE(unlimited.ok());
   EXPECT_LT(unlimited->rate_limit, 0);  // null: the server's default
   EXPECT_FALSE(ParseAdminTokenRequest(R"({"database":"sales","scope":"root"})").ok());
+  EXPECT_EQ(t->databases, std::vector<std::string>{"sales"});
+  EXPECT_FALSE(t->all_databases);
+}
+
+// A token's databases: one ("database"), several ("databases") or all ("all_databases": true),
+// exactly one of the three.
+TEST(AdminJson, TokenRequestForSeveralOrAllDatabases) {
+  auto several = ParseAdminTokenRequest(R"({"databases":["a","b"],"scope":"write"})");
+  ASSERT_TRUE(several.ok()) << several.status().ToString();
+  EXPECT_EQ(several->databases, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(several->all_databases);
+  auto all = ParseAdminTokenRequest(R"({"all_databases":true,"scope":"read"})");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->all_databases);
+  EXPECT_TRUE(all->databases.empty());
+  for (const char* bad : {
+           R"({"scope":"read"})",
+           R"({"all_databases":false,"scope":"read"})",
+           R"({"database":"a","databases":["b"],"scope":"read"})",
+           R"({"database":"a","all_databases":true,"scope":"read"})",
+           R"({"databases":["a"],"all_databases":true,"scope":"read"})",
+           R"({"databases":[],"scope":"read"})",
+           R"({"databases":[""],"scope":"read"})",
+           R"({"databases":"a","scope":"read"})",
+           R"({"databases":[1],"scope":"read"})",
+           R"({"all_databases":"yes","scope":"read"})",
+       }) {
+    auto r = ParseAdminTokenRequest(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 TEST(AdminJson, RangesAsDenoList) {

@@ -79,7 +79,7 @@ class AdminOpsTest : public ::testing::Test {
   service::CreatedToken MakeToken(const std::string& db, const std::string& scope,
                                   const std::string& expires = "never") {
     service::TokenRequest req;
-    req.database = db;
+    req.databases = {db};
     req.scope = scope;
     req.expires = expires;
     auto t = ops_->CreateToken(req);
@@ -184,7 +184,7 @@ TEST_F(AdminOpsTest, RenameKeepsIdAndTokens) {
   ASSERT_TRUE(tokens.ok());
   ASSERT_EQ(tokens->size(), 1u);
   EXPECT_EQ((*tokens)[0].record.id, tok.record.id);
-  EXPECT_EQ((*tokens)[0].database_name, "people");
+  EXPECT_EQ((*tokens)[0].database_names, std::vector<std::string>{"people"});
 
   // By id, too.
   auto again = ops_->RenameDatabase(hr->record.id, "staff");
@@ -229,7 +229,7 @@ TEST_F(AdminOpsTest, DeleteRemovesStorageAndRevokesTokens) {
   ASSERT_TRUE(tokens.ok());
   ASSERT_EQ(tokens->size(), 1u);
   EXPECT_EQ((*tokens)[0].record.id, tok.record.id);
-  EXPECT_EQ((*tokens)[0].database_name, "") << "its database is gone";
+  EXPECT_EQ((*tokens)[0].database_names, std::vector<std::string>{""}) << "its database is gone";
   EXPECT_EQ((*tokens)[0].status, service::TokenStatus::kRevoked);
   EXPECT_EQ((*tokens)[0].record.revoked_ms, kStartMs + kHourMs);
 }
@@ -255,7 +255,7 @@ TEST_F(AdminOpsTest, CreateToken) {
   auto sales = ops_->CreateDatabase("sales");
   ASSERT_TRUE(sales.ok());
   service::TokenRequest req;
-  req.database = sales->record.id;
+  req.databases = {sales->record.id};
   req.scope = "admin";
   req.expires = "12h";
   req.name = "ci";
@@ -263,11 +263,12 @@ TEST_F(AdminOpsTest, CreateToken) {
   auto t = ops_->CreateToken(req);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->scope, auth::Scope::kAdmin);
-  EXPECT_EQ(t->database_name, "sales");
+  EXPECT_EQ(t->database_names, std::vector<std::string>{"sales"});
   EXPECT_EQ(auth::AccessTokenId(t->token), t->record.id);
   EXPECT_EQ(auth::HashAccessToken(t->token), t->record.hash);
   EXPECT_EQ(t->record.name, "ci");
-  EXPECT_EQ(t->record.database_id, sales->record.id);
+  EXPECT_EQ(t->record.database_ids, std::vector<std::string>{sales->record.id});
+  EXPECT_FALSE(t->record.all_databases);
   EXPECT_EQ(t->record.scope, static_cast<int>(auth::Scope::kAdmin));
   EXPECT_EQ(t->record.created_ms, kStartMs);
   EXPECT_EQ(t->record.expires_ms, kStartMs + 12 * kHourMs);
@@ -291,12 +292,12 @@ TEST_F(AdminOpsTest, CreateToken) {
 
 TEST_F(AdminOpsTest, CreateTokenErrors) {
   service::TokenRequest req;
-  req.database = "nope";
+  req.databases = {"nope"};
   req.scope = "root";
   req.expires = "5x";
   // The database is checked first, then the scope, then the lifetime.
   EXPECT_EQ(ops_->CreateToken(req).status(), NotFound("Database 'nope' not found."));
-  req.database = "default";
+  req.databases = {"default"};
   EXPECT_EQ(ops_->CreateToken(req).status(),
             InvalidArgument("unknown scope 'root'; expected read, write, admin or queue"));
   req.scope = "write";
@@ -313,6 +314,76 @@ TEST_F(AdminOpsTest, CreateTokenErrors) {
   EXPECT_TRUE(catalog_->ListTokens()->empty()) << "no token made for a refused request";
 }
 
+// Tokens of several databases (each named once, by name or id) or of all; a listing filtered by
+// one database shows the tokens that open it; deleting one of a token's databases leaves it
+// the others.
+TEST_F(AdminOpsTest, TokensOfSeveralOrAllDatabases) {
+  auto sales = ops_->CreateDatabase("sales");
+  auto hr = ops_->CreateDatabase("hr");
+  ASSERT_TRUE(sales.ok() && hr.ok());
+  service::TokenRequest req;
+  req.databases = {"sales", hr->record.id, sales->record.id};
+  req.scope = "write";
+  auto multi = ops_->CreateToken(req);
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  EXPECT_EQ(multi->record.database_ids,
+            (std::vector<std::string>{sales->record.id, hr->record.id}));
+  EXPECT_EQ(multi->database_names, (std::vector<std::string>{"sales", "hr"}));
+  EXPECT_FALSE(multi->record.all_databases);
+  req.databases.clear();
+  req.all_databases = true;
+  req.scope = "admin";
+  auto all = ops_->CreateToken(req);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->record.all_databases);
+  EXPECT_TRUE(all->record.database_ids.empty());
+  const auto one = MakeToken("default", "read");
+
+  // Token ids of a listing, sorted (the tokens here share one creation time).
+  auto ids = [](const Result<std::vector<service::TokenInfo>>& list) {
+    std::set<std::string> out;
+    if (list.ok()) {
+      for (const auto& t : *list) out.insert(t.record.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids(ops_->ListTokens("hr")), (std::set<std::string>{multi->record.id, all->record.id}));
+  EXPECT_EQ(ids(ops_->ListTokens("default")),
+            (std::set<std::string>{all->record.id, one.record.id}));
+  EXPECT_EQ(ids(ops_->ListTokens("")).size(), 3u);
+
+  ASSERT_TRUE(ops_->DeleteDatabase("sales").ok());
+  auto listed = ops_->ListTokens("hr");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  for (const service::TokenInfo& t : *listed) {
+    EXPECT_EQ(t.status, service::TokenStatus::kActive) << t.record.id;
+    if (t.record.id == multi->record.id) {
+      EXPECT_EQ(t.database_names, std::vector<std::string>{"hr"});
+    } else {
+      EXPECT_TRUE(t.database_names.empty());
+      EXPECT_TRUE(t.record.all_databases);
+    }
+  }
+}
+
+TEST_F(AdminOpsTest, TokenDatabasesMustBeNamedOneWay) {
+  ASSERT_TRUE(ops_->CreateDatabase("sales").ok());
+  service::TokenRequest req;
+  req.scope = "read";
+  EXPECT_EQ(ops_->CreateToken(req).status(),
+            InvalidArgument(
+                "name the database the token opens (--db NAME, repeatable) or --all-databases"));
+  req.databases = {"sales"};
+  req.all_databases = true;
+  EXPECT_EQ(ops_->CreateToken(req).status(),
+            InvalidArgument("name databases (--db) or all of them (--all-databases), not both"));
+  req.all_databases = false;
+  req.databases = {"sales", "nope"};
+  EXPECT_EQ(ops_->CreateToken(req).status(), NotFound("Database 'nope' not found."));
+  EXPECT_TRUE(catalog_->ListTokens()->empty()) << "no token made for a refused request";
+}
+
 TEST_F(AdminOpsTest, ListTokensFiltersNamesAndStatus) {
   ASSERT_TRUE(ops_->CreateDatabase("sales").ok());
   auto hr = ops_->CreateDatabase("hr");
@@ -326,11 +397,11 @@ TEST_F(AdminOpsTest, ListTokensFiltersNamesAndStatus) {
   ASSERT_EQ(all->size(), 3u);
   std::map<std::string, service::TokenInfo> by_id;
   for (const auto& t : *all) by_id[t.record.id] = t;
-  EXPECT_EQ(by_id[a.record.id].database_name, "sales");
+  EXPECT_EQ(by_id[a.record.id].database_names, std::vector<std::string>{"sales"});
   EXPECT_EQ(by_id[a.record.id].scope, auth::Scope::kWrite);
-  EXPECT_EQ(by_id[b.record.id].database_name, "hr");
+  EXPECT_EQ(by_id[b.record.id].database_names, std::vector<std::string>{"hr"});
   EXPECT_EQ(by_id[b.record.id].scope, auth::Scope::kRead);
-  EXPECT_EQ(by_id[c.record.id].database_name, "default");
+  EXPECT_EQ(by_id[c.record.id].database_names, std::vector<std::string>{"default"});
   EXPECT_EQ(by_id[c.record.id].scope, auth::Scope::kAdmin);
   for (const auto& t : *all) {
     EXPECT_EQ(t.status, service::TokenStatus::kActive) << t.record.id;

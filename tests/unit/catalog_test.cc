@@ -1,10 +1,12 @@
 // The catalog (databases, access tokens), access-token format, the config file,
 // --public-url, the rate limiter and the status table.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -97,7 +99,7 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
   storage::AccessTokenRecord t;
   t.id = "00112233445566aa";
   t.name = "ci";
-  t.database_id = "0b6f3a8e-1111-4222-8333-444455556666";
+  t.database_ids = {"0b6f3a8e-1111-4222-8333-444455556666"};
   t.scope = 1;
   t.hash = std::string(64, 'f');
   t.created_ms = 7;
@@ -131,13 +133,171 @@ TEST(Catalog, DatabasesAndTokensPersistAndBumpTheCounter) {
 
   // Removing a database revokes its tokens in the same transaction.
   t.id = "00112233445566bb";
-  t.database_id = "2b6f3a8e-1111-4222-8333-444455556666";
+  t.database_ids = {"2b6f3a8e-1111-4222-8333-444455556666"};
   ASSERT_TRUE(cat.AddToken(t).ok());
   ASSERT_TRUE(cat.RemoveDatabase("2b6f3a8e-1111-4222-8333-444455556666", 777).ok());
   EXPECT_EQ(cat.FindToken("00112233445566bb")->revoked_ms, 777);
   EXPECT_EQ(cat.FindDatabase("hr").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(cat.ListDatabases()->size(), 1u);
   EXPECT_EQ(cat.ListTokens()->size(), 2u);
+}
+
+constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
+constexpr const char* kDbB = "0b6f3a8e-1111-4222-8333-444455556666";
+constexpr const char* kDbC = "0c6f3a8e-1111-4222-8333-444455556666";
+
+storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
+                                    bool all = false) {
+  storage::AccessTokenRecord t;
+  t.id = id;
+  t.name = id;
+  t.database_ids = std::move(dbs);
+  t.all_databases = all;
+  t.scope = 2;
+  t.hash = std::string(64, 'e');
+  t.created_ms = 1;
+  return t;
+}
+
+// A token of several databases keeps them in order; removing one of its databases takes that
+// one off its list (revoked only when it was the last); all-databases tokens stay as they are.
+TEST(Catalog, TokensOfSeveralOrAllDatabases) {
+  TempDir dir;
+  const std::string path = (dir.path() / "catalog.sqlite3").string();
+  auto c = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto& cat = **c;
+  for (const char* id : {kDbA, kDbB, kDbC}) {
+    ASSERT_TRUE(cat.AddDatabase({id, std::string("db") + id[1], "x.db", 5}).ok());
+  }
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a1", {kDbB, kDbA})).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a2", {kDbB})).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a3", {}, /*all=*/true)).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a4", {kDbC, kDbB})).ok());
+  auto multi = cat.FindToken("00000000000000a1");
+  ASSERT_TRUE(multi.ok());
+  EXPECT_EQ(multi->database_ids, (std::vector<std::string>{kDbB, kDbA}));
+  EXPECT_FALSE(multi->all_databases);
+  auto all = cat.FindToken("00000000000000a3");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->all_databases);
+  EXPECT_TRUE(all->database_ids.empty());
+  EXPECT_TRUE(storage::TokenOpensDatabase(*all, "ffffffff-1111-4222-8333-444455556666"));
+  EXPECT_TRUE(storage::TokenOpensDatabase(*multi, kDbA));
+  EXPECT_FALSE(storage::TokenOpensDatabase(*multi, kDbC));
+
+  ASSERT_TRUE(cat.RemoveDatabase(kDbB, 900).ok());
+  auto reopened = storage::SqliteCatalog::Open(path);  // as another process sees it
+  ASSERT_TRUE(reopened.ok());
+  auto tokens = (*reopened)->ListTokens();
+  ASSERT_TRUE(tokens.ok());
+  std::map<std::string, storage::AccessTokenRecord> by_id;
+  for (auto& t : *tokens) by_id[t.id] = t;
+  EXPECT_EQ(by_id["00000000000000a1"].database_ids, std::vector<std::string>{kDbA});
+  EXPECT_EQ(by_id["00000000000000a1"].revoked_ms, 0) << "it still opens A";
+  EXPECT_EQ(by_id["00000000000000a2"].database_ids, std::vector<std::string>{kDbB});
+  EXPECT_EQ(by_id["00000000000000a2"].revoked_ms, 900) << "B was all it opened";
+  EXPECT_TRUE(by_id["00000000000000a3"].all_databases);
+  EXPECT_EQ(by_id["00000000000000a3"].revoked_ms, 0);
+  EXPECT_EQ(by_id["00000000000000a4"].database_ids, std::vector<std::string>{kDbC});
+  EXPECT_EQ(by_id["00000000000000a4"].revoked_ms, 0);
+
+  ASSERT_TRUE(cat.RemoveDatabase(kDbA, 950).ok());
+  auto last = cat.FindToken("00000000000000a1");
+  EXPECT_EQ(last->database_ids, std::vector<std::string>{kDbA});
+  EXPECT_EQ(last->revoked_ms, 950);
+  EXPECT_EQ(cat.FindToken("00000000000000a3")->revoked_ms, 0);
+  EXPECT_EQ(cat.FindToken("00000000000000a2")->revoked_ms, 900) << "revoked once, not again";
+}
+
+// The catalog of schema version 1 (before tokens of several databases), as an older kvconnect
+// wrote it, opens; its tokens keep their one database, and a kvconnect of that age reading the
+// migrated file sees a token of several databases as one of its first database and an
+// all-databases token as one of no database, never as the bootstrap token (an empty id).
+TEST(Catalog, OldSchemaOpensAndItsTokensKeepWorking) {
+  TempDir dir;
+  const std::string path = (dir.path() / "catalog.sqlite3").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* v1 = R"sql(
+      create table catalog_meta (k text primary key, v integer not null);
+      insert into catalog_meta (k, v) values ('schema_version', 1), ('generation', 7);
+      create table databases (id text primary key, name text not null unique, path text not null,
+                              created_ms integer not null);
+      create table access_tokens (id text primary key, name text not null,
+        database_id text not null, scope integer not null, hash text not null,
+        created_ms integer not null, expires_ms integer not null default 0,
+        revoked_ms integer not null default 0, rate_limit real not null default -1);
+      create index access_tokens_by_db on access_tokens (database_id);
+      insert into databases values ('0a6f3a8e-1111-4222-8333-444455556666', 'sales', 's.db', 3);
+      insert into access_tokens values ('00000000000000b1', 'old', '0a6f3a8e-1111-4222-8333-444455556666',
+                                        1, 'abc', 4, 0, 0, 2.5);
+    )sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto c = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto old = (*c)->FindToken("00000000000000b1");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->database_ids, std::vector<std::string>{kDbA});
+  EXPECT_FALSE(old->all_databases);
+  EXPECT_EQ(old->scope, 1);
+  EXPECT_DOUBLE_EQ(old->rate_limit, 2.5);
+  EXPECT_GT(*(*c)->ChangeCounter(), 7);
+  ASSERT_TRUE((*c)->AddToken(TokenFor("00000000000000b2", {kDbA, kDbB})).ok());
+  ASSERT_TRUE((*c)->AddToken(TokenFor("00000000000000b3", {}, /*all=*/true)).ok());
+  // Opening again (the migration is done once) changes nothing.
+  c->reset();
+  auto again = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->ListTokens()->size(), 3u);
+  EXPECT_EQ((*again)->FindToken("00000000000000b2")->database_ids,
+            (std::vector<std::string>{kDbA, kDbB}));
+  again->reset();
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto column = [db](const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    std::string out = "?";
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return out;
+  };
+  EXPECT_EQ(column("select v from catalog_meta where k = 'schema_version'"), "2");
+  EXPECT_EQ(column("select database_id from access_tokens where id = '00000000000000b2'"), kDbA);
+  EXPECT_EQ(column("select database_id from access_tokens where id = '00000000000000b3'"),
+            storage::kNoDatabaseId);
+  // A row an older kvconnect adds to the migrated file (no database_ids) opens its database.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "insert into access_tokens (id, name, database_id, scope, hash, "
+                         "created_ms) values ('00000000000000b4', 'older', "
+                         "'0b6f3a8e-1111-4222-8333-444455556666', 2, 'def', 5)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  // A catalog of a later schema is refused rather than misread.
+  ASSERT_EQ(sqlite3_exec(db, "update catalog_meta set v = 3 where k = 'schema_version'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto newer = storage::SqliteCatalog::Open(path);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("newer kvconnect"), std::string::npos)
+      << newer.status().ToString();
+  db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "update catalog_meta set v = 2 where k = 'schema_version'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto back = storage::SqliteCatalog::Open(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)->FindToken("00000000000000b4")->database_ids, std::vector<std::string>{kDbB});
 }
 
 TEST(SqliteStorage, DefaultDatabaseCreateAndAdoptExisting) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "testutil/wait.h"
 
 namespace kvc::service {
 namespace {
@@ -59,9 +60,7 @@ TEST(WorkPool, AFullQueueIsRefusedWithUnavailable) {
     release = true;
     cv.NotifyAll();
   }
-  for (int i = 0; i < 200 && runs.load() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(testutil::WaitFor([&] { return runs.load() >= 2; })) << "the two queued tasks";
   EXPECT_EQ(runs.load(), 2);
 }
 

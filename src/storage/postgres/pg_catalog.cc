@@ -9,9 +9,11 @@ using pg::PgResult;
 constexpr const char* kDatabaseColumns = "id::text, name, location, created_ms";
 // Selected columns (the uuid read as text) and, in the same order, the columns an insert names.
 constexpr const char* kTokenColumns =
-    "id, name, database_id::text, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit";
+    "id, name, database_id::text, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit, "
+    "database_ids, all_databases";
 constexpr const char* kTokenInsertColumns =
-    "id, name, database_id, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit";
+    "id, name, database_id, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit, "
+    "database_ids, all_databases";
 
 DatabaseRecord ReadDatabase(const PgResult& r, int i) {
   DatabaseRecord d;
@@ -26,7 +28,8 @@ AccessTokenRecord ReadToken(const PgResult& r, int i) {
   AccessTokenRecord t;
   t.id = r.Bytes(i, 0);
   t.name = r.Bytes(i, 1);
-  t.database_id = r.Bytes(i, 2);
+  t.all_databases = r.Int(i, 10) != 0;
+  t.database_ids = DecodeTokenDatabases(r.Bytes(i, 9), r.Bytes(i, 2), t.all_databases);
   t.scope = static_cast<int>(r.Int(i, 3));
   t.hash = r.Bytes(i, 4);
   t.created_ms = r.Int(i, 5);
@@ -120,10 +123,26 @@ Status PgCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
     KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query("delete from kvc_databases where id::text = $1",
                                                  Params().Text(id)));
     if (r.Affected() == 0) return NotFound("Database not found.");
-    KVC_ASSIGN_OR_RETURN(PgResult rev,
-                         conn_.Query("update kvc_access_tokens set revoked_ms = $2 where "
-                                     "database_id::text = $1 and revoked_ms = 0",
-                                     Params().Text(id).Int64(now_ms)));
+    // The tokens that may open it (the comma-bounded match is exact: ids have no comma).
+    KVC_ASSIGN_OR_RETURN(
+        PgResult found,
+        conn_.Query(std::string("select ") + kTokenColumns +
+                        " from kvc_access_tokens where all_databases = 0 and (database_id::text "
+                        "= $1 or strpos(',' || database_ids || ',', ',' || $1::text || ',') > 0) "
+                        "for update",
+                    Params().Text(id)));
+    for (int i = 0; i < found.rows(); ++i) {
+      AccessTokenRecord t = ReadToken(found, i);
+      if (!RemoveDatabaseFromToken(&t, id, now_ms)) continue;
+      KVC_ASSIGN_OR_RETURN(PgResult up,
+                           conn_.Query("update kvc_access_tokens set database_ids = $2, "
+                                       "database_id = $3::uuid, revoked_ms = $4 where id = $1",
+                                       Params()
+                                           .Text(t.id)
+                                           .Text(EncodeTokenDatabases(t.database_ids))
+                                           .Text(LegacyTokenDatabaseId(t))
+                                           .Int64(t.revoked_ms)));
+    }
     return Status::Ok();
   });
 }
@@ -145,17 +164,19 @@ Status PgCatalog::AddToken(const AccessTokenRecord& t) {
   MutexLock lock(mu_);
   return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     auto r = conn_.Query(std::string("insert into kvc_access_tokens (") + kTokenInsertColumns +
-                             ") values ($1, $2, $3::uuid, $4, $5, $6, $7, $8, $9)",
+                             ") values ($1, $2, $3::uuid, $4, $5, $6, $7, $8, $9, $10, $11)",
                          Params()
                              .Text(t.id)
                              .Text(t.name)
-                             .Text(t.database_id)
+                             .Text(LegacyTokenDatabaseId(t))
                              .Int32(t.scope)
                              .Text(t.hash)
                              .Int64(t.created_ms)
                              .Int64(t.expires_ms)
                              .Int64(t.revoked_ms)
-                             .Double(t.rate_limit));
+                             .Double(t.rate_limit)
+                             .Text(EncodeTokenDatabases(t.database_ids))
+                             .Int32(t.all_databases ? 1 : 0));
     if (!r.ok() && r.status().message().find("duplicate key") != std::string::npos) {
       return AlreadyExists("Token id collision.");
     }

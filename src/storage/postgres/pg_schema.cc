@@ -102,6 +102,12 @@ create table kvc_nodes (
   heartbeat_ms bigint not null
 );
 )sql",
+    // Tokens for several databases, or all (catalog.h: EncodeTokenDatabases).
+    R"sql(
+alter table kvc_access_tokens add column database_ids text not null default '';
+alter table kvc_access_tokens add column all_databases integer not null default 0;
+update kvc_access_tokens set database_ids = database_id::text;
+)sql",
 };
 
 constexpr int kKnown = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));

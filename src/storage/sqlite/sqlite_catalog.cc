@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <iterator>
+
 #include "storage/sqlite/sqlite_util.h"
 
 namespace kvc::storage {
@@ -30,6 +32,19 @@ create table if not exists access_tokens (
 create index if not exists access_tokens_by_db on access_tokens (database_id);
 )sql";
 
+// Applied in order to a catalog at schema_version i (1-based: kMigrations[0] takes version 1
+// to 2), each in the transaction that opens the catalog. Do not change one that shipped: add a
+// new one.
+constexpr const char* kMigrations[] = {
+    // Tokens for several databases, or all (catalog.h: EncodeTokenDatabases).
+    R"sql(
+alter table access_tokens add column database_ids text not null default '';
+alter table access_tokens add column all_databases integer not null default 0;
+update access_tokens set database_ids = database_id;
+)sql",
+};
+constexpr int64_t kSchemaVersion = 1 + static_cast<int64_t>(std::size(kMigrations));
+
 using sqlite::Stmt;
 
 // Every SQLite failure is an I/O error: "catalog: <what>: <sqlite's message>".
@@ -49,7 +64,8 @@ AccessTokenRecord ReadToken(const Stmt& s) {
   AccessTokenRecord t;
   t.id = s.ColumnText(0);
   t.name = s.ColumnText(1);
-  t.database_id = s.ColumnText(2);
+  t.all_databases = s.ColumnInt64(10) != 0;
+  t.database_ids = DecodeTokenDatabases(s.ColumnText(9), s.ColumnText(2), t.all_databases);
   t.scope = static_cast<int>(s.ColumnInt64(3));
   t.hash = s.ColumnText(4);
   t.created_ms = s.ColumnInt64(5);
@@ -60,7 +76,31 @@ AccessTokenRecord ReadToken(const Stmt& s) {
 }
 
 constexpr const char* kTokenColumns =
-    "id, name, database_id, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit";
+    "id, name, database_id, scope, hash, created_ms, expires_ms, revoked_ms, rate_limit, "
+    "database_ids, all_databases";
+
+// Brings a catalog made by an older kvconnect to kSchemaVersion. Errors: InvalidArgument (made by
+// a newer kvconnect), IoError.
+Status MigrateSchema(sqlite::Connection& conn) {
+  KVC_ASSIGN_OR_RETURN(Stmt get,
+                       conn.PrepareOnce("select v from catalog_meta where k = 'schema_version'"));
+  if (get.Step() != SQLITE_ROW) return conn.Error("read schema version");
+  const int64_t version = get.ColumnInt64(0);
+  if (version > kSchemaVersion) {
+    return InvalidArgument("the catalog's schema is at version " + std::to_string(version) +
+                           ", made by a newer kvconnect (this one knows " +
+                           std::to_string(kSchemaVersion) + "); upgrade kvconnect");
+  }
+  for (int64_t v = version; v < kSchemaVersion; ++v) {
+    KVC_RETURN_IF_ERROR(conn.Exec(kMigrations[v - 1]));
+  }
+  if (version == kSchemaVersion) return Status::Ok();
+  KVC_ASSIGN_OR_RETURN(
+      Stmt set, conn.PrepareOnce("update catalog_meta set v = ?1 where k = 'schema_version'"));
+  set.BindInt64(1, kSchemaVersion);
+  if (set.Step() != SQLITE_DONE) return conn.Error("write schema version");
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -74,7 +114,10 @@ Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& pa
   {
     MutexLock lock(c->mu_);  // uncontended: nobody else has `c` yet
     sqlite::Connection* raw = c->conn_.get();
-    KVC_RETURN_IF_ERROR(c->WriteTxn([raw] { return raw->Exec(kSchema); }));
+    KVC_RETURN_IF_ERROR(c->WriteTxn([raw]() -> Status {
+      KVC_RETURN_IF_ERROR(raw->Exec(kSchema));
+      return MigrateSchema(*raw);
+    }));
   }
   return c;
 }
@@ -161,12 +204,26 @@ Status SqliteCatalog::RemoveDatabase(const std::string& id, int64_t now_ms) {
     del.BindText(1, id);
     if (del.Step() != SQLITE_DONE) return conn_->Error("remove database");
     if (sqlite3_changes(conn_->db()) == 0) return NotFound("Database not found.");
-    KVC_ASSIGN_OR_RETURN(
-        Stmt rev,
-        conn_->PrepareOnce(
-            "update access_tokens set revoked_ms = ?2 where database_id = ?1 and revoked_ms = 0"));
-    rev.BindText(1, id).BindInt64(2, now_ms);
-    if (rev.Step() != SQLITE_DONE) return conn_->Error("revoke tokens");
+    // The tokens that may open it (a superset: the comma-bounded match is exact, ids have none).
+    std::string sql = std::string("select ") + kTokenColumns +
+                      " from access_tokens where all_databases = 0 and (database_id = ?1 or "
+                      "instr(',' || database_ids || ',', ',' || ?1 || ',') > 0)";
+    KVC_ASSIGN_OR_RETURN(Stmt find, conn_->PrepareOnce(sql.c_str()));
+    find.BindText(1, id);
+    std::vector<AccessTokenRecord> tokens;
+    int rc;
+    while ((rc = find.Step()) == SQLITE_ROW) tokens.push_back(ReadToken(find));
+    if (rc != SQLITE_DONE) return conn_->Error("find the database's tokens");
+    for (AccessTokenRecord& t : tokens) {
+      if (!RemoveDatabaseFromToken(&t, id, now_ms)) continue;
+      KVC_ASSIGN_OR_RETURN(
+          Stmt up, conn_->PrepareOnce("update access_tokens set database_ids = ?2, database_id "
+                                      "= ?3, revoked_ms = ?4 where id = ?1"));
+      const std::string ids = EncodeTokenDatabases(t.database_ids);
+      const std::string legacy = LegacyTokenDatabaseId(t);
+      up.BindText(1, t.id).BindText(2, ids).BindText(3, legacy).BindInt64(4, t.revoked_ms);
+      if (up.Step() != SQLITE_DONE) return conn_->Error("update the database's tokens");
+    }
     return Status::Ok();
   });
 }
@@ -188,11 +245,14 @@ Status SqliteCatalog::AddToken(const AccessTokenRecord& t) {
   MutexLock lock(mu_);
   return WriteTxn([&]() KVC_REQUIRES(mu_) -> Status {
     std::string sql = std::string("insert into access_tokens (") + kTokenColumns +
-                      ") values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+                      ") values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
     KVC_ASSIGN_OR_RETURN(Stmt s, conn_->PrepareOnce(sql.c_str()));
-    s.BindText(1, t.id).BindText(2, t.name).BindText(3, t.database_id);
+    const std::string legacy = LegacyTokenDatabaseId(t);
+    const std::string ids = EncodeTokenDatabases(t.database_ids);
+    s.BindText(1, t.id).BindText(2, t.name).BindText(3, legacy);
     s.BindInt64(4, t.scope).BindText(5, t.hash).BindInt64(6, t.created_ms);
     s.BindInt64(7, t.expires_ms).BindInt64(8, t.revoked_ms).BindDouble(9, t.rate_limit);
+    s.BindText(10, ids).BindInt64(11, t.all_databases ? 1 : 0);
     const int rc = s.Step();
     if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) return AlreadyExists("Token id collision.");
     if (rc != SQLITE_DONE) return conn_->Error("add token");

@@ -1,0 +1,180 @@
+// The PostgreSQL catalog (storage/postgres/pg_catalog.h) against a real PostgreSQL 15
+// (testutil/pg_shared.h): access tokens of several databases or all of them, what removing a
+// database does to them, and a catalog of the schema before them (version 1) that opens with
+// its tokens intact.
+//
+// Without postgresql-15 every test here fails, saying what to install.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "storage/postgres/pg_conn.h"
+#include "storage/storage.h"
+#include "testutil/pg_shared.h"
+
+namespace kvc {
+namespace {
+
+constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
+constexpr const char* kDbB = "0b6f3a8e-1111-4222-8333-444455556666";
+constexpr const char* kDbC = "0c6f3a8e-1111-4222-8333-444455556666";
+
+storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
+                                    bool all = false) {
+  storage::AccessTokenRecord t;
+  t.id = id;
+  t.name = id;
+  t.database_ids = std::move(dbs);
+  t.all_databases = all;
+  t.scope = 2;
+  t.hash = std::string(64, 'e');
+  t.created_ms = 1;
+  return t;
+}
+
+std::unique_ptr<storage::Storage> Open(const std::string& conninfo) {
+  storage::StorageOptions so;
+  so.kind = "postgres";
+  so.location = conninfo;
+  auto st = storage::OpenStorage(so);
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  return st.ok() ? std::move(*st) : nullptr;
+}
+
+// One value of a query, as text ("?" when it fails or finds nothing).
+std::string Value(const std::string& conninfo, const std::string& sql) {
+  storage::pg::Connection c(conninfo, {}, "pg catalog test");
+  if (!c.Connect().ok()) return "?";
+  auto r = c.Query(sql, {});
+  if (!r.ok() || r->rows() == 0) return "?";
+  return r->Bytes(0, 0);
+}
+
+class PgCatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = testutil::FreshPgDatabase();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    conninfo_ = *c;
+  }
+  void TearDown() override { testutil::DropPgDatabase(conninfo_); }
+  std::string conninfo_;
+};
+
+TEST_F(PgCatalogTest, TokensOfSeveralOrAllDatabases) {
+  auto st = Open(conninfo_);
+  ASSERT_TRUE(st);
+  storage::Catalog& cat = st->catalog();
+  for (const char* id : {kDbA, kDbB, kDbC}) {
+    ASSERT_TRUE(cat.AddDatabase({id, std::string("db") + id[1], "pg", 5}).ok());
+  }
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a1", {kDbB, kDbA})).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a2", {kDbB})).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a3", {}, /*all=*/true)).ok());
+  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a4", {kDbC, kDbB})).ok());
+  EXPECT_EQ(cat.AddToken(TokenFor("00000000000000a4", {kDbC})).code(), StatusCode::kAlreadyExists);
+  auto multi = cat.FindToken("00000000000000a1");
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  EXPECT_EQ(multi->database_ids, (std::vector<std::string>{kDbB, kDbA}));
+  EXPECT_FALSE(multi->all_databases);
+  auto all = cat.FindToken("00000000000000a3");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->all_databases);
+  EXPECT_TRUE(all->database_ids.empty());
+  // What a kvconnect from before these tokens reads: the first database, or none that exists.
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a1'"),
+            kDbB);
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a3'"),
+            storage::kNoDatabaseId);
+
+  ASSERT_TRUE(cat.RemoveDatabase(kDbB, 900).ok());
+  auto other = Open(conninfo_);  // another node sees the same
+  ASSERT_TRUE(other);
+  auto tokens = other->catalog().ListTokens();
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  std::map<std::string, storage::AccessTokenRecord> by_id;
+  for (auto& t : *tokens) by_id[t.id] = t;
+  EXPECT_EQ(by_id["00000000000000a1"].database_ids, std::vector<std::string>{kDbA});
+  EXPECT_EQ(by_id["00000000000000a1"].revoked_ms, 0) << "it still opens A";
+  EXPECT_EQ(by_id["00000000000000a2"].database_ids, std::vector<std::string>{kDbB});
+  EXPECT_EQ(by_id["00000000000000a2"].revoked_ms, 900) << "B was all it opened";
+  EXPECT_TRUE(by_id["00000000000000a3"].all_databases);
+  EXPECT_EQ(by_id["00000000000000a3"].revoked_ms, 0);
+  EXPECT_EQ(by_id["00000000000000a4"].database_ids, std::vector<std::string>{kDbC});
+  EXPECT_EQ(Value(conninfo_,
+                  "select database_id::text from kvc_access_tokens where id = "
+                  "'00000000000000a1'"),
+            kDbA);
+
+  ASSERT_TRUE(cat.RemoveDatabase(kDbA, 950).ok());
+  auto last = cat.FindToken("00000000000000a1");
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->database_ids, std::vector<std::string>{kDbA});
+  EXPECT_EQ(last->revoked_ms, 950);
+  EXPECT_EQ(cat.FindToken("00000000000000a3")->revoked_ms, 0);
+  EXPECT_EQ(cat.FindToken("00000000000000a2")->revoked_ms, 900) << "revoked once, not again";
+}
+
+// A database at schema version 1 (made here from today's schema by dropping what version 2
+// added, and a token row as a kvconnect of that age wrote it) opens: its token keeps its
+// database, and new tokens of several databases can be added beside it.
+TEST_F(PgCatalogTest, OldSchemaOpensAndItsTokensKeepWorking) {
+  std::string default_id;
+  {
+    auto st = Open(conninfo_);
+    ASSERT_TRUE(st);
+    auto def = st->catalog().FindDatabase(storage::kDefaultDatabase);
+    ASSERT_TRUE(def.ok()) << def.status().ToString();
+    default_id = def->id;
+  }
+  {
+    storage::pg::Connection c(conninfo_, {}, "pg catalog test");
+    ASSERT_TRUE(c.Connect().ok());
+    ASSERT_TRUE(c.Exec("alter table kvc_access_tokens drop column database_ids, "
+                       "drop column all_databases; update kvc_schema_version set version = 1")
+                    .ok());
+    ASSERT_TRUE(c.Exec("insert into kvc_access_tokens (id, name, database_id, scope, hash, "
+                       "created_ms, expires_ms, revoked_ms, rate_limit) values "
+                       "('00000000000000b1', 'old', '" +
+                       default_id + "', 1, 'abc', 4, 0, 0, 2.5)")
+                    .ok());
+  }
+  auto st = Open(conninfo_);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(Value(conninfo_, "select version::text from kvc_schema_version"), "2");
+  auto old = st->catalog().FindToken("00000000000000b1");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->database_ids, std::vector<std::string>{default_id});
+  EXPECT_FALSE(old->all_databases);
+  EXPECT_EQ(old->scope, 1);
+  EXPECT_DOUBLE_EQ(old->rate_limit, 2.5);
+  ASSERT_TRUE(st->catalog().AddDatabase({kDbA, "sales", "pg", 5}).ok());
+  ASSERT_TRUE(st->catalog().AddToken(TokenFor("00000000000000b2", {default_id, kDbA})).ok());
+  EXPECT_EQ(st->catalog().FindToken("00000000000000b2")->database_ids,
+            (std::vector<std::string>{default_id, kDbA}));
+  // A row an older kvconnect adds to the migrated database (no database_ids) opens its one.
+  {
+    storage::pg::Connection c(conninfo_, {}, "pg catalog test");
+    ASSERT_TRUE(c.Connect().ok());
+    ASSERT_TRUE(c.Exec("insert into kvc_access_tokens (id, name, database_id, scope, hash, "
+                       "created_ms) values ('00000000000000b3', 'older', '" +
+                       std::string(kDbA) + "', 2, 'def', 5)")
+                    .ok());
+  }
+  EXPECT_EQ(st->catalog().FindToken("00000000000000b3")->database_ids,
+            std::vector<std::string>{kDbA});
+  // Opening again applies nothing twice.
+  auto again = Open(conninfo_);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->catalog().ListTokens()->size(), 3u);
+}
+
+}  // namespace
+}  // namespace kvc
