@@ -8,7 +8,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { openKv } from "@deno/kv";
-import { annotate, describeRun, expectCliOk, expectDenoOk, removeTempDirs, runDeno, startServer } from "./harness.mjs";
+import { annotate, describeRun, expectCliOk, expectDenoOk, removeTempDirs, runDeno, startServer, waitFor } from "./harness.mjs";
 import { nodeV8Codec } from "./node_v8.mjs";
 
 const TOKEN_RE = /^kvt_([0-9a-f]{16})_([0-9a-f]{64})$/;
@@ -163,7 +163,19 @@ describe("one token, several databases", { timeout: 300_000 }, () => {
   t("db delete b: the token keeps a and loses b; revoking it closes a too", async () => {
     assert.ok(multi, "needs the first test");
     expectCliOk(await server.dbCmd("delete", "b", "--yes"), server);
-    expectCliOk(await server.dbCmd("create", "b"), server); // a new b: not the token's
+    const made = expectCliOk(await server.dbCmd("create", "b"), server); // a new b: not the token's
+    const newId = made.stdout.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/)?.[0];
+    assert.ok(newId, `db create prints the new id: ${made.stdout}`);
+    // The server learns of the delete when it rereads the catalog (--catalog-poll-ms); until then
+    // its view still has the old b on the token's list. Wait until it serves the new b.
+    await waitFor(async () => {
+      const res = await fetch(`${server.url}/databases/b/connect`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ supportedVersions: [1, 2, 3] }),
+      });
+      return res.status === 200 && (await res.json()).databaseId === newId;
+    }, { timeoutMs: 10_000, what: "the server to serve the new database b (catalog reread)" });
     const summary = expectDenoOk(await denoOpens(multi.token, [
       { label: "a", url: connectUrl("a"), expect: "ok" },
       { label: "b", url: connectUrl("b"), expect: "refused" },
