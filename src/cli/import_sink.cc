@@ -256,9 +256,9 @@ class StorageSink : public ImportSink {
         if (taken.ok()) keep_id = false;
         if (!taken.ok() && taken.status().code() != StatusCode::kNotFound) return taken.status();
       }
-      KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord made,
-                           keep_id ? sink->storage_->CreateWithId(db, source_id)
-                                   : sink->storage_->Create(db));
+      KVC_ASSIGN_OR_RETURN(
+          storage::DatabaseRecord made,
+          keep_id ? sink->storage_->CreateWithId(db, source_id) : sink->storage_->Create(db));
       made.name = db;
       made.created_ms = NowUnixMs();
       if (Status s = sink->storage_->catalog().AddDatabase(made); !s.ok()) {
