@@ -350,6 +350,7 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
       kvUrl: server.url, token: server.token, env: { KV_MODE: "bulk", KV_PREFIX: "bulk", KV_COUNT: "2000" },
     });
     assert.equal(expectDenoOk(read, server).count, 2000);
+    await shot("console-transfer.png");
   }));
 
   test("import: cancel mid-import keeps the chunks written and sends nothing more", () => step(async () => {
@@ -411,9 +412,8 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
     const lines = fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
     assert.equal(lines.length, 2000);
     assert.ok(lines.every((l) => l.key[0].value === "bulk"));
-    assert.deepEqual(lines.find((l) => l.key[1].value === 6).value, { type: "string", value: "item 6" });
+    assert.deepEqual(lines.find((l) => l.key[1].value === 8).value, { type: "string", value: "item 8" });
     await waitText("#export-message", /^Exported 2,000 entries under \["bulk"\] \(.*\) as kvconnect-default-.*, at versionstamp [0-9a-f]{20}\.$/);
-    await shot("console-transfer.png");
     assert.deepEqual(cspViolations, []);
     assert.deepEqual(pageErrors, []);
   }));
