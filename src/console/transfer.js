@@ -128,7 +128,7 @@ export function mount(root, ctx) {
       el("h2", { id: "import-title", text: `Import into ${name}` }),
       el("p", { class: "muted", text: `The file goes to the server in chunks of up to ` +
         `${CHUNK_LINES} lines, each written in whole atomic batches with new versionstamps. ` +
-        "Cancel stops after the chunks already written: they stay written." }),
+        "Cancel stops sending: the chunks already written stay written." }),
       el("div", { class: "row" }, file),
       el("div", { class: "row" }, mode, importPrefix),
       el("div", { class: "row" }, importButton, importCancel, bar, progressText),
