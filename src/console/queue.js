@@ -134,7 +134,8 @@ export function mount(root, ctx) {
       cursor = page.cursor;
       more.hidden = !cursor;
       const shown = body.children.length;
-      listStatus.textContent = shown ? `${count(shown, "dead letter")} shown${cursor ? " (more below)" : ""}`
+      listStatus.textContent = shown
+        ? `${count(shown, "dead letter")} shown${cursor ? " (more below)" : ""}`
         : "No dead letters.";
     } catch (e) {
       if (!alive || mine !== seq) return;

@@ -51,7 +51,8 @@ export function mount(root, ctx) {
   expires.value = "30d";
   const rate = el("input", { id: "token-rate", type: "number", min: "0", step: "1",
     placeholder: "server default" });
-  const allDbs = el("input", { type: "radio", name: "token-dbs", id: "token-all-dbs", value: "all" });
+  const allDbs = el("input", { type: "radio", name: "token-dbs", id: "token-all-dbs",
+    value: "all" });
   const someDbs = el("input", { type: "radio", name: "token-dbs", id: "token-some-dbs",
     value: "some", checked: true });
   const dbList = el("div", { id: "token-db-list", class: "checks" });

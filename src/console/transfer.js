@@ -232,10 +232,10 @@ export function mount(root, ctx) {
         show();
         if (chunk.bytes.length === 0) break;
       }
+      const deleted = replace ? `, ${count(done.deleted, "entry", "entries")} deleted first` : "";
       importMessage.show(`Imported ${picked.name} into ${name}: ` +
-        `${count(done.entries, "entry", "entries")} written in ${count(done.batches, "batch",
-          "batches")}${replace ? `, ${count(done.deleted, "entry", "entries")} deleted first` : ""}.`,
-      "ok");
+        `${count(done.entries, "entry", "entries")} written in ` +
+        `${count(done.batches, "batch", "batches")}${deleted}.`, "ok");
     } catch (e) {
       importMessage.show(failureText(e, done, inFlight, picked.name), e.name === "AbortError"
         ? "conflict" : "error");

@@ -408,6 +408,32 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
     assert.equal(await countUnder("badline"), 500);
   }));
 
+  test("import: replace under a prefix deletes there first (once, not per chunk), keeps the rest", () => step(async () => {
+    const stale = [{ type: "string", value: "rep" }, { type: "number", value: 99_999 }];
+    const outside = [{ type: "string", value: "keep" }];
+    for (const key of [stale, outside]) {
+      await admin("POST", "/databases/default/entries/set", { key, value: { type: "string", value: "old" } });
+    }
+    const file = writeDump("console-pages-replace.ndjson", "rep", 1200);
+    await mount("transfer");
+    await page.locator("#import-file-input").setInputFiles(file);
+    await page.locator("#import-mode").selectOption("replace");
+    await page.locator("#import-prefix").fill('["rep"]');
+    await page.locator("#import-start").click();
+    await waitText("#import-message",
+      /^Imported console-pages-replace\.ndjson into default: 1,200 entries written in 3 batches, 1 entry deleted first\.$/);
+    assert.equal(await countUnder("rep"), 1200, "every line, the stale key gone");
+    assert.equal((await admin("POST", "/databases/default/entries/get", { key: stale })).entry, null);
+    assert.notEqual((await admin("POST", "/databases/default/entries/get", { key: outside })).entry, null,
+      "a key outside the prefix stays");
+    // A line outside the prefix is refused by the server, named.
+    const wrong = writeDump("console-pages-outside.ndjson", "elsewhere", 3);
+    await page.locator("#import-file-input").setInputFiles(wrong);
+    await page.locator("#import-mode").selectOption("merge");
+    await page.locator("#import-start").click();
+    await waitText("#import-message", /stopped: line 1: .*In all 0 entries were written/);
+  }));
+
   test("export: a prefix downloads the server's dump", () => step(async () => {
     await mount("transfer");
     await page.locator("#export-prefix").fill('["bulk"]');
