@@ -172,3 +172,117 @@ export async function fetchMetrics(token) {
   }
   return samples;
 }
+
+// --- Tokens, queue, export and import (the Tokens, Queue and Import/Export pages) -------------
+// Added as methods of AdminClient; the ones above stay as they are.
+
+Object.assign(AdminClient.prototype, {
+  // -> {tokens: [Token]} (needs the server's bootstrap token; others get 403)
+  tokens() {
+    return this.call("GET", "/tokens");
+  },
+
+  // {scope, database? | databases? | all_databases?, expires?, name?, rate_limit?}
+  // -> {token, info}: the whole token, which the server never shows again
+  createToken(request) {
+    return this.call("POST", "/tokens", request);
+  },
+
+  // -> {id}
+  revokeToken(id) {
+    return this.call("DELETE", `/tokens/${encodeURIComponent(id)}`);
+  },
+
+  // -> {ready, delayed, leased, dead, undelivered}
+  queueCounts(name) {
+    return this.call("GET", `${db(name)}/queue`);
+  },
+
+  // {limit?, cursor?} -> {dead_letters: [{id, value, keys_if_undelivered, attempts, last_error,
+  // dead_at}], cursor}
+  deadLetters(name, request = {}) {
+    return this.call("POST", `${db(name)}/queue/dead/list`, request);
+  },
+
+  // {ids: [...]} or {all: true} -> {count}
+  requeueDead(name, selection) {
+    return this.call("POST", `${db(name)}/queue/dead/requeue`, selection);
+  },
+
+  purgeDead(name, selection) {
+    return this.call("POST", `${db(name)}/queue/dead/purge`, selection);
+  },
+
+  // Streams POST .../export (one snapshot) into memory: onBytes(received) as chunks arrive.
+  // -> {blob, bytes, versionstamp}. A body that breaks off (the server gave up, the network
+  // failed) rejects: a dump cut short is never returned as if it were whole.
+  async exportDump(name, selector, { signal, onBytes } = {}) {
+    let res;
+    try {
+      res = await fetch(`${this.base}${db(name)}/export`, this.init("POST", selector, signal));
+    } catch (e) {
+      if (e.name === "AbortError") throw e;
+      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
+    }
+    if (!res.ok) throw await errorOf(res);
+    const reader = res.body.getReader();
+    const parts = [];
+    let bytes = 0;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        parts.push(value);
+        bytes += value.length;
+        onBytes?.(bytes);
+      }
+    } catch (e) {
+      if (e.name === "AbortError") throw e;
+      throw new ApiError(0, "network", `The export broke off after ${bytes} bytes ` +
+        `(${e.message}); nothing was saved.`);
+    }
+    return {
+      blob: new Blob(parts, { type: "application/x-ndjson" }), bytes,
+      versionstamp: res.headers.get("x-kvc-versionstamp"),
+    };
+  },
+
+  // Sends NDJSON lines (bytes) to POST .../import. options: {mode: "merge"|"replace", prefix
+  // (KvKeyJSON), batch, firstLine, signal}. -> ImportResult {entries, bytes, batches, deleted,
+  // last_line, seconds}. A refused import rejects with an ApiError whose `details` is the
+  // ImportError answer (line, and what was written before it).
+  async importLines(name, body, { mode = "merge", prefix, batch, firstLine, signal } = {}) {
+    const query = new URLSearchParams({ mode });
+    if (prefix && prefix.length) query.set("prefix", JSON.stringify(prefix));
+    if (batch) query.set("batch", String(batch));
+    if (firstLine) query.set("first_line", String(firstLine));
+    let res;
+    try {
+      res = await fetch(`${this.base}${db(name)}/import?${query}`, {
+        method: "POST", signal, body,
+        headers: { authorization: `Bearer ${this.token}`, "content-type": "application/x-ndjson" },
+        cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+      });
+    } catch (e) {
+      if (e.name === "AbortError") throw e;
+      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
+    }
+    if (!res.ok) throw await errorOf(res);
+    return res.json();
+  },
+});
+
+// The ApiError for a refused answer; `details` keeps its whole JSON (or null).
+async function errorOf(res) {
+  const text = await res.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON
+  }
+  const e = new ApiError(res.status, json?.code ?? `http_${res.status}`,
+    json?.error ?? (text.trim() || res.statusText));
+  e.details = json;
+  return e;
+}

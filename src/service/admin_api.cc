@@ -628,7 +628,10 @@ void AdminApi::RevokeToken(const std::shared_ptr<Call>& call, const std::string&
   Status s = Post([this, call, id] {
     auto revoked = ops_->RevokeToken(id);
     if (!revoked.ok()) return call->Fail(revoked.status());
-    call->Ok("{\"id\":" + JsonQuote(*revoked) + "}");
+    // Refuse it at once rather than at the next catalog poll: once this answer says revoked
+    // (and the console shows it), no new request with the token gets through.
+    directory_->RefreshThen(
+        [call, id = *revoked](const auto&) { call->Ok("{\"id\":" + JsonQuote(id) + "}"); });
   });
   if (!s.ok()) call->Fail(s);
 }

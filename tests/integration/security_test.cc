@@ -64,6 +64,7 @@ class SecurityTest : public ::testing::Test {
     ASSERT_TRUE(admin_->CreateDatabase("hr").ok());
     service::DirectoryOptions dopt;
     dopt.poll_ms = 100;
+    TuneDirectory(dopt);
     directory_ = std::make_unique<service::Directory>(
         &storage_->catalog(),
         [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
@@ -104,6 +105,7 @@ class SecurityTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
   virtual void TuneService(service::ServiceOptions&) {}
+  virtual void TuneDirectory(service::DirectoryOptions&) {}
 
   // Creates an access token the way `kvconnect token create` does.
   std::string MakeToken(const std::string& db, auth::Scope scope, int64_t expires_ms = 0,
@@ -781,6 +783,39 @@ TEST_F(SecurityTest, OwnRateLimitBoundsBursts) {
   EXPECT_GE(ok, 1);
   EXPECT_LE(ok, 10);
   EXPECT_EQ(ok + limited, 50);
+}
+
+// The catalog is polled only once an hour here: whatever takes effect does so because the
+// admin API rereads it, not because a poll happened by.
+class SlowCatalogPollTest : public SecurityTest {
+  void TuneDirectory(service::DirectoryOptions& o) override { o.poll_ms = 3'600'000; }
+};
+
+// A token revoked through the admin API (the console's Tokens page) is refused as soon as the
+// answer arrives, at the metadata exchange and on the data path; it used to stay valid until
+// the next catalog poll, while the console already showed it revoked.
+TEST_F(SlowCatalogPollTest, TokenRevokedThroughTheAdminApiIsRefusedOnceAnswered) {
+  const std::string token = MakeToken("sales", auth::Scope::kWrite);
+  const Session s = Exchange("/databases/sales/connect", token);
+  ASSERT_EQ(ReadCount(s), 0);
+  service::AdminApi api(service::AdminApiOptions{}, directory_.get(), service_->authenticator(),
+                        admin_.get(), nullptr);
+  service::HttpRequest req;
+  req.method = "DELETE";
+  req.path = "/admin/v1/tokens/" + auth::AccessTokenId(token);
+  req.headers = {{"authorization", std::string("Bearer ") + kBootstrap}};
+  auto done = std::make_shared<std::promise<service::HttpResponse>>();
+  auto answer = done->get_future();
+  api.Handle(std::move(req), [done](service::HttpResponse r) { done->set_value(std::move(r)); });
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const service::HttpResponse revoked = answer.get();
+  ASSERT_EQ(revoked.status, 200) << revoked.body;
+
+  auto r = Connect("/databases/sales/connect", token);
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.body, "Invalid access token: it has been revoked.");
+  EXPECT_EQ(Data(s, "snapshot_read", Fixture("snapshot_read_get.bin")).status, 401);
+  EXPECT_EQ(ReadCount(Exchange("/databases/sales/connect", kBootstrap)), 0);
 }
 
 }  // namespace
