@@ -156,15 +156,16 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
       std::cout << (shown->empty() ? "]\n" : "\n]\n");
       return 0;
     }
-    std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
+    std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-36s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
                 "STATUS", "RATE", "CREATED", "EXPIRES");
+    const int64_t now = NowUnixMs();
     for (const service::TokenInfo& info : *shown) {
       const storage::AccessTokenRecord& t = info.record;
       const std::string db = DatabasesText(t.all_databases, info.database_names);
-      std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", t.id.c_str(), t.name.c_str(),
+      std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-36s %s\n", t.id.c_str(), t.name.c_str(),
                   db.c_str(), auth::ScopeName(info.scope), service::TokenStatusName(info.status),
-                  RateLimitText(t.rate_limit).c_str(), Time(t.created_ms).c_str(),
-                  t.expires_ms ? Time(t.expires_ms).c_str() : "never");
+                  RateLimitText(t.rate_limit).c_str(), HumanTime(t.created_ms, now).c_str(),
+                  HumanTime(t.expires_ms, now).c_str());
     }
     return 0;
   }
