@@ -209,7 +209,7 @@ int RunBench(BenchConfig c) {
     std::cerr << "bench: the run " << WhatItWrites(o) << " in "
               << (o.database.empty() ? "the database of " + o.url
                                      : "the database '" + o.database + "'")
-              << ", and leaves them there." << std::endl;
+              << ", and leaves what it writes there." << std::endl;
   }
   // Deletes (or keeps) the scratch database; false if deleting it failed.
   auto finish = [&]() {
