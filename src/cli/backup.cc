@@ -62,11 +62,11 @@ int Backup(const BackupConfig& c) {
     for (const std::string& name : c.dbs) {
       auto rec = (*storage)->catalog().FindDatabase(name);
       if (!rec.ok()) {
-        return PrintError(
-            rec.status().code() == StatusCode::kNotFound
-                ? NotFound("no database named '" + name + "' in " + (*storage)->Describe() +
-                           "; `kvconnect db list` shows the databases")
-                : rec.status());
+        return PrintError(rec.status().code() == StatusCode::kNotFound
+                              ? NotFound("no database named '" + name + "' in " +
+                                         (*storage)->Describe() +
+                                         "; `kvconnect db list` shows the databases")
+                              : rec.status());
       }
       records.push_back(*rec);
     }
@@ -80,9 +80,8 @@ int Backup(const BackupConfig& c) {
     const codec::SnapshotManifest& m = out->manifest;
     std::cout << "backed up '" << rec.name << "' at versionstamp " << Stamp(m.version) << " ("
               << Count(m.key_count, "key", "keys") << ", " << Count(m.bytes, "byte", "bytes")
-              << "; copy " << out->copy_ms
-              << " ms, upload " << out->upload_ms << " ms) to " << (*target)->Describe() << "/"
-              << out->data_object << "\n";
+              << "; copy " << out->copy_ms << " ms, upload " << out->upload_ms << " ms) to "
+              << (*target)->Describe() << "/" << out->data_object << "\n";
   }
   return 0;
 }
@@ -116,8 +115,9 @@ int List(const BackupConfig& c) {
   for (const backup::RestorableRange& r : *ranges) {
     std::cout << r.database << "\t" << Stamp(r.snapshot_version) << " "
               << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version) << " "
-              << FormatRfc3339Utc(r.head_time_ms) << "\t(" << Count(r.segments, "segment", "segments")
-              << ", " << Count(r.log_bytes, "byte", "bytes") << ")\n";
+              << FormatRfc3339Utc(r.head_time_ms) << "\t("
+              << Count(r.segments, "segment", "segments") << ", "
+              << Count(r.log_bytes, "byte", "bytes") << ")\n";
   }
   return 0;
 }
@@ -130,9 +130,9 @@ int Restore(const BackupConfig& c) {
   if (!point.ok()) return PrintError(point.status());
   if (Status s = RequireBackupSource(c.from); !s.ok()) return PrintError(s);
   if (auto dir = RequireDataDir(c.data_dir); !dir.ok()) {
-    return PrintError(Status(dir.status().code(),
-                             dir.status().message() +
-                                 " (to restore into a new data directory, `mkdir` it first)"));
+    return PrintError(Status(
+        dir.status().code(),
+        dir.status().message() + " (to restore into a new data directory, `mkdir` it first)"));
   }
   auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
   if (!target.ok()) return PrintError(target.status());

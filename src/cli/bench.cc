@@ -86,13 +86,15 @@ std::string WhatItWrites(const loadgen::BenchOptions& o) {
       return o.preload ? "writes " + kv + values + " before it starts, then reads them"
                        : "only reads " + kv;
     case loadgen::Workload::kMixed:
-      return (o.preload ? "writes " + kv + values + " before it starts, then reads them and "
-                                                    "sets some of them again"
+      return (o.preload ? "writes " + kv + values +
+                              " before it starts, then reads them and "
+                              "sets some of them again"
                         : "reads and sets " + kv + values);
     case loadgen::Workload::kSet:
       return "sets " + kv + values;
     case loadgen::Workload::kCas:
-      return "writes " + Count(o.hot_keys, "key", "keys") + " [\"bench\", \"hot\", i] over and over";
+      return "writes " + Count(o.hot_keys, "key", "keys") +
+             " [\"bench\", \"hot\", i] over and over";
     case loadgen::Workload::kSum:
       return "adds to the counter [\"bench\", \"counter\"]";
     case loadgen::Workload::kWatch:
@@ -119,9 +121,9 @@ class ScratchDatabase {
     db->options_ = ao;
     db->name_ = "bench-" + HexEncode(RandomBytes(4));
     KVC_ASSIGN_OR_RETURN(auto admin, AdminClient::Connect(ao));
-    KVC_ASSIGN_OR_RETURN(client::Response r,
-                         admin->Send("POST", "databases",
-                                     "{\"name\":" + codec::JsonQuote(db->name_) + "}"));
+    KVC_ASSIGN_OR_RETURN(
+        client::Response r,
+        admin->Send("POST", "databases", "{\"name\":" + codec::JsonQuote(db->name_) + "}"));
     if (r.status != 200 && r.status != 201) return AdminHttpError(r.status, r.body);
     return db;
   }

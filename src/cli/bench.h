@@ -18,9 +18,9 @@ struct BenchConfig {
   double timeout_s = 10;
   bool no_preload = false;
   bool json = false;
-  bool keep = false;                       // keep the scratch database
+  bool keep = false;                          // keep the scratch database
   std::string data_dir = "./kvconnect-data";  // only for its access-token file (flags.h)
-  CLI::Option* streams_flag = nullptr;  // to tell whether --streams was given
+  CLI::Option* streams_flag = nullptr;        // to tell whether --streams was given
 };
 
 // Registers the `bench` subcommand.

@@ -160,8 +160,7 @@ class ProgressLog {
     last_line_ = st.last_line;
     last_ = now;
     *log_ << "import: " << Count(st.entries, "entry", "entries") << ", " << Megabytes(st.bytes)
-          << ", "
-          << Seconds(st.seconds) << " (through line " << st.last_line << ")" << std::endl;
+          << ", " << Seconds(st.seconds) << " (through line " << st.last_line << ")" << std::endl;
   }
 
  private:
@@ -373,8 +372,7 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
     }
     if (!config.quiet) {
       std::cerr << "Exported " << Count(summary->entries, "entry", "entries") << " ("
-                << Megabytes(summary->bytes)
-                << ") of '" << config.db << "'"
+                << Megabytes(summary->bytes) << ") of '" << config.db << "'"
                 << (summary->versionstamp.empty() ? ""
                                                   : " at versionstamp " + summary->versionstamp)
                 << " in " << Seconds(summary->seconds) << ".\n";
@@ -393,9 +391,9 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
               << Megabytes(stats->bytes) << " of dump) into '" << config.db << "' in "
               << Count(stats->batches, "atomic write", "atomic writes") << " in "
               << Seconds(stats->seconds)
-              << (stats->deleted > 0
-                      ? " (replace: deleted " + Count(stats->deleted, "entry", "entries") + " first)"
-                      : std::string())
+              << (stats->deleted > 0 ? " (replace: deleted " +
+                                           Count(stats->deleted, "entry", "entries") + " first)"
+                                     : std::string())
               << ". Imported entries carry new versionstamps.\n";
   }
   return 0;

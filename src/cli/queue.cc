@@ -81,17 +81,16 @@ int DeadList(const QueueCliConfig& c) {
     return 0;
   }
   const int64_t now = NowUnixMs();
-  std::printf("%-24s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR",
-              "VALUE");
+  std::printf("%-24s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
   for (const codec::QueueDeadLetterAnswer& d : page->dead_letters) {
-    std::printf("%-24s %-40s %-8lld %-32s %s\n", d.id.c_str(),
-                HumanTime(d.dead_at_ms, now).c_str(), static_cast<long long>(d.attempts),
+    std::printf("%-24s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
+                static_cast<long long>(d.attempts),
                 Cut(d.last_error.empty() ? "-" : d.last_error, 32).c_str(),
                 Cut(d.value_json, 60).c_str());
   }
-  std::printf("%s.", Count(static_cast<int64_t>(page->dead_letters.size()), "dead letter",
-                           "dead letters")
-                         .c_str());
+  std::printf("%s.",
+              Count(static_cast<int64_t>(page->dead_letters.size()), "dead letter", "dead letters")
+                  .c_str());
   if (!page->cursor.empty()) {
     std::printf(" More: kvconnect queue dead list --db %s --cursor %s", c.db.c_str(),
                 page->cursor.c_str());
@@ -124,8 +123,7 @@ int DeadChange(const QueueCliConfig& c, bool requeue) {
   auto n = codec::ParseQueueCountsAnswer(*answer);
   if (!n.ok()) return PrintError(n.status());
   std::printf("%s %s%s.\n", requeue ? "Requeued" : "Purged",
-              Count(n->count, "dead letter", "dead letters").c_str(),
-              requeue ? " (due now)" : "");
+              Count(n->count, "dead letter", "dead letters").c_str(), requeue ? " (due now)" : "");
   return 0;
 }
 

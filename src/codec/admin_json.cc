@@ -506,9 +506,10 @@ Result<QueueCountsAnswer> ParseQueueCountsAnswer(std::string_view json) {
   KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
   if (!d.IsObject()) return InvalidArgument("The answer is not a JSON object.");
   QueueCountsAnswer a;
-  for (auto [name, out] : {std::pair{"ready", &a.ready}, std::pair{"delayed", &a.delayed},
-                           std::pair{"leased", &a.leased}, std::pair{"dead", &a.dead},
-                           std::pair{"undelivered", &a.undelivered}, std::pair{"count", &a.count}}) {
+  for (auto [name, out] :
+       {std::pair{"ready", &a.ready}, std::pair{"delayed", &a.delayed},
+        std::pair{"leased", &a.leased}, std::pair{"dead", &a.dead},
+        std::pair{"undelivered", &a.undelivered}, std::pair{"count", &a.count}}) {
     if (d.HasMember(name) && d[name].IsInt64()) *out = d[name].GetInt64();
   }
   return a;

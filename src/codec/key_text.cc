@@ -120,9 +120,8 @@ class KeyTextReader {
     if (j < src_.size() && src_[j] == '-') ++j;
     const size_t int_digits = Digits(j);
     if (int_digits == 0 || (int_digits > 1 && src_[j] == '0')) {
-      return Fail(c == '\''
-                      ? "strings need double quotes"
-                      : "expected a string, number, bigint, boolean, Uint8Array or raw:");
+      return Fail(c == '\'' ? "strings need double quotes"
+                            : "expected a string, number, bigint, boolean, Uint8Array or raw:");
     }
     j += int_digits;
     if (j < src_.size() && src_[j] == 'n') {

@@ -1,7 +1,5 @@
 // The CLI's shared vocabulary (cli/flags.h): where a token comes from and in which order, a data
 // directory that must exist (and is never made by looking), and the words of human output.
-#include "cli/flags.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,6 +10,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "cli/flags.h"
 
 namespace kvc::cli {
 namespace {

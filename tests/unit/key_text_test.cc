@@ -28,10 +28,10 @@ TEST(KeyText, ReadsDenoLiteralKeys) {
   EXPECT_EQ(BytesOf("[\"users\"]"), EncodeKey({KeyPart::String("users")}));
   EXPECT_EQ(BytesOf(" [ \"users\" , 1n ] "),
             EncodeKey({KeyPart::String("users"), KeyPart::Int(1)}));
-  EXPECT_EQ(BytesOf("[\"a\", 42, -7n, true, false, 1.5, -0.25e2]"),
-            EncodeKey({KeyPart::String("a"), KeyPart::Float(42), KeyPart::Int(-7),
-                       KeyPart::Bool(true), KeyPart::Bool(false), KeyPart::Float(1.5),
-                       KeyPart::Float(-25)}));
+  EXPECT_EQ(
+      BytesOf("[\"a\", 42, -7n, true, false, 1.5, -0.25e2]"),
+      EncodeKey({KeyPart::String("a"), KeyPart::Float(42), KeyPart::Int(-7), KeyPart::Bool(true),
+                 KeyPart::Bool(false), KeyPart::Float(1.5), KeyPart::Float(-25)}));
   EXPECT_EQ(BytesOf("[Uint8Array([1, 2, 255]), new Uint8Array([])]"),
             EncodeKey({KeyPart::Bytes(std::string("\x01\x02\xff", 3)), KeyPart::Bytes("")}));
   EXPECT_EQ(BytesOf("[\"tab\\tq\\\"\\u00e9\"]"), EncodeKey({KeyPart::String("tab\tq\"\xc3\xa9")}));
@@ -54,8 +54,8 @@ TEST(KeyText, TypedJsonIsKeptAsItIs) {
 }
 
 TEST(KeyText, ErrorsSayWhere) {
-  for (const char* bad : {"users", "[users]", "['users']", "[\"users\"", "[\"a\" \"b\"]",
-                          "[1n 2]", "[Uint8Array([256])]", "[\"a\"] x", "[01]", ""}) {
+  for (const char* bad : {"users", "[users]", "['users']", "[\"users\"", "[\"a\" \"b\"]", "[1n 2]",
+                          "[Uint8Array([256])]", "[\"a\"] x", "[01]", ""}) {
     auto json = KeyTextToJson(bad);
     EXPECT_FALSE(json.ok()) << bad << " gave " << (json.ok() ? *json : "");
     if (!json.ok()) EXPECT_EQ(json.status().code(), StatusCode::kInvalidArgument);
