@@ -81,9 +81,9 @@ int DeadList(const QueueCliConfig& c) {
     return 0;
   }
   const int64_t now = NowUnixMs();
-  std::printf("%-24s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
+  std::printf("%-36s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
   for (const codec::QueueDeadLetterAnswer& d : page->dead_letters) {
-    std::printf("%-24s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
+    std::printf("%-36s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
                 static_cast<long long>(d.attempts),
                 Cut(d.last_error.empty() ? "-" : d.last_error, 32).c_str(),
                 Cut(d.value_json, 60).c_str());
