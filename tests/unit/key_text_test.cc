@@ -58,7 +58,9 @@ TEST(KeyText, ErrorsSayWhere) {
                           "[Uint8Array([256])]", "[\"a\"] x", "[01]", ""}) {
     auto json = KeyTextToJson(bad);
     EXPECT_FALSE(json.ok()) << bad << " gave " << (json.ok() ? *json : "");
-    if (!json.ok()) EXPECT_EQ(json.status().code(), StatusCode::kInvalidArgument);
+    if (!json.ok()) {
+      EXPECT_EQ(json.status().code(), StatusCode::kInvalidArgument);
+    }
   }
   auto quotes = KeyTextToJson("['users']");
   ASSERT_FALSE(quotes.ok());
