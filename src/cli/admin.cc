@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "auth/tokens.h"
+#include "cli/flags.h"
 #include "codec/json_text.h"
 #include "common/clock.h"
 #include "service/admin_api.h"
@@ -45,7 +46,14 @@ std::string RateLimitText(double rate) {
 }  // namespace
 
 int PrintError(const Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
+  std::string text = s.message();
+  // A database that is not there (the server's or the catalog's words): say how to see the
+  // ones that are.
+  if (s.code() == StatusCode::kNotFound && text.starts_with("Database '") &&
+      text.find("kvconnect db") == std::string::npos) {
+    text += " `kvconnect db list` shows the databases.";
+  }
+  std::cerr << "error: " << text << "\n";
   switch (s.code()) {
     case StatusCode::kInvalidArgument:
       return 2;
@@ -148,15 +156,16 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
       std::cout << (shown->empty() ? "]\n" : "\n]\n");
       return 0;
     }
-    std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
+    std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-36s %s\n", "ID", "NAME", "DATABASE", "SCOPE",
                 "STATUS", "RATE", "CREATED", "EXPIRES");
+    const int64_t now = NowUnixMs();
     for (const service::TokenInfo& info : *shown) {
       const storage::AccessTokenRecord& t = info.record;
       const std::string db = DatabasesText(t.all_databases, info.database_names);
-      std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-24s %s\n", t.id.c_str(), t.name.c_str(),
+      std::printf("%-16s %-16s %-16s %-6s %-8s %-10s %-36s %s\n", t.id.c_str(), t.name.c_str(),
                   db.c_str(), auth::ScopeName(info.scope), service::TokenStatusName(info.status),
-                  RateLimitText(t.rate_limit).c_str(), Time(t.created_ms).c_str(),
-                  t.expires_ms ? Time(t.expires_ms).c_str() : "never");
+                  RateLimitText(t.rate_limit).c_str(), HumanTime(t.created_ms, now).c_str(),
+                  HumanTime(t.expires_ms, now).c_str());
     }
     return 0;
   }
@@ -173,8 +182,7 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
 
 void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   auto data_dir = [c](CLI::App* s) {
-    s->add_option("--data-dir", c->data_dir, "Data directory (as for serve)")
-        ->capture_default_str();
+    AddDataDirFlag(s, &c->data_dir, "Data directory (as for serve); must exist but for db create");
     s->add_option("--postgres", c->postgres, "PostgreSQL conninfo (as for serve)")
         ->envname("KVCONNECT_POSTGRES");
   };
@@ -184,7 +192,7 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   dc->add_option("name", c->name, "Database name")->required();
   data_dir(dc);
   CLI::App* dl = db->add_subcommand("list", "List databases");
-  dl->add_flag("--json", c->json, "JSON output");
+  AddJsonFlag(dl, &c->json);
   data_dir(dl);
   CLI::App* dr = db->add_subcommand("rename", "Rename a database (id and tokens stay)");
   dr->add_option("name", c->name, "Current name or id")->required();
@@ -220,7 +228,7 @@ void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   CLI::App* tl = tok->add_subcommand("list", "List access tokens (never the secrets)");
   tl->add_option("--db", c->db,
                  "Only the tokens that open this database (tokens of several or all included)");
-  tl->add_flag("--json", c->json, "JSON output");
+  AddJsonFlag(tl, &c->json);
   data_dir(tl);
   CLI::App* tr = tok->add_subcommand("revoke", "Revoke an access token");
   tr->add_option("token", c->token, "Token id (as listed) or the token itself")->required();
@@ -238,6 +246,13 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
   }
   storage::StorageOptions so;
   so.location = c.data_dir;
+  const bool creates = group->get_name() == "db" && c.action == "create";
+  if (c.postgres.empty() && !creates) {
+    // Only `db create` (and serve) make a data directory: a mistyped --data-dir must not get a
+    // fresh catalog whose tokens the running server has never heard of.
+    auto dir = RequireDataDir(c.data_dir);
+    if (!dir.ok()) return PrintError(dir.status());
+  }
   if (!c.postgres.empty()) {
     so.kind = "postgres";
     so.location = c.postgres;

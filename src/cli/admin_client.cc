@@ -44,6 +44,7 @@ Result<std::unique_ptr<AdminClient>> AdminClient::Connect(const Options& o) {
   client::BlockingClientOptions bo;
   bo.origin = *url;
   bo.ca_file = o.ca_file;
+  bo.insecure = o.insecure;
   bo.connect_timeout = o.connect_timeout;
   client->request_timeout_ = o.request_timeout;
   KVC_ASSIGN_OR_RETURN(client->http_, client::BlockingClient::Connect(bo));
@@ -62,6 +63,14 @@ Result<client::Response> AdminClient::PostAdmin(const std::string& path, std::st
                                                 const std::string& content_type) {
   return http_->Call(MakeRequest(admin_ + "/" + path, std::move(body), content_type),
                      request_timeout_);
+}
+
+Result<client::Response> AdminClient::Send(const std::string& method, const std::string& path,
+                                           std::string body) {
+  client::Request r = MakeRequest(admin_ + "/" + path, std::move(body), "application/json");
+  r.method = method;
+  if (method != "POST") r.extra_headers.clear();
+  return http_->Call(std::move(r), request_timeout_);
 }
 
 Status AdminClient::PostStreaming(const std::string& what, std::string body,

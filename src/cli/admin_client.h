@@ -1,6 +1,7 @@
 // A blocking client of a server's admin API (README "Admin API"): one connection (HTTP/1.1,
 // plain or TLS; client/blocking_client.h) and calls under /admin/v1, with an admin token. Used by
-// `kvconnect export/import --url` and by `kvconnect migrate --to URL`.
+// `kvconnect export/import --url`, `kvconnect queue`, the scratch database of `kvconnect bench`
+// and `kvconnect migrate --to URL`.
 //
 // Ownership: owns its connection. Thread-safety: one thread at a time.
 #pragma once
@@ -27,6 +28,7 @@ class AdminClient {
     std::string token;  // an admin token (required)
     std::string db;     // the database of Post/PostStreaming, by name or id
     std::string ca_file;
+    bool insecure = false;  // https: do not verify the server's certificate
     std::chrono::milliseconds connect_timeout{10000};
     std::chrono::milliseconds request_timeout{600000};
   };
@@ -41,6 +43,11 @@ class AdminClient {
   // POSTs to <prefix>/admin/v1/<path>; the answer, whatever its status.
   Result<client::Response> PostAdmin(const std::string& path, std::string body,
                                      const std::string& content_type);
+
+  // Sends `method` (GET, POST, DELETE...) to <prefix>/admin/v1/<path>; a POST body is JSON. The
+  // answer, whatever its status.
+  Result<client::Response> Send(const std::string& method, const std::string& path,
+                                std::string body);
 
   // POSTs to <database>/<what> and hands each piece of a 200 answer's body to `on_data` (on
   // the client's thread); `*versionstamp` gets the answer's x-kvc-versionstamp. OK only if the

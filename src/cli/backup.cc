@@ -1,10 +1,12 @@
 #include "cli/backup.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "backup/operations.h"
 #include "backup/restore.h"
 #include "cli/admin.h"
+#include "cli/flags.h"
 #include "codec/backup_manifest.h"
 #include "codec/json_text.h"
 #include "codec/versionstamp.h"
@@ -18,10 +20,28 @@ std::string Stamp(int64_t version) {
   return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
 }
 
+// The storage of a data directory that must exist (RequireDataDir: opening would make one).
 Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
+  KVC_ASSIGN_OR_RETURN(std::string abs, RequireDataDir(dir));
   storage::StorageOptions so;
-  so.location = dir;
+  so.location = abs;
   return storage::OpenStorage(so);
+}
+
+// A backup target to read from (--from): opening a directory target makes it, so a mistyped
+// path would look like an empty target. Errors: NotFound naming the absolute path tried.
+Status RequireBackupSource(const std::string& from) {
+  if (from.starts_with("s3://")) return Status::Ok();
+  const std::string path = from.starts_with("file://") ? from.substr(7) : from;
+  if (path.empty() || (from.find("://") != std::string::npos && !from.starts_with("file://"))) {
+    return Status::Ok();  // OpenTarget says what is wrong with it
+  }
+  std::error_code ec;
+  const std::string abs = AbsolutePath(path);
+  if (std::filesystem::is_directory(abs, ec)) return Status::Ok();
+  return NotFound("no backup target at " + abs +
+                  " (--from); give the directory `kvconnect serve --backup-to` or `kvconnect "
+                  "backup --to` wrote, or s3://bucket/prefix");
 }
 
 int Backup(const BackupConfig& c) {
@@ -29,10 +49,10 @@ int Backup(const BackupConfig& c) {
   if (c.all == !c.dbs.empty()) {
     return PrintError(InvalidArgument("name the databases with --db NAME, or give --all"));
   }
-  auto target = backup::OpenTarget(c.to, backup::TargetOptions{});
-  if (!target.ok()) return PrintError(target.status());
   auto storage = OpenDataDir(c.data_dir);
   if (!storage.ok()) return PrintError(storage.status());
+  auto target = backup::OpenTarget(c.to, backup::TargetOptions{});
+  if (!target.ok()) return PrintError(target.status());
   std::vector<storage::DatabaseRecord> records;
   if (c.all) {
     auto all = (*storage)->catalog().ListDatabases();
@@ -42,10 +62,11 @@ int Backup(const BackupConfig& c) {
     for (const std::string& name : c.dbs) {
       auto rec = (*storage)->catalog().FindDatabase(name);
       if (!rec.ok()) {
-        return PrintError(
-            rec.status().code() == StatusCode::kNotFound
-                ? NotFound("no database named '" + name + "' in " + (*storage)->Describe())
-                : rec.status());
+        return PrintError(rec.status().code() == StatusCode::kNotFound
+                              ? NotFound("no database named '" + name + "' in " +
+                                         (*storage)->Describe() +
+                                         "; `kvconnect db list` shows the databases")
+                              : rec.status());
       }
       records.push_back(*rec);
     }
@@ -58,15 +79,16 @@ int Backup(const BackupConfig& c) {
     }
     const codec::SnapshotManifest& m = out->manifest;
     std::cout << "backed up '" << rec.name << "' at versionstamp " << Stamp(m.version) << " ("
-              << m.key_count << " keys, " << m.bytes << " bytes; copy " << out->copy_ms
-              << " ms, upload " << out->upload_ms << " ms) to " << (*target)->Describe() << "/"
-              << out->data_object << "\n";
+              << Count(m.key_count, "key", "keys") << ", " << Count(m.bytes, "byte", "bytes")
+              << "; copy " << out->copy_ms << " ms, upload " << out->upload_ms << " ms) to "
+              << (*target)->Describe() << "/" << out->data_object << "\n";
   }
   return 0;
 }
 
 int List(const BackupConfig& c) {
   if (c.from.empty()) return PrintError(InvalidArgument("backup list needs --from DIR|s3://..."));
+  if (Status s = RequireBackupSource(c.from); !s.ok()) return PrintError(s);
   auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
   if (!target.ok()) return PrintError(target.status());
   auto ranges = backup::ListRestorable(**target);
@@ -93,8 +115,9 @@ int List(const BackupConfig& c) {
   for (const backup::RestorableRange& r : *ranges) {
     std::cout << r.database << "\t" << Stamp(r.snapshot_version) << " "
               << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version) << " "
-              << FormatRfc3339Utc(r.head_time_ms) << "\t(" << r.segments << " segments, "
-              << r.log_bytes << " bytes)\n";
+              << FormatRfc3339Utc(r.head_time_ms) << "\t("
+              << Count(r.segments, "segment", "segments") << ", "
+              << Count(r.log_bytes, "byte", "bytes") << ")\n";
   }
   return 0;
 }
@@ -105,6 +128,12 @@ int Restore(const BackupConfig& c) {
   }
   auto point = backup::ParseRestorePoint(c.at);
   if (!point.ok()) return PrintError(point.status());
+  if (Status s = RequireBackupSource(c.from); !s.ok()) return PrintError(s);
+  if (auto dir = RequireDataDir(c.data_dir); !dir.ok()) {
+    return PrintError(Status(
+        dir.status().code(),
+        dir.status().message() + " (to restore into a new data directory, `mkdir` it first)"));
+  }
   auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
   if (!target.ok()) return PrintError(target.status());
   auto storage = OpenDataDir(c.data_dir);
@@ -115,8 +144,9 @@ int Restore(const BackupConfig& c) {
   std::cout << "restored '" << c.db << "' from " << (*target)->Describe() << " as '"
             << o.record.name << "' at versionstamp " << Stamp(o.version) << " (committed "
             << FormatRfc3339Utc(o.time_ms) << "): snapshot " << Stamp(o.snapshot_version) << " + "
-            << o.entries_applied << " logged commits from " << o.segments_read << " segments, "
-            << o.key_count << " keys, in " << o.elapsed_ms << " ms\n";
+            << Count(o.entries_applied, "logged commit", "logged commits") << " from "
+            << Count(o.segments_read, "segment", "segments") << ", "
+            << Count(o.key_count, "key", "keys") << ", in " << o.elapsed_ms << " ms\n";
   if (r->replaced) {
     std::cout << "replaced the database in place (same id and tokens); a running server "
                  "switches to it within its catalog poll. The replaced data is kept in "
@@ -130,16 +160,16 @@ int Restore(const BackupConfig& c) {
 void AddBackupCommands(CLI::App& app, BackupConfig* c) {
   CLI::App* b = app.add_subcommand(
       "backup", "Snapshot databases into a backup target, online (also while serve runs)");
-  b->add_option("--data-dir", c->data_dir, "Data directory")->capture_default_str();
+  AddDataDirFlag(b, &c->data_dir, "Data directory (must exist)");
   b->add_option("--db", c->dbs, "Database to back up (repeatable)");
   b->add_flag("--all", c->all, "Back up every database");
   b->add_option("--to", c->to, "Target: a directory or s3://bucket/prefix (AWS_* variables)");
   CLI::App* list = b->add_subcommand("list", "What a backup target can restore, with times");
   list->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
-  list->add_flag("--json", c->json, "JSON instead of a table");
+  AddJsonFlag(list, &c->json);
   CLI::App* r = app.add_subcommand(
       "restore", "Restore a database from a backup target, to its latest state or --at a point");
-  r->add_option("--data-dir", c->data_dir, "Data directory")->capture_default_str();
+  AddDataDirFlag(r, &c->data_dir, "Data directory (must exist)");
   r->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
   r->add_option("--db", c->db, "The database's name in the backup")->required();
   r->add_option("--as", c->as,

@@ -5,7 +5,12 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/admin_client.h"
+#include "cli/flags.h"
 #include "client/connection.h"
+#include "client/url.h"
+#include "codec/json_text.h"
+#include "common/random.h"
 
 namespace kvc::cli {
 
@@ -14,11 +19,19 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchConfig* c) {
       "bench", "Load-test a KV Connect server: metadata exchange, then the data path");
   b->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   loadgen::BenchOptions& o = c->options;
-  b->add_option("--url", o.url, "Server URL (the metadata exchange POSTs here)")
+  AddUrlFlag(b, &o.url,
+             "The server (its origin; a URL with a path is the endpoint the metadata exchange "
+             "POSTs to, used as it is)")
       ->capture_default_str();
-  b->add_option("--token", o.token, "Access token (default: $DENO_KV_ACCESS_TOKEN)");
-  b->add_option("--database", o.database,
-                "Database name or id: POST to <origin>/databases/NAME/connect");
+  AddTokenFlag(b, &o.token);
+  b->add_option("--db", o.database,
+                "Run in this existing database (<origin>/databases/NAME/connect) and leave what "
+                "the run writes there; default: a scratch database, deleted after the run");
+  b->add_option("--database", o.database)->group("");  // the old spelling of --db
+  b->add_flag("--keep", c->keep, "Keep the scratch database after the run (prints its name)");
+  AddDataDirFlag(b, &c->data_dir,
+                 "The server's data directory, for its access-token file when --url is on this "
+                 "machine and no token is given");
   b->add_option("--http", c->http, "HTTP version: 2 (h2c or TLS+ALPN h2) or 1.1")
       ->check(CLI::IsMember({"2", "1.1"}))
       ->capture_default_str();
@@ -54,11 +67,83 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchConfig* c) {
       ->capture_default_str();
   b->add_flag("--json", c->json, "Print one JSON object instead of the table");
   b->add_flag("--insecure", o.insecure, "Do not verify the server's TLS certificate");
-  b->add_option("--ca", o.ca_file, "PEM file of extra trusted CA certificates");
+  AddCaFileFlag(b, &o.ca_file);
+  b->add_option("--ca", o.ca_file)->group("");  // the old spelling of --ca-file
   return b;
 }
 
 namespace {
+
+// What a run of `o` writes, for the line bench prints before it starts.
+std::string WhatItWrites(const loadgen::BenchOptions& o) {
+  const std::string values = " (values of " + Count(o.value_size, "character", "characters") + ")";
+  // "10,000 keys [\"bench\", \"kv\", 0..9999]"
+  const std::string kv = Count(o.keys, "key", "keys") + " [\"bench\", \"kv\", " +
+                         (o.keys == 1 ? "0" : "0.." + std::to_string(o.keys - 1)) + "]";
+  switch (o.workload) {
+    case loadgen::Workload::kGet:
+    case loadgen::Workload::kList:
+      return o.preload ? "writes " + kv + values + " before it starts, then reads them"
+                       : "only reads " + kv;
+    case loadgen::Workload::kMixed:
+      return (o.preload ? "writes " + kv + values +
+                              " before it starts, then reads them and "
+                              "sets some of them again"
+                        : "reads and sets " + kv + values);
+    case loadgen::Workload::kSet:
+      return "sets " + kv + values;
+    case loadgen::Workload::kCas:
+      return "writes " + Count(o.hot_keys, "key", "keys") +
+             " [\"bench\", \"hot\", i] over and over";
+    case loadgen::Workload::kSum:
+      return "adds to the counter [\"bench\", \"counter\"]";
+    case loadgen::Workload::kWatch:
+      return "sets " + Count(o.watch_keys, "key", "keys") + " [\"bench\", \"watch\", i] every " +
+             std::to_string(o.watch_interval_ms) + " ms while watching them";
+  }
+  return "writes keys under [\"bench\"]";
+}
+
+// The scratch database of a run: created through the admin API (with the run's token, which
+// must be an admin token of the server) and deleted at the end unless kept.
+class ScratchDatabase {
+ public:
+  // Creates it. Errors: connecting, and the server's answer (AdminHttpError).
+  static Result<std::unique_ptr<ScratchDatabase>> Create(const loadgen::BenchOptions& o) {
+    AdminClient::Options ao;
+    ao.url = o.url;
+    ao.token = o.token;
+    ao.ca_file = o.ca_file;
+    ao.insecure = o.insecure;
+    ao.connect_timeout = o.timeout;
+    ao.request_timeout = o.timeout;
+    std::unique_ptr<ScratchDatabase> db(new ScratchDatabase());
+    db->options_ = ao;
+    db->name_ = "bench-" + HexEncode(RandomBytes(4));
+    KVC_ASSIGN_OR_RETURN(auto admin, AdminClient::Connect(ao));
+    KVC_ASSIGN_OR_RETURN(
+        client::Response r,
+        admin->Send("POST", "databases", "{\"name\":" + codec::JsonQuote(db->name_) + "}"));
+    if (r.status != 200 && r.status != 201) return AdminHttpError(r.status, r.body);
+    return db;
+  }
+
+  const std::string& name() const { return name_; }
+
+  // Deletes it (a new connection: the run may have taken long). Errors: as Create.
+  Status Delete() {
+    KVC_ASSIGN_OR_RETURN(auto admin, AdminClient::Connect(options_));
+    KVC_ASSIGN_OR_RETURN(client::Response r,
+                         admin->Send("DELETE", "databases/" + name_, std::string()));
+    if (r.status != 200) return AdminHttpError(r.status, r.body);
+    return Status::Ok();
+  }
+
+ private:
+  ScratchDatabase() = default;
+  AdminClient::Options options_;
+  std::string name_;
+};
 
 // Every connection needs a descriptor (an HTTP/1.1 watch run needs one per watcher): use what
 // the hard limit allows.
@@ -82,8 +167,20 @@ int RunBench(BenchConfig c) {
     return 2;
   }
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
-  if (o.token.empty()) {
-    if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e != nullptr) o.token = e;
+  auto token = ResolveToken(o.token, o.url, c.data_dir);
+  if (!token.ok()) {
+    std::cerr << "error: " << token.status().message() << "\n";
+    return 2;
+  }
+  o.token = *token;
+  auto url = client::ParseUrl(o.url);
+  if (!url.ok()) {
+    std::cerr << "error: --url: " << url.status().message() << "\n";
+    return 2;
+  }
+  if (Status s = loadgen::ValidateOptions(o); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    return 2;
   }
   if (o.http == client::HttpVersion::kHttp1 && c.streams_flag != nullptr &&
       c.streams_flag->count() > 0 && o.streams != 1) {
@@ -92,8 +189,52 @@ int RunBench(BenchConfig c) {
   }
   RaiseOpenFileLimit();
 
+  // Where the run writes: a scratch database unless --db or a URL with a path says where.
+  std::unique_ptr<ScratchDatabase> scratch;
+  if (o.database.empty() && (url->path.empty() || url->path == "/")) {
+    auto made = ScratchDatabase::Create(o);
+    if (!made.ok()) {
+      std::cerr << "error: bench runs in a scratch database it creates and deletes; creating one "
+                   "on "
+                << url->Origin() << " failed: " << made.status().message()
+                << " (that needs an admin token of the server). Give --db NAME to run in an "
+                   "existing database instead.\n";
+      return 2;
+    }
+    scratch = std::move(*made);
+    o.database = scratch->name();
+    std::cerr << "bench: created the scratch database '" << o.database << "'; the run "
+              << WhatItWrites(o) << " there. "
+              << (c.keep ? "It is kept afterwards (--keep)." : "It is deleted after the run.")
+              << std::endl;
+  } else {
+    std::cerr << "bench: the run " << WhatItWrites(o) << " in "
+              << (o.database.empty() ? "the database of " + o.url
+                                     : "the database '" + o.database + "'")
+              << ", and leaves what it writes there." << std::endl;
+  }
+  // Deletes (or keeps) the scratch database; false if deleting it failed.
+  auto finish = [&]() {
+    if (!scratch) return true;
+    if (c.keep) {
+      std::cerr << "bench: kept the scratch database '" << scratch->name()
+                << "' (delete it with `kvconnect db delete " << scratch->name() << " --yes`)."
+                << std::endl;
+      return true;
+    }
+    if (Status s = scratch->Delete(); !s.ok()) {
+      std::cerr << "error: deleting the scratch database '" << scratch->name()
+                << "' failed: " << s.message() << "; delete it with `kvconnect db delete "
+                << scratch->name() << " --yes`.\n";
+      return false;
+    }
+    std::cerr << "bench: deleted the scratch database '" << scratch->name() << "'." << std::endl;
+    return true;
+  };
+
   loadgen::BenchStage stage = loadgen::BenchStage::kOptions;
   Result<loadgen::BenchReport> report = loadgen::RunBenchmark(o, &stage);
+  const bool deleted = finish();
   if (!report.ok()) {
     std::cerr << "error: " << report.status().message() << "\n";
     const bool usage =
@@ -115,7 +256,7 @@ int RunBench(BenchConfig c) {
               << report->sum->final_value << " after " << report->sum->successes
               << " acknowledged sums\n";
   }
-  return report->ok() ? 0 : 1;
+  return report->ok() && deleted ? 0 : 1;
 }
 
 }  // namespace kvc::cli

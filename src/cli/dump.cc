@@ -11,6 +11,7 @@
 
 #include "cli/admin.h"
 #include "cli/admin_client.h"
+#include "cli/flags.h"
 #include "codec/admin_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
@@ -30,7 +31,7 @@ double SecondsSince(Clock::time_point t) {
 }
 
 std::string Megabytes(int64_t bytes) {
-  if (bytes < 1000000) return std::to_string(bytes) + " bytes";
+  if (bytes < 1000000) return Count(bytes, "byte", "bytes");
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
   return buf;
@@ -44,34 +45,29 @@ std::string Seconds(double s) {
 
 // The storage of a data directory that must exist already (opening would make a new one).
 Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return NotFound("no data directory at " + dir + " (--data-dir)");
+  KVC_ASSIGN_OR_RETURN(std::string abs, RequireDataDir(dir));
   storage::StorageOptions so;
-  so.location = dir;
+  so.location = abs;
   return storage::OpenStorage(so);
 }
 
-Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const std::string& db) {
-  auto rec = s.catalog().FindDatabase(db);
+Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const DumpConfig& c) {
+  auto rec = s.catalog().FindDatabase(c.db);
   if (!rec.ok() && rec.status().code() == StatusCode::kNotFound) {
-    return NotFound("database '" + db + "' not found in " + s.Describe());
+    const std::string where =
+        c.data_dir == kDefaultDataDir ? std::string() : " --data-dir " + c.data_dir;
+    return NotFound("database '" + c.db + "' not found in " + s.Describe() +
+                    "; create it with `kvconnect db create " + c.db + where +
+                    "` (`kvconnect db list" + where + "` shows the databases)");
   }
   return rec;
 }
 
-// The admin client of --url, with the token from --token or KVCONNECT_ACCESS_TOKEN.
+// The admin client of --url, with the token of ResolveToken (flags.h).
 Result<std::unique_ptr<AdminClient>> ConnectAdmin(const DumpConfig& c) {
   AdminClient::Options o;
   o.url = c.url;
-  o.token = c.token;
-  if (o.token.empty()) {
-    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e != nullptr) o.token = e;
-  }
-  if (o.token.empty()) {
-    return InvalidArgument(
-        "--url needs an admin token: --token TOKEN or the environment variable "
-        "KVCONNECT_ACCESS_TOKEN");
-  }
+  KVC_ASSIGN_OR_RETURN(o.token, ResolveToken(c.token, c.url, c.data_dir));
   o.db = c.db;
   o.ca_file = c.ca_file;
   o.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
@@ -85,7 +81,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
                                    std::ostream& out) {
   const auto started = Clock::now();
   KVC_ASSIGN_OR_RETURN(auto storage, OpenDataDir(c.data_dir));
-  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c.db));
+  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Reader> reader, backend->OpenReader());
   // One snapshot for the whole dump: SQLite WAL readers never block the server's writer.
@@ -163,8 +159,8 @@ class ProgressLog {
     }
     last_line_ = st.last_line;
     last_ = now;
-    *log_ << "import: " << st.entries << " entries, " << Megabytes(st.bytes) << ", "
-          << Seconds(st.seconds) << " (through line " << st.last_line << ")" << std::endl;
+    *log_ << "import: " << Count(st.entries, "entry", "entries") << ", " << Megabytes(st.bytes)
+          << ", " << Seconds(st.seconds) << " (through line " << st.last_line << ")" << std::endl;
   }
 
  private:
@@ -185,7 +181,7 @@ Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOp
                       ". Import through that server instead: kvconnect import --url "
                       "http://HOST:PORT --token ADMIN_TOKEN ...; or stop it first");
   }
-  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c.db));
+  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
   engine::EngineOptions eo;
   eo.reader_threads = 1;
@@ -231,8 +227,8 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
       if (!line.ok()) {
         return Status(line.status().code(),
                       "line " + std::to_string(line_no) + ": " + line.status().message() +
-                          ". Stopped there: " + std::to_string(total.entries) +
-                          " entries were imported before it.");
+                          ". Stopped there: " + Count(total.entries, "entry was", "entries were") +
+                          " imported before it.");
       }
       if (!line->has_value()) {
         eof = true;
@@ -253,9 +249,13 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
     auto answer = codec::ParseAdminImportAnswer(r.body);
     if (r.status != 200) {
       Status s = AdminHttpError(r.status, r.body);
+      if (s.code() == StatusCode::kNotFound && s.message().starts_with("Database '")) {
+        s = NotFound(s.message() + " Create it with `kvconnect db create " + c.db +
+                     "` (or POST /admin/v1/databases), then import again.");
+      }
       if (total.entries > 0) {
         return Status(s.code(), s.message() + " Earlier requests had imported " +
-                                    std::to_string(total.entries) + " entries (through line " +
+                                    Count(total.entries, "entry", "entries") + " (through line " +
                                     std::to_string(total.last_line) + ").");
       }
       return s;
@@ -277,7 +277,11 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
 
 }  // namespace
 
-Result<ExportSummary> RunExport(const DumpConfig& c, std::ostream& out) {
+Result<ExportSummary> RunExport(const DumpConfig& config, std::ostream& out) {
+  DumpConfig c = config;
+  if (!c.prefix.empty()) {
+    KVC_ASSIGN_OR_RETURN(c.prefix, ParseKeyFlag("--prefix", c.prefix));
+  }
   codec::AdminRange range{std::string(1, '\x00'), std::string(1, '\xff')};
   if (!c.prefix.empty()) {
     auto r = codec::AdminPrefixRange(c.prefix);
@@ -287,7 +291,12 @@ Result<ExportSummary> RunExport(const DumpConfig& c, std::ostream& out) {
   return c.url.empty() ? ExportDirect(c, range, out) : ExportOverHttp(c, out);
 }
 
-Result<service::ImportStats> RunImport(const DumpConfig& c, std::istream& in, std::ostream& log) {
+Result<service::ImportStats> RunImport(const DumpConfig& config, std::istream& in,
+                                       std::ostream& log) {
+  DumpConfig c = config;
+  if (!c.prefix.empty()) {
+    KVC_ASSIGN_OR_RETURN(c.prefix, ParseKeyFlag("--prefix", c.prefix));
+  }
   if (c.mode != "merge" && c.mode != "replace") {
     return InvalidArgument("--mode must be merge or replace, not '" + c.mode + "'");
   }
@@ -305,19 +314,19 @@ Result<service::ImportStats> RunImport(const DumpConfig& c, std::istream& in, st
 
 void AddDumpCommands(CLI::App& app, DumpConfig* c) {
   auto common = [c](CLI::App* s) {
-    s->add_option("--db", c->db, "Database name or id")->capture_default_str();
-    s->add_option("--data-dir", c->data_dir, "Data directory (as for serve), when not --url")
-        ->capture_default_str();
-    s->add_option("--url", c->url,
-                  "Go through this running server's admin API, e.g. http://127.0.0.1:4512");
-    s->add_option("--token", c->token,
-                  "With --url: an admin access token (default: env KVCONNECT_ACCESS_TOKEN)");
-    s->add_option("--ca-file", c->ca_file, "With an https --url: a CA certificate to trust");
+    AddDbFlag(s, &c->db);
+    AddDataDirFlag(s, &c->data_dir, "Data directory (as for serve), when not --url; must exist");
+    AddUrlFlag(s, &c->url,
+               "Go through this running server's admin API (admin token), e.g. "
+               "http://127.0.0.1:4512");
+    AddTokenFlag(s, &c->token);
+    AddCaFileFlag(s, &c->ca_file);
   };
   CLI::App* ex = app.add_subcommand(
       "export", "Write a database (or the keys under --prefix) as NDJSON, one snapshot");
   common(ex);
-  ex->add_option("--prefix", c->prefix, "Only keys under this key, as JSON (KvKeyJSON)");
+  ex->add_option("--prefix", c->prefix,
+                 "Only keys under this key, as Deno writes keys ('[\"users\"]') or KvKeyJSON");
   ex->add_option("-o,--output", c->file, "Write here instead of stdout");
   ex->add_flag("-q,--quiet", c->quiet, "No summary on stderr");
 
@@ -328,7 +337,8 @@ void AddDumpCommands(CLI::App& app, DumpConfig* c) {
       ->check(CLI::IsMember({"merge", "replace"}))
       ->capture_default_str();
   im->add_option("--prefix", c->prefix,
-                 "Keys must be under this key (KvKeyJSON); replace deletes only under it");
+                 "Keys must be under this key ('[\"users\"]' or KvKeyJSON); replace deletes only "
+                 "under it");
   im->add_option("-i,--input", c->file, "Read here instead of stdin");
   im->add_option("--batch", c->batch_entries, "Entries per atomic write (at most 1000)")
       ->check(CLI::Range(1, 1000))
@@ -361,8 +371,8 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
       return PrintError(summary.status());
     }
     if (!config.quiet) {
-      std::cerr << "Exported " << summary->entries << " entries (" << Megabytes(summary->bytes)
-                << ") of '" << config.db << "'"
+      std::cerr << "Exported " << Count(summary->entries, "entry", "entries") << " ("
+                << Megabytes(summary->bytes) << ") of '" << config.db << "'"
                 << (summary->versionstamp.empty() ? ""
                                                   : " at versionstamp " + summary->versionstamp)
                 << " in " << Seconds(summary->seconds) << ".\n";
@@ -377,12 +387,13 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
   auto stats = RunImport(config, to_file ? static_cast<std::istream&>(file) : std::cin, std::cerr);
   if (!stats.ok()) return PrintError(stats.status());
   if (!config.quiet) {
-    std::cerr << "Imported " << stats->entries << " entries (" << Megabytes(stats->bytes)
-              << " of dump) into '" << config.db << "' in " << stats->batches
-              << " atomic writes in " << Seconds(stats->seconds)
-              << (stats->deleted > 0
-                      ? " (replace: deleted " + std::to_string(stats->deleted) + " entries first)"
-                      : std::string())
+    std::cerr << "Imported " << Count(stats->entries, "entry", "entries") << " ("
+              << Megabytes(stats->bytes) << " of dump) into '" << config.db << "' in "
+              << Count(stats->batches, "atomic write", "atomic writes") << " in "
+              << Seconds(stats->seconds)
+              << (stats->deleted > 0 ? " (replace: deleted " +
+                                           Count(stats->deleted, "entry", "entries") + " first)"
+                                     : std::string())
               << ". Imported entries carry new versionstamps.\n";
   }
   return 0;

@@ -29,10 +29,10 @@ namespace kvc::cli {
 
 struct DumpConfig {
   std::string db = "default";  // name or id
-  std::string prefix;          // KvKeyJSON; empty: every key
+  std::string prefix;          // key syntax or KvKeyJSON (codec/key_text.h); empty: every key
   std::string data_dir = "./kvconnect-data";
   std::string url;    // through this server's admin API; empty: the data directory
-  std::string token;  // --url: an admin token; empty: env KVCONNECT_ACCESS_TOKEN
+  std::string token;  // --url: an admin token; empty: ResolveToken's fallbacks (flags.h)
   std::string ca_file;
   std::string file = "-";      // export: where to write; import: what to read ("-": stdout/stdin)
   std::string mode = "merge";  // import: merge | replace

@@ -1,10 +1,13 @@
 #include "cli/queue.h"
 
-#include <cstdlib>
+#include <cstdio>
 #include <iostream>
 
-#include "client/blocking_client.h"
+#include "cli/admin.h"
+#include "cli/admin_client.h"
+#include "codec/admin_json.h"
 #include "codec/json_text.h"
+#include "common/clock.h"
 #include "service/query.h"
 
 namespace kvc::cli {
@@ -16,49 +19,83 @@ struct Call {
   std::string body;
 };
 
-int Run(const QueueCliConfig& c, const Call& call) {
-  std::string token = c.token;
-  if (token.empty()) {
-    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e != nullptr) token = e;
-  }
-  if (token.empty()) {
-    std::cerr << "error: an admin token is needed: --token TOKEN or the environment variable "
-                 "KVCONNECT_ACCESS_TOKEN\n";
-    return 2;
-  }
-  auto url = client::ParseUrl(c.url);
-  if (!url.ok()) {
-    std::cerr << "error: --url: " << url.status().message() << "\n";
-    return 2;
-  }
-  std::string base = url->path;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  client::BlockingClientOptions o;
-  o.origin = *url;
+// The answer to `call`, when the server said 200. Errors: the token's (ResolveToken),
+// connecting, and the server's answer (AdminHttpError).
+Result<std::string> Send(const QueueCliConfig& c, const Call& call) {
+  AdminClient::Options o;
+  o.url = c.url;
+  KVC_ASSIGN_OR_RETURN(o.token, ResolveToken(c.token, c.url, c.data_dir));
+  o.db = c.db;
   o.ca_file = c.ca_file;
-  auto http = client::BlockingClient::Connect(o);
-  if (!http.ok()) {
-    std::cerr << "error: " << http.status().message() << "\n";
-    return 1;
+  o.request_timeout = std::chrono::milliseconds(60000);
+  KVC_ASSIGN_OR_RETURN(auto admin, AdminClient::Connect(o));
+  KVC_ASSIGN_OR_RETURN(
+      client::Response r,
+      admin->Send(call.method, "databases/" + service::EncodeQueryValue(c.db) + "/" + call.what,
+                  call.body));
+  if (r.status != 200) return AdminHttpError(r.status, r.body);
+  return std::move(r.body);
+}
+
+// `text` cut to `width` characters (bytes; UTF-8 is cut at a character boundary) with "...".
+std::string Cut(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  size_t end = width - 3;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end) + "...";
+}
+
+int Stats(const QueueCliConfig& c) {
+  auto body = Send(c, Call{"GET", "queue", ""});
+  if (!body.ok()) return PrintError(body.status());
+  if (c.json) {
+    std::cout << *body << "\n";
+    return 0;
   }
-  client::Request r;
-  r.method = call.method;
-  r.path = base + "/admin/v1/databases/" + service::EncodeQueryValue(c.db) + "/" + call.what;
-  r.headers = std::make_shared<const client::Headers>(
-      client::Headers{{"authorization", "Bearer " + token}});
-  if (call.method == "POST") r.extra_headers.emplace_back("content-type", "application/json");
-  r.body = call.body;
-  auto answer = (*http)->Call(std::move(r), std::chrono::milliseconds(60000));
-  if (!answer.ok()) {
-    std::cerr << "error: " << answer.status().message() << "\n";
-    return 1;
+  auto n = codec::ParseQueueCountsAnswer(*body);
+  if (!n.ok()) return PrintError(n.status());
+  std::printf("Queue of database '%s':\n", c.db.c_str());
+  std::printf("  %-12s %s\n", "ready", Count(n->ready, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "delayed", Count(n->delayed, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "leased", Count(n->leased, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "dead", Count(n->dead, "dead letter", "dead letters").c_str());
+  if (n->dead > 0) {
+    std::printf("See them with `kvconnect queue dead list --db %s`.\n", c.db.c_str());
   }
-  if (answer->status != 200) {
-    std::cerr << "error: the server answered HTTP " << answer->status << ": " << answer->body
-              << "\n";
-    return 1;
+  return 0;
+}
+
+int DeadList(const QueueCliConfig& c) {
+  std::string body = "{\"limit\":" + std::to_string(c.limit);
+  if (!c.cursor.empty()) body += ",\"cursor\":" + codec::JsonQuote(c.cursor);
+  auto answer = Send(c, Call{"POST", "queue/dead/list", body + "}"});
+  if (!answer.ok()) return PrintError(answer.status());
+  if (c.json) {
+    std::cout << *answer << "\n";
+    return 0;
   }
-  std::cout << answer->body << "\n";
+  auto page = codec::ParseQueueDeadListAnswer(*answer);
+  if (!page.ok()) return PrintError(page.status());
+  if (page->dead_letters.empty()) {
+    std::printf("No dead letters in database '%s'.\n", c.db.c_str());
+    return 0;
+  }
+  const int64_t now = NowUnixMs();
+  std::printf("%-36s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
+  for (const codec::QueueDeadLetterAnswer& d : page->dead_letters) {
+    std::printf("%-36s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
+                static_cast<long long>(d.attempts),
+                Cut(d.last_error.empty() ? "-" : d.last_error, 32).c_str(),
+                Cut(d.value_json, 60).c_str());
+  }
+  std::printf("%s.",
+              Count(static_cast<int64_t>(page->dead_letters.size()), "dead letter", "dead letters")
+                  .c_str());
+  if (!page->cursor.empty()) {
+    std::printf(" More: kvconnect queue dead list --db %s --cursor %s", c.db.c_str(),
+                page->cursor.c_str());
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -72,6 +109,24 @@ std::string IdsBody(const QueueCliConfig& c) {
   return out + "]}";
 }
 
+int DeadChange(const QueueCliConfig& c, bool requeue) {
+  if (!c.all && c.ids.empty()) {
+    return PrintError(InvalidArgument("name the dead letters with --id, or give --all"));
+  }
+  auto answer =
+      Send(c, Call{"POST", requeue ? "queue/dead/requeue" : "queue/dead/purge", IdsBody(c)});
+  if (!answer.ok()) return PrintError(answer.status());
+  if (c.json) {
+    std::cout << *answer << "\n";
+    return 0;
+  }
+  auto n = codec::ParseQueueCountsAnswer(*answer);
+  if (!n.ok()) return PrintError(n.status());
+  std::printf("%s %s%s.\n", requeue ? "Requeued" : "Purged",
+              Count(n->count, "dead letter", "dead letters").c_str(), requeue ? " (due now)" : "");
+  return 0;
+}
+
 }  // namespace
 
 void AddQueueCommands(CLI::App& app, QueueCliConfig* c) {
@@ -79,16 +134,19 @@ void AddQueueCommands(CLI::App& app, QueueCliConfig* c) {
       "queue", "A running server's queue: counts and dead letters (through its admin API)");
   q->require_subcommand(1);
   auto common = [c](CLI::App* s) {
-    s->add_option("--url", c->url, "The server")->capture_default_str();
-    s->add_option("--token", c->token,
-                  "An admin access token (default: env KVCONNECT_ACCESS_TOKEN)");
-    s->add_option("--db", c->db, "The database")->capture_default_str();
-    s->add_option("--ca-file", c->ca_file, "With an https --url: a CA certificate to trust");
+    AddUrlFlag(s, &c->url, "The server")->capture_default_str();
+    AddTokenFlag(s, &c->token);
+    AddDbFlag(s, &c->db);
+    AddCaFileFlag(s, &c->ca_file);
+    AddDataDirFlag(s, &c->data_dir,
+                   "The server's data directory, for its access-token file when --url is on "
+                   "this machine and no token is given");
+    AddJsonFlag(s, &c->json);
   };
   common(q->add_subcommand("stats", "Ready, delayed, leased and dead messages"));
   CLI::App* dead = q->add_subcommand("dead", "Dead letters: list, requeue, purge");
   dead->require_subcommand(1);
-  CLI::App* list = dead->add_subcommand("list", "List dead letters (JSON, in id order)");
+  CLI::App* list = dead->add_subcommand("list", "List dead letters (in id order)");
   common(list);
   list->add_option("--limit", c->limit, "At most this many")
       ->check(CLI::Range(1, 1000))
@@ -108,19 +166,10 @@ void AddQueueCommands(CLI::App& app, QueueCliConfig* c) {
 
 int RunQueue(CLI::App& app, const QueueCliConfig& c) {
   CLI::App* q = app.get_subcommand("queue");
-  if (q->got_subcommand("stats")) return Run(c, Call{"GET", "queue", ""});
+  if (q->got_subcommand("stats")) return Stats(c);
   CLI::App* dead = q->get_subcommand("dead");
-  if (dead->got_subcommand("list")) {
-    std::string body = "{\"limit\":" + std::to_string(c.limit);
-    if (!c.cursor.empty()) body += ",\"cursor\":" + codec::JsonQuote(c.cursor);
-    return Run(c, Call{"POST", "queue/dead/list", body + "}"});
-  }
-  const bool requeue = dead->got_subcommand("requeue");
-  if (!c.all && c.ids.empty()) {
-    std::cerr << "error: name the dead letters with --id, or give --all\n";
-    return 2;
-  }
-  return Run(c, Call{"POST", requeue ? "queue/dead/requeue" : "queue/dead/purge", IdsBody(c)});
+  if (dead->got_subcommand("list")) return DeadList(c);
+  return DeadChange(c, dead->got_subcommand("requeue"));
 }
 
 }  // namespace kvc::cli

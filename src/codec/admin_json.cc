@@ -501,4 +501,48 @@ Result<std::string> QueueValueJson(const std::string& payload, bool v8) {
   return json;
 }
 
+Result<QueueCountsAnswer> ParseQueueCountsAnswer(std::string_view json) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
+  if (!d.IsObject()) return InvalidArgument("The answer is not a JSON object.");
+  QueueCountsAnswer a;
+  for (auto [name, out] :
+       {std::pair{"ready", &a.ready}, std::pair{"delayed", &a.delayed},
+        std::pair{"leased", &a.leased}, std::pair{"dead", &a.dead},
+        std::pair{"undelivered", &a.undelivered}, std::pair{"count", &a.count}}) {
+    if (d.HasMember(name) && d[name].IsInt64()) *out = d[name].GetInt64();
+  }
+  return a;
+}
+
+Result<QueueDeadListAnswer> ParseQueueDeadListAnswer(std::string_view json) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
+  if (!d.IsObject() || !d.HasMember("dead_letters") || !d["dead_letters"].IsArray()) {
+    return InvalidArgument("The answer is not a list of dead letters.");
+  }
+  QueueDeadListAnswer a;
+  for (const auto& item : d["dead_letters"].GetArray()) {
+    if (!item.IsObject()) return InvalidArgument("A dead letter is not a JSON object.");
+    QueueDeadLetterAnswer l;
+    if (item.HasMember("id") && item["id"].IsString()) l.id = StringOf(item["id"]);
+    if (item.HasMember("value")) l.value_json = TextOf(item["value"]);
+    if (item.HasMember("keys_if_undelivered") && item["keys_if_undelivered"].IsArray()) {
+      for (const auto& k : item["keys_if_undelivered"].GetArray()) l.keys_json.push_back(TextOf(k));
+    }
+    if (item.HasMember("attempts") && item["attempts"].IsInt64()) {
+      l.attempts = item["attempts"].GetInt64();
+    }
+    if (item.HasMember("last_error") && item["last_error"].IsString()) {
+      l.last_error = StringOf(item["last_error"]);
+    }
+    if (item.HasMember("dead_at") && item["dead_at"].IsInt64()) {
+      l.dead_at_ms = item["dead_at"].GetInt64();
+    }
+    a.dead_letters.push_back(std::move(l));
+  }
+  if (d.HasMember("cursor") && d["cursor"].IsString()) a.cursor = StringOf(d["cursor"]);
+  return a;
+}
+
 }  // namespace kvc::codec

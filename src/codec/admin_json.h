@@ -192,4 +192,31 @@ Result<QueueDeadJson> ParseQueueDeadRequest(std::string_view body);
 // A message's V8 payload as a Value: its KvValueJSON, or with `v8` the {"type": "v8"} form.
 Result<std::string> QueueValueJson(const std::string& payload, bool v8);
 
+// The client side of the queue's admin answers, as `kvconnect queue` reads them for people:
+// QueueCounts (or the {"count"} of requeue and purge), and a page of dead letters (values and
+// keys kept as their JSON text). Members an answer lacks stay 0 or empty. Errors:
+// InvalidArgument if `json` is not such a JSON object.
+struct QueueCountsAnswer {
+  int64_t ready = 0;
+  int64_t delayed = 0;
+  int64_t leased = 0;
+  int64_t dead = 0;
+  int64_t undelivered = 0;
+  int64_t count = 0;  // requeue, purge
+};
+Result<QueueCountsAnswer> ParseQueueCountsAnswer(std::string_view json);
+struct QueueDeadLetterAnswer {
+  std::string id;
+  std::string value_json;
+  std::vector<std::string> keys_json;  // keys_if_undelivered
+  int64_t attempts = 0;
+  std::string last_error;
+  int64_t dead_at_ms = 0;
+};
+struct QueueDeadListAnswer {
+  std::vector<QueueDeadLetterAnswer> dead_letters;
+  std::string cursor;  // empty: no more
+};
+Result<QueueDeadListAnswer> ParseQueueDeadListAnswer(std::string_view json);
+
 }  // namespace kvc::codec

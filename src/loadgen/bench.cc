@@ -204,7 +204,8 @@ class BenchRun {
     }
     if (connect_failure_.failed()) {
       const Status s = connect_failure_.first();
-      return Status(s.code(), "cannot open " + std::to_string(total) + " connection(s) to " +
+      return Status(s.code(), "cannot open " + std::to_string(total) +
+                                  (total == 1 ? " connection to " : " connections to ") +
                                   endpoint_.Origin() + ": " + s.message());
     }
     return Status::Ok();

@@ -80,16 +80,19 @@ Status ValidateOptions(const BenchOptions& o) {
   if (o.watch_interval_ms < 1) return InvalidArgument("--watch-interval-ms must be at least 1");
   if (o.timeout.count() < 1) return InvalidArgument("--timeout must be positive");
   if (!o.database.empty() && o.database.find_first_of("/?#% ") != std::string::npos) {
-    return InvalidArgument("--database must be a plain database name or id");
+    return InvalidArgument("--db must be a plain database name or id");
   }
   return Status::Ok();
 }
 
 std::string FormatReportText(const BenchReport& r) {
+  auto count = [](int n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
   std::string out = "kvconnect bench: " + r.workload + " over " + r.protocol + ", " +
-                    std::to_string(r.connections) + " connection(s) x " +
-                    std::to_string(r.streams) + " in flight, " + std::to_string(r.threads) +
-                    " thread(s)\n";
+                    count(r.connections, "connection", "connections") + " x " +
+                    std::to_string(r.streams) + " in flight, " +
+                    count(r.threads, "thread", "threads") + "\n";
   Row(&out, "url", r.url);
   Row(&out, "endpoint",
       r.endpoint + " (protocol version " + std::to_string(r.protocol_version) + ")");

@@ -242,14 +242,17 @@ void BulkImport::Fail(const Status& status, int64_t bad_line) {
   if (stats_.entries == 0) {
     text += " Stopped there; nothing was written.";
   } else {
-    text += " Stopped there: the " + std::to_string(stats_.entries) + " entries of lines " +
+    const bool one = stats_.entries == 1;
+    text += " Stopped there: the " + std::to_string(stats_.entries) +
+            (one ? " entry of lines " : " entries of lines ") +
             std::to_string(options_.first_line) + "-" + std::to_string(stats_.last_line) + " (" +
             std::to_string(stats_.batches) + " complete batch" + (stats_.batches == 1 ? "" : "es") +
-            ") were imported; nothing from line " + std::to_string(stats_.last_line + 1) +
-            " on was written.";
+            (one ? ") was" : ") were") + " imported; nothing from line " +
+            std::to_string(stats_.last_line + 1) + " on was written.";
   }
   if (stats_.deleted > 0) {
-    text += " Replace mode had deleted " + std::to_string(stats_.deleted) + " entries first.";
+    text += " Replace mode had deleted " + std::to_string(stats_.deleted) +
+            (stats_.deleted == 1 ? " entry" : " entries") + " first.";
   }
   Finish(Status(status.code(), std::move(text)), bad_line);
 }

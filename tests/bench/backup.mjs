@@ -75,7 +75,7 @@ try {
   await new Promise((r) => out.end(r));
   const dataDir = path.join(dir, "data");
   const target = path.join(dir, "backup");
-  expectCliOk(await runKvconnect(["db", "list", "--data-dir", dataDir]));  // makes the data directory
+  fs.mkdirSync(dataDir);  // the import needs the data directory to exist
   await timed(`offline import of ${fmtInt(keys)} keys`, async () =>
     expectCliOk(await runKvconnect(["import", "--db", "default", "--data-dir", dataDir, "-i", input, "--quiet"],
       { timeoutMs: 3_600_000 })));
@@ -86,6 +86,7 @@ try {
   await big.stop();
   const list = expectCliOk(await runKvconnect(["backup", "list", "--from", target, "--json"]));
   const restoredDir = path.join(dir, "restored");
+  fs.mkdirSync(restoredDir);  // restore needs the data directory to exist
   const restore = await timed("kvconnect restore (snapshot + log)", async () =>
     expectCliOk(await runKvconnect(["restore", "--data-dir", restoredDir, "--from", target, "--db", "default"],
       { timeoutMs: 3_600_000 })));

@@ -136,11 +136,18 @@ describe("kvconnect bench", { timeout: 600_000 }, () => {
   });
 
   test("a wrong token: exit code 2 and a readable message", async () => {
+    // The scratch database cannot be made with it...
     const res = await runKvconnect(["bench", "--url", server.url, "--token", "not-the-right-token",
       ...SHORT], { timeoutMs: RUN_TIMEOUT_MS });
     assert.equal(res.code, 2, describeRun(res));
-    assert.equal(res.stdout, "", "nothing on stdout when the metadata exchange fails");
-    assert.match(res.stderr, /metadata exchange with http:\/\/127\.0\.0\.1:\d+\/ failed: HTTP 401: Invalid access token\./);
+    assert.equal(res.stdout, "", "nothing on stdout when the run cannot start");
+    assert.match(res.stderr, /creating one on http:\/\/127\.0\.0\.1:\d+ failed: Invalid access token\./);
+    // ...nor the metadata exchange of an existing database done.
+    const named = await runKvconnect(["bench", "--url", server.url, "--token", "not-the-right-token",
+      "--db", "default", ...SHORT], { timeoutMs: RUN_TIMEOUT_MS });
+    assert.equal(named.code, 2, describeRun(named));
+    assert.equal(named.stdout, "", "nothing on stdout when the metadata exchange fails");
+    assert.match(named.stderr, /metadata exchange with http:\/\/127\.0\.0\.1:\d+\/databases\/default\/connect failed: HTTP 401: Invalid access token\./);
   });
 
   test("bad usage: exit code 2", async () => {
@@ -160,7 +167,7 @@ describe("kvconnect bench", { timeout: 600_000 }, () => {
     const unreachable = await runKvconnect(["bench", "--url", "http://127.0.0.1:1",
       "--token", "whatever-token", "--json"], { timeoutMs: RUN_TIMEOUT_MS });
     assert.equal(unreachable.code, 2, describeRun(unreachable));
-    assert.match(unreachable.stderr, /metadata exchange .* failed: connect to 127\.0\.0\.1:1/);
+    assert.match(unreachable.stderr, /failed: connect to 127\.0\.0\.1:1/);
   });
 
   describe("over TLS", () => {

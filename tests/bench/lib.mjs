@@ -59,13 +59,16 @@ export function which(name) {
 
 /**
  * Runs `kvconnect bench --url <server.url> <args...> --json` (the token goes in through
- * DENO_KV_ACCESS_TOKEN, so it is not on the command line). Resolves
+ * DENO_KV_ACCESS_TOKEN, so it is not on the command line), in the default database unless `args`
+ * name one (`--db`): these benchmarks measure a server's own database, and some runs read what
+ * an earlier run wrote. Resolves
  * { command, code, signal, timedOut, seconds (wall time), ok, report, stderr }: `report` is the
  * parsed JSON object (see src/loadgen/report.cc) or null; `ok` means exit 0, a report that says
  * ok and no errors. `stderr` is kept (last 4000 characters) only when the run is not ok.
  */
 export async function runKvcBench(server, args, { timeoutMs = 180_000 } = {}) {
-  const full = ["bench", "--url", server.url, ...args, "--json"];
+  const named = args.includes("--db") || args.includes("--database");
+  const full = ["bench", "--url", server.url, ...(named ? [] : ["--db", "default"]), ...args, "--json"];
   const started = Date.now();
   const res = await runKvconnect(full, { env: { DENO_KV_ACCESS_TOKEN: server.token }, timeoutMs });
   let report = null;
