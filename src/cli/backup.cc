@@ -129,15 +129,18 @@ int Restore(const BackupConfig& c) {
   auto point = backup::ParseRestorePoint(c.at);
   if (!point.ok()) return PrintError(point.status());
   if (Status s = RequireBackupSource(c.from); !s.ok()) return PrintError(s);
-  if (auto dir = RequireDataDir(c.data_dir); !dir.ok()) {
-    return PrintError(Status(
-        dir.status().code(),
-        dir.status().message() + " (to restore into a new data directory, `mkdir` it first)"));
-  }
   auto target = backup::OpenTarget(c.from, backup::TargetOptions{});
   if (!target.ok()) return PrintError(target.status());
-  auto storage = OpenDataDir(c.data_dir);
+  // Restore is, with serve and db create, a command that may make its data directory: restoring
+  // onto a fresh machine is what backups are for. It says so when it does.
+  const std::string abs = AbsolutePath(c.data_dir);
+  std::error_code ec;
+  const bool created = !std::filesystem::exists(abs, ec);
+  storage::StorageOptions so;
+  so.location = abs;
+  auto storage = storage::OpenStorage(so);
   if (!storage.ok()) return PrintError(storage.status());
+  if (created) std::cout << "created the data directory " << abs << "\n";
   auto r = backup::RestoreIntoCatalog(**storage, **target, c.db, c.as, *point);
   if (!r.ok()) return PrintError(r.status());
   const backup::RestoreOutcome& o = r->outcome;

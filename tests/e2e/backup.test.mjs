@@ -117,10 +117,12 @@ test("continuous backup survives SIGKILL; restore and point-in-time restore hold
       const ranges = JSON.parse(list.stdout);
       assert.ok(ranges.length >= 2, `expected several snapshots (generations), got ${list.stdout}`);
 
-      // Latest state, into a fresh data directory, served and read by Deno.
-      const restored = await makeTempDir();
+      // Latest state, into a data directory that does not exist yet (a fresh machine): restore
+      // makes it and says so. Served and read by Deno.
+      const restored = path.join(await makeTempDir(), "fresh-machine");
       const res = expectCliOk(await runKvconnect(["restore", "--data-dir", restored, "--from", backupDir, "--db", "default"]));
       console.log(res.stdout.trim());
+      assert.match(res.stdout, /created the data directory .*fresh-machine/);
       const s2 = await startServer({ dataDir: restored, token });
       try {
         const summary = await verifyAll(s2.url, token, restored, all, "latest");
