@@ -1,0 +1,9 @@
+// The Import and export page. A stub so the shell works on its own: the real page comes from its own
+// change. The shell calls mount(root, ctx) with an empty element (see app.js for ctx).
+
+import { el } from "./dom.js";
+
+export function mount(root) {
+  root.append(el("h2", { text: "Import and export" }),
+    el("p", { class: "muted", text: "Import and export: not available in this build of the console." }));
+}
