@@ -201,7 +201,9 @@ Result<AdminChildrenRequest> ParseAdminChildrenRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "ChildrenRequest", &d, /*empty_is_object=*/true));
   AdminChildrenRequest r;
-  if (d.HasMember("prefix")) KVC_ASSIGN_OR_RETURN(r.prefix, KeyMember(d, "prefix"));
+  if (d.HasMember("prefix")) {
+    KVC_ASSIGN_OR_RETURN(r.prefix, KeyMember(d, "prefix"));
+  }
   r.range.start = r.prefix + '\x00';
   r.range.end = r.prefix + '\xff';
   if (d.HasMember("limit")) r.limit = d["limit"].GetInt();

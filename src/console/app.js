@@ -174,7 +174,8 @@ $("db-refresh").addEventListener("click", async () => {
 
 // Goes to `hash` (a new history entry) and shows it.
 export function navigate(hash) {
-  if (location.hash !== hash) history.pushState(null, "", hash);
+  // Compared as the browser writes a hash (it percent-encodes quotes and spaces).
+  if (location.hash !== new URL(hash, location.href).hash) history.pushState(null, "", hash);
   return handleRoute();
 }
 

@@ -31,14 +31,6 @@ const state = {
 
 // --- Values in the editor ---------------------------------------------------------------------
 
-function editorText(value, format) {
-  if (format === "literal") {
-    const text = formatLiteral(value);
-    if (text !== null) return text;
-  }
-  return JSON.stringify(value, null, 2);
-}
-
 // The KvValueJSON in an editor's text, or throws with a message for the user.
 function readEditor(text, format) {
   if (format === "literal") {

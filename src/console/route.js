@@ -38,8 +38,9 @@ export function segmentPart(text) {
   return { type: "string", value: text };
 }
 
-const enc = (s) => encodeURIComponent(s).replace(/%20/g, " ").replace(/%22/g, '"')
-  .replace(/%2C/g, ",").replace(/%5B/g, "[").replace(/%5D/g, "]");
+// Percent-encoding that keeps the key syntax readable: quotes, commas and brackets stay.
+const enc = (s) => encodeURIComponent(s).replace(/%22/g, '"').replace(/%2C/g, ",")
+  .replace(/%5B/g, "[").replace(/%5D/g, "]");
 
 // {page, db, prefix, open, view} -> "#/..."
 export function formatRoute(route) {
@@ -52,7 +53,7 @@ export function formatRoute(route) {
   if (route.view === "all") query.push("view=all");
   if (route.open) query.push(`open=${enc(formatKey(route.open))}`);
   if (query.length) out += `?${query.join("&")}`;
-  return out.replace(/ /g, "%20");
+  return out;
 }
 
 // "#/..." -> {page, db, prefix, open, view}; null when the hash names no place (or a bad key).
@@ -66,7 +67,7 @@ export function parseRoute(hash) {
   if (seg[0] !== "db" || !seg[1]) return null;
   const db = seg[1];
   const page = seg[2] ?? "entries";
-  if (page === "prefix" || (page === "entries" && seg.length === 2)) {
+  if (page === "prefix" || page === "entries") {
     const open = params.get("open");
     return {
       page: "entries",

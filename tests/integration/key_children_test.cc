@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <random>
+#include <set>
 
 #include "codec/key_codec.h"
 #include "common/random.h"
@@ -48,7 +49,7 @@ class KeyChildrenTest : public ::testing::Test {
   // Writes are gathered and committed in batches by Flush().
   void Put(const std::string& key) {
     pending_.mutations.push_back(testutil::Set(key, "v"));
-    keys_[key] = true;
+    keys_.insert(key);
     if (pending_.mutations.size() == 500) Flush();
   }
   void Flush() {
@@ -69,7 +70,7 @@ class KeyChildrenTest : public ::testing::Test {
   // The children of `prefix` by brute force, keyed by the part's bytes (key order).
   std::map<std::string, ModelChild> Model(const std::string& prefix) const {
     std::map<std::string, ModelChild> out;
-    for (const auto& [key, unused] : keys_) {
+    for (const std::string& key : keys_) {
       if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) continue;
       bool raw = false;
       const std::string part = NextKeyPart(key, prefix.size(), &raw);
@@ -117,7 +118,7 @@ class KeyChildrenTest : public ::testing::Test {
 
   fs::path dir_;
   std::shared_ptr<engine::Engine> engine_;
-  std::map<std::string, bool> keys_;
+  std::set<std::string> keys_;
   AtomicWrite pending_;
 };
 
