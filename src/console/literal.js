@@ -224,26 +224,30 @@ export function parseLiteral(text) {
       }
     }
   };
-  // A number or bigint after an optional sign; `sign` is "-" or "".
-  const number = (sign) => {
-    const rest = src.slice(i);
-    let m = /^(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+)(n?)/.exec(rest);
+  // A number or bigint after an optional sign; `sign` is "-" or "". Sticky expressions read at
+  // `i` without copying the rest of the text (a long array stays linear).
+  const readAt = (re) => {
+    re.lastIndex = i;
+    const m = re.exec(src);
+    if (m) i += m[0].length;
+    return m;
+  };
+  let sign = "";
+  const bigint = (digits) => {
+    const big = BigInt(digits.replace(/_/g, ""));
+    return { type: "bigint", value: `${sign === "-" && big !== 0n ? "-" : ""}${big}` };
+  };
+  const number = (s) => {
+    sign = s;
+    let m = readAt(/(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+)(n?)/y);
     if (m) {
-      i += m[0].length;
-      const digits = m[1].replace(/_/g, "");
-      const big = BigInt(digits);
-      if (m[2]) return { type: "bigint", value: `${sign === "-" && big !== 0n ? "-" : ""}${big}` };
-      return { type: "number", value: (sign === "-" ? -1 : 1) * Number(digits) };
+      if (m[2]) return bigint(m[1]);
+      return { type: "number", value: (sign === "-" ? -1 : 1) * Number(m[1].replace(/_/g, "")) };
     }
-    m = /^(\d[\d_]*)n/.exec(rest);
-    if (m) {
-      i += m[0].length;
-      const big = BigInt(m[1].replace(/_/g, ""));
-      return { type: "bigint", value: `${sign === "-" && big !== 0n ? "-" : ""}${big}` };
-    }
-    m = /^(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d+)?/.exec(rest);
+    m = readAt(/(\d[\d_]*)n/y);
+    if (m) return bigint(m[1]);
+    m = readAt(/(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eE][+-]?\d+)?/y);
     if (!m) return null;
-    i += m[0].length;
     const n = Number(`${sign}${m[0].replace(/_/g, "")}`);
     if (Number.isNaN(n)) fail("bad number");
     return { type: "number", value: n };
