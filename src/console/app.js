@@ -214,16 +214,24 @@ async function handleRoute() {
   } catch {
     route = null;
   }
+  const known = (name) => state.databases.some((d) => d.name === name);
+  // A database made since the list was read (or a link to one): read the list again once.
+  if (route?.db && !known(route.db)) await reloadDatabases();
+  if (seq !== state.routeSeq) return;
   const db = route?.db ?? (route?.page === "tokens" ? state.db ?? defaultDatabase() : defaultDatabase());
-  if (!route || (route.db && !state.databases.some((d) => d.name === route.db))) {
+  if (!route || (route.db && !known(route.db))) {
     const bad = route?.db;
-    if (!db) {
+    const fallback = defaultDatabase();
+    if (!fallback) {
       message($("app-message"), "This token sees no database.", "error");
       return;
     }
-    history.replaceState(null, "", formatRoute({ page: "entries", db, prefix: [] }));
+    history.replaceState(null, "", formatRoute({ page: "entries", db: fallback, prefix: [] }));
     await handleRoute();
-    if (bad) message($("app-message"), `There is no database "${bad}" (or this token does not open it); showing ${db}.`, "error");
+    if (bad) {
+      message($("app-message"), `There is no database "${bad}" (or this token does not open it); ` +
+        `showing ${fallback}.`, "error");
+    }
     return;
   }
   // Messages belong to the place they were said in.
