@@ -116,7 +116,7 @@ function childRow(child) {
     el("td", { class: "key" }, folder ? el("span", { class: "icon", text: "▸", "aria-hidden": "true" }) : null, part),
     el("td", { class: "count num", title: folder ? `${count} entries under this key` : null, text: folder ? count : "" }),
     valueCell(child.entry),
-    el("td", { class: "stamp", text: child.entry?.versionstamp ?? "" }),
+    el("td", { class: "stamp", title: child.entry?.versionstamp, text: child.entry?.versionstamp ?? "" }),
     el("td", { class: "act" }, child.has_value ? openButton(key) : null));
   markOpen(row, key);
   return row;
@@ -143,7 +143,7 @@ function entryRow(entry, { self = false } = {}) {
     keyCell,
     el("td", { class: "count num", text: "" }),
     valueCell(entry),
-    el("td", { class: "stamp", text: entry.versionstamp }),
+    el("td", { class: "stamp", title: entry.versionstamp, text: entry.versionstamp }),
     el("td", { class: "act" }, openButton(entry.key)));
   markOpen(row, entry.key);
   return row;
@@ -255,7 +255,12 @@ function renderEntry() {
   setText($("detail-type"), typeName(entry.value));
   setText($("detail-preview"), describeValue(entry.value, 300));
   const safeName = formatKey(key).replace(/[^\w.-]+/g, "_").replace(/^_+|_+$/g, "").slice(0, 80) || "value";
-  tree.append(valueTree(entry.value, `${safeName}.bin`));
+  // A tree for what has parts or bytes; the line above says the rest.
+  const t = entry.value.type;
+  if (["Array", "object", "Map", "Set", "HostObject", "ArrayBuffer", "DataView", "v8"].includes(t) ||
+      /Error$|Array$/.test(t)) {
+    tree.append(valueTree(entry.value, `${safeName}.bin`));
+  }
   setText($("detail-json"), JSON.stringify(entry.value, null, 2));
   const literal = formatLiteral(entry.value);
   $("edit-format").value = literal === null ? "typed" : "literal";

@@ -16,7 +16,7 @@ std::string NextKeyPart(std::string_view key, size_t prefix_size, bool* raw) {
     return std::string(rest);
   }
   *raw = false;
-  parts.resize(1);
+  parts.erase(parts.begin() + 1, parts.end());
   return codec::EncodeKey(parts);
 }
 

@@ -105,14 +105,18 @@ class KeyChildrenTest : public ::testing::Test {
       const KeyChild& c = got[i++];
       ASSERT_EQ(c.part, part) << where;
       EXPECT_EQ(c.entry.has_value(), m.has_value) << where;
-      if (c.entry) EXPECT_EQ(c.entry->key, prefix + part);
+      if (c.entry) {
+        EXPECT_EQ(c.entry->key, prefix + part);
+      }
       if (c.capped) {
         EXPECT_LE(c.count, m.count) << where;
         EXPECT_GE(c.count, 1);
       } else {
         EXPECT_EQ(c.count, m.count) << where << " part " << codec::KeyToString(part);
       }
-      if (m.count > o.count_cap) EXPECT_TRUE(c.capped) << where;
+      if (m.count > o.count_cap) {
+        EXPECT_TRUE(c.capped) << where;
+      }
     }
   }
 
