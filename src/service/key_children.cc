@@ -137,9 +137,8 @@ class ChildWalk : public std::enable_shared_from_this<ChildWalk> {
 
 }  // namespace
 
-void ListKeyChildren(std::shared_ptr<engine::Engine> engine, std::string prefix,
-                     std::string start, std::string end, int32_t limit,
-                     const KeyChildrenOptions& options,
+void ListKeyChildren(std::shared_ptr<engine::Engine> engine, std::string prefix, std::string start,
+                     std::string end, int32_t limit, const KeyChildrenOptions& options,
                      std::function<void(Result<KeyChildrenResult>)> done) {
   auto walk = std::make_shared<ChildWalk>(std::move(engine), std::move(prefix), std::move(start),
                                           std::move(end), limit, options, std::move(done));

@@ -58,9 +58,8 @@ struct KeyChildrenResult {
 // the prefix; `start` is where a previous page stopped), at most `limit` of them.
 // Errors: those of the engine's reads. REQUIRES: limit >= 1; every key in [start, end) starts
 // with `prefix`.
-void ListKeyChildren(std::shared_ptr<engine::Engine> engine, std::string prefix,
-                     std::string start, std::string end, int32_t limit,
-                     const KeyChildrenOptions& options,
+void ListKeyChildren(std::shared_ptr<engine::Engine> engine, std::string prefix, std::string start,
+                     std::string end, int32_t limit, const KeyChildrenOptions& options,
                      std::function<void(Result<KeyChildrenResult>)> done);
 
 // The next part of `key` after the first `prefix_size` bytes: its encoded bytes, and whether

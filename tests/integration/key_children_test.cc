@@ -96,9 +96,9 @@ class KeyChildrenTest : public ::testing::Test {
       ASSERT_GT(r->next_start, start);
       start = r->next_start;
     }
-    std::string where = "prefix " + codec::KeyToString(prefix) + " limit " +
-                        std::to_string(limit) + " cap " + std::to_string(o.count_cap) +
-                        " scan " + std::to_string(o.max_scan_rows);
+    std::string where = "prefix " + codec::KeyToString(prefix) + " limit " + std::to_string(limit) +
+                        " cap " + std::to_string(o.count_cap) + " scan " +
+                        std::to_string(o.max_scan_rows);
     ASSERT_EQ(got.size(), model.size()) << where;
     size_t i = 0;
     for (const auto& [part, m] : model) {
@@ -128,16 +128,16 @@ class KeyChildrenTest : public ::testing::Test {
 
 TEST_F(KeyChildrenTest, MatchesTheModelForEveryPrefixCapAndBudget) {
   std::mt19937 rng(7);
-  const std::vector<KeyPart> firsts = {KeyPart::String("users"), KeyPart::String("u"),
-                                       KeyPart::Int(-3),         KeyPart::Int(42),
-                                       KeyPart::Float(1.5),      KeyPart::Bool(true),
-                                       KeyPart::Bytes("\x01\xff")};
+  const std::vector<KeyPart> firsts = {
+      KeyPart::String("users"), KeyPart::String("u"), KeyPart::Int(-3),          KeyPart::Int(42),
+      KeyPart::Float(1.5),      KeyPart::Bool(true),  KeyPart::Bytes("\x01\xff")};
   for (int i = 0; i < 400; ++i) {
     std::vector<KeyPart> key = {firsts[rng() % firsts.size()]};
     const int depth = static_cast<int>(rng() % 3);
     for (int d = 0; d < depth; ++d) {
-      key.push_back(rng() % 2 ? KeyPart::Int(static_cast<int64_t>(rng() % 30))
-                              : KeyPart::String(std::string(1, static_cast<char>('a' + rng() % 5))));
+      key.push_back(rng() % 2
+                        ? KeyPart::Int(static_cast<int64_t>(rng() % 30))
+                        : KeyPart::String(std::string(1, static_cast<char>('a' + rng() % 5))));
     }
     Put(codec::EncodeKey(key));
   }
