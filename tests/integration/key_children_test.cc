@@ -42,6 +42,9 @@ class KeyChildrenTest : public ::testing::Test {
     engine_ = std::move(*e);
   }
   void TearDown() override {
+    // A finished walk may still hold the engine on a reader thread for a moment: stop the
+    // threads here, so the last reference is never dropped on one of them.
+    if (engine_) engine_->Shutdown();
     engine_.reset();
     fs::remove_all(dir_);
   }
