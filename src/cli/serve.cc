@@ -234,6 +234,15 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "interval (0: unbounded)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  s->add_option("--admin-children-count-cap", c->admin.children.count_cap,
+                "Admin API entries/children (the console's folders): counts stop at this many "
+                "entries per key part (shown as N+)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--admin-children-scan-rows", c->admin.children.max_scan_rows,
+                "Admin API entries/children: at most this many rows read per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s->add_option("--backup-interval-ms", c->backup.interval_ms,
                 "Ship committed writes to the backup target at least this often")
       ->check(CLI::PositiveNumber)

@@ -197,6 +197,28 @@ Result<AdminListRequest> ParseAdminListRequest(std::string_view body) {
   return r;
 }
 
+Result<AdminChildrenRequest> ParseAdminChildrenRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "ChildrenRequest", &d, /*empty_is_object=*/true));
+  AdminChildrenRequest r;
+  if (d.HasMember("prefix")) {
+    KVC_ASSIGN_OR_RETURN(r.prefix, KeyMember(d, "prefix"));
+  }
+  r.range.start = r.prefix + '\x00';
+  r.range.end = r.prefix + '\xff';
+  if (d.HasMember("limit")) r.limit = d["limit"].GetInt();
+  if (d.HasMember("cursor")) {
+    std::string next;
+    if (!Base64UrlDecode(StringOf(d["cursor"]), &next) || next.empty()) {
+      return InvalidArgument("'cursor': not a cursor this server gave.");
+    }
+    // Never outside the prefix, whatever the cursor says.
+    if (next > r.range.start) r.range.start = std::move(next);
+    if (r.range.start > r.range.end) r.range.start = r.range.end;
+  }
+  return r;
+}
+
 Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "GetRequest", &d));

@@ -66,6 +66,15 @@ struct AdminListRequest {
 };
 Result<AdminListRequest> ParseAdminListRequest(std::string_view body);
 
+// ChildrenRequest: the next key parts under `prefix` (encoded). `range` is what is strictly under
+// it, narrowed by a cursor (an EntryChildren answer's: the key where the next page starts).
+struct AdminChildrenRequest {
+  std::string prefix;
+  AdminRange range;
+  int32_t limit = 100;
+};
+Result<AdminChildrenRequest> ParseAdminChildrenRequest(std::string_view body);
+
 // GetRequest.
 struct AdminGetRequest {
   std::string key;  // encoded

@@ -58,6 +58,13 @@ export class AdminClient {
     return this.call("POST", `${db(name)}/entries/list`, request);
   }
 
+  // The distinct next key parts under a prefix, with their entry counts (the folders).
+  // {prefix?, limit?, cursor?} -> {children: [{part, count, count_capped, has_value, entry?}],
+  // cursor}
+  children(name, request) {
+    return this.call("POST", `${db(name)}/entries/children`, request);
+  }
+
   // -> the entry or null
   async get(name, key, raw = false) {
     return (await this.call("POST", `${db(name)}/entries/get`, { key, raw })).entry;

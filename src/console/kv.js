@@ -394,3 +394,44 @@ export function formatBytes(n) {
   }
   return u === 0 ? `${x} B` : `${x.toFixed(1)} ${units[u]}`;
 }
+
+// --- Time (expiry) ------------------------------------------------------------------------------
+
+// "in 5 min", "in 2 h", "in 3 days", "2 min ago"; "never" for null.
+export function relativeTime(iso, now = Date.now()) {
+  if (!iso) return "never";
+  const ms = Date.parse(iso) - now;
+  if (Number.isNaN(ms)) return iso;
+  const abs = Math.abs(ms);
+  const units = [[86_400_000, "day"], [3_600_000, "h"], [60_000, "min"], [1000, "s"]];
+  let text = "now";
+  for (const [size, unit] of units) {
+    if (abs >= size) {
+      const n = Math.round(abs / size);
+      text = unit === "day" ? `${n} day${n === 1 ? "" : "s"}` : `${n} ${unit}`;
+      break;
+    }
+  }
+  if (text === "now") return "now";
+  return ms > 0 ? `in ${text}` : `${text} ago`;
+}
+
+// The milliseconds from now an "Expires" field asks for: null for never, or throws.
+export function readExpiry(text, now = Date.now()) {
+  const t = (text ?? "").trim();
+  if (t === "" || /^never$/i.test(t)) return null;
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|d|w)$/i.exec(t);
+  let ms;
+  if (m) {
+    const unit = { ms: 1, s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }[m[2].toLowerCase()];
+    ms = Number(m[1]) * unit;
+  } else {
+    const at = Date.parse(t);
+    if (Number.isNaN(at)) {
+      throw new Error(`Expires: "${t}" is neither "never", a delay like 10m or 2h, nor a time like 2030-01-02T03:04:05Z.`);
+    }
+    ms = at - now;
+  }
+  if (!(ms >= 1)) throw new Error(`Expires: ${t} is in the past.`);
+  return Math.ceil(ms);
+}

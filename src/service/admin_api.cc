@@ -13,6 +13,7 @@
 #include "backup/operations.h"
 #include "codec/admin_json.h"
 #include "codec/json_text.h"
+#include "codec/v8_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "engine/commit_listener.h"
@@ -484,6 +485,8 @@ void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory:
   }
   if (rest == "entries/list") {
     ListEntries(call, *db);
+  } else if (rest == "entries/children") {
+    ListChildren(call, *db);
   } else if (rest == "entries/get") {
     GetEntry(call, *db);
   } else if (rest == "entries/set") {
@@ -663,6 +666,43 @@ void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::D
         if (!json.ok()) return call->Fail(json.status());
         call->Ok(std::move(*json));
       });
+}
+
+void AdminApi::ListChildren(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+  auto req = codec::ParseAdminChildrenRequest(call->req.body);
+  if (!req.ok()) return call->Fail(req.status());
+  ListKeyChildren(db.engine, std::move(req->prefix), std::move(req->range.start),
+                  std::move(req->range.end), req->limit, options_.children,
+                  [call](Result<KeyChildrenResult> r) {
+                    if (!r.ok()) return call->Fail(r.status());
+                    std::string out = "{\"children\":[";
+                    for (size_t i = 0; i < r->children.size(); ++i) {
+                      const KeyChild& c = r->children[i];
+                      if (i > 0) out.push_back(',');
+                      // The view of the part alone is a key of one part: "[{...}]" (a raw part for
+                      // bytes that are no Deno key part).
+                      const std::string key = codec::KeyToJson(c.part);
+                      out += "{\"part\":";
+                      out.append(key, 1, key.size() - 2);
+                      out += ",\"count\":" + std::to_string(c.count) +
+                             ",\"count_capped\":" + (c.capped ? "true" : "false") +
+                             ",\"has_value\":" + (c.entry ? "true" : "false");
+                      if (c.entry) {
+                        auto entry = codec::AdminEntryJson(*c.entry, /*raw=*/false);
+                        if (!entry.ok()) return call->Fail(entry.status());
+                        out += ",\"entry\":" + *entry;
+                      }
+                      out.push_back('}');
+                    }
+                    out += "],\"cursor\":";
+                    if (r->next_start.empty()) {
+                      out += "null";
+                    } else {
+                      AppendJsonQuoted(codec::AdminCursor(r->next_start), &out);
+                    }
+                    out.push_back('}');
+                    call->Ok(std::move(out));
+                  });
 }
 
 void AdminApi::GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db) {

@@ -37,6 +37,7 @@
 #include "service/directory.h"
 #include "service/export_stream.h"
 #include "service/http_types.h"
+#include "service/key_children.h"
 
 namespace kvc::service {
 
@@ -59,6 +60,8 @@ struct AdminApiOptions {
   // POST .../backup: at most one on-demand backup of a database per this many milliseconds
   // (whoever asks); a sooner one gets 503 with Retry-After. 0: unbounded.
   int64_t backup_min_interval_ms = 60000;
+  // POST .../entries/children: where counts stop and how many rows one request reads.
+  KeyChildrenOptions children;
 };
 
 // The JSON of a token as the admin API and `token list --json` show it (never the secret).
@@ -118,6 +121,8 @@ class AdminApi : public Handler {
 
   // Entry operations, through the engine.
   void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  // The next key parts under a prefix with their counts (key_children.h).
+  void ListChildren(const std::shared_ptr<Call>& call, const Directory::Database& db);
   void GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db);
   void SetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db, bool remove);
   void DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db);

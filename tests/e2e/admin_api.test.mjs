@@ -2,7 +2,7 @@
 // database: values Deno wrote are listed as @deno/kv-utils JSON; those JSON views written back
 // through the API are read by Deno as the very same values, and by @deno/kv from Node; a stale
 // edit is refused with 409 and changes nothing; an SSE watch sees a Node write; deletes by
-// prefix go in bounded batches; bad input gets a JSON error and nothing is applied; tokens that
+// prefix go in bounded batches; entries/children lists the next key parts with capped counts; bad input gets a JSON error and nothing is applied; tokens that
 // are not admin, or bound to one database, are refused. Every answer is validated against its
 // definition in schemas/admin-api.schema.json (ajv, JSON Schema draft 4).
 import { after, before, describe, test } from "node:test";
@@ -248,6 +248,71 @@ describe("admin API", { skip: LOCAL_BACKEND }, () => {
       assert.ok((await ok("CountResponse", "POST", "/databases/default/entries/count", { prefix: key("api") })).count > 0);
     } finally {
       kv.close();
+    }
+  });
+
+  test("entries/children: next key parts with counts; a part past the cap is skipped; pages by cursor", async () => {
+    // A server of its own with a small cap and scan budget, so both are reached.
+    const small = await startServer({
+      extraArgs: ["--admin-children-count-cap", "5", "--admin-children-scan-rows", "40"],
+    });
+    try {
+      const post = async (path, body, definition) => {
+        const res = await fetch(`${small.url}/admin/v1/databases/default${path}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${small.token}` },
+          body: typeof body === "string" ? body : JSON.stringify(body),
+        });
+        const parsed = JSON.parse(await res.text());
+        validate(res.ok ? definition : "Error", parsed);
+        return { status: res.status, body: parsed };
+      };
+      const big = (v) => ({ type: "bigint", value: String(v) });
+      const bool = (value) => ({ type: "boolean", value });
+      const line = (k, v) => JSON.stringify({ key: k, value: str(v), versionstamp: "00000000000000010000" });
+      const lines = [line([str("c"), str("a")], "top")];
+      for (let i = 0; i < 3; i++) lines.push(line([str("c"), str("a"), num(i)], `a${i}`));
+      for (let i = 0; i < 20; i++) lines.push(line([str("c"), str("b"), num(i)], `b${i}`));
+      lines.push(line([str("c"), big(7), str("x")], "deep"), line([str("c"), bool(true)], "yes"));
+      lines.push(line([str("d")], "d"));
+      const imported = await post("/import", `${lines.join("\n")}\n`, "ImportResult");
+      assert.equal(imported.body.entries, 27);
+
+      const all = await post("/entries/children", { prefix: [str("c")] }, "EntryChildren");
+      const brief = (c) => [c.part, c.count, c.count_capped, c.has_value, c.entry?.value.value ?? null];
+      assert.deepEqual(all.body.children.map(brief), [
+        [str("a"), 4, false, true, "top"],
+        [str("b"), 5, true, false, null],
+        [big(7), 1, false, false, null],
+        [bool(true), 1, false, true, "yes"],
+      ]);
+      assert.equal(all.body.cursor, null);
+      assert.deepEqual(all.body.children[0].entry.key, [str("c"), str("a")]);
+      // The root, and one part a page.
+      const root = await post("/entries/children", {}, "EntryChildren");
+      assert.deepEqual(root.body.children.map(brief), [[str("c"), 5, true, false, null], [str("d"), 1, false, true, "d"]]);
+      const paged = [];
+      let cursor;
+      for (let pages = 0; pages < 10; pages++) {
+        const r = await post("/entries/children", { prefix: [str("c")], limit: 1, ...(cursor ? { cursor } : {}) }, "EntryChildren");
+        assert.ok(r.body.children.length <= 1);
+        paged.push(...r.body.children.map(brief));
+        cursor = r.body.cursor;
+        if (!cursor) break;
+      }
+      assert.deepEqual(paged, all.body.children.map(brief));
+      // Bad requests.
+      for (const bad of [{ limit: 0 }, { limit: 1001 }, { cursor: "!!!" }, { prefix: "c" }, { prefix: [str("c")], extra: 1 }]) {
+        const r = await post("/entries/children", bad);
+        assert.equal(r.status, 400, JSON.stringify(bad));
+      }
+      // A cursor of another prefix cannot reach outside this one.
+      const outside = await post("/entries/children", { prefix: [str("c"), str("a")], cursor: Buffer.from([0x02, 0x64, 0x00]).toString("base64url") }, "EntryChildren");
+      assert.deepEqual(outside.body, { children: [], cursor: null });
+    } catch (e) {
+      throw annotate(e, small);
+    } finally {
+      await small.kill();
     }
   });
 

@@ -1388,3 +1388,111 @@ describe("hostile input: tokens of several databases or all", { timeout: 300_000
     assert.equal(still.status, 200, "c was not deleted");
   });
 });
+
+describe("hostile input: admin entries/children (the console's folders)", { timeout: 300_000 }, () => {
+  let server;
+  before(async () => {
+    server = await startServer({ extraArgs: ["--catalog-poll-ms", "200"] });
+  });
+  after(async () => {
+    if (server) await server.kill();
+  });
+
+  async function api(apiPath, token, body) {
+    const res = await fetch(`${server.url}${apiPath}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let json;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // not JSON
+    }
+    return { status: res.status, json, text };
+  }
+  const short = (r) => `${r.status} ${(r.json?.error ?? r.text).slice(0, 90)}`;
+  const children = (body, token = server.token, db = "default") =>
+    api(`/admin/v1/databases/${db}/entries/children`, token, body);
+
+  function row(input, fn) {
+    test(input, async () => {
+      const obs = { text: "(no answer recorded)" };
+      try {
+        await fn(obs);
+        const ok = await children({});
+        assert.equal(ok.status, 200, `a normal request after "${input}": ${short(ok)}`);
+        rows.push([input, `${obs.text}; then a normal request is served`]);
+      } catch (e) {
+        rows.push([input, `TEST FAILED — ${obs.text} — ${String(e.message).split("\n")[0]}`]);
+        throw annotate(e, server);
+      }
+    });
+  }
+
+  row("entries/children: 20,000 one-entry parts, limit 1000; and their parent part (counts capped)", async (obs) => {
+    const lines = [];
+    for (let i = 0; i < 20_000; i++) {
+      lines.push(JSON.stringify({
+        key: [{ type: "string", value: "h" }, { type: "bigint", value: String(i) }],
+        value: { type: "string", value: "x" }, versionstamp: "00000000000000010000",
+      }));
+    }
+    const imported = await api("/admin/v1/databases/default/import", server.token, `${lines.join("\n")}\n`);
+    assert.equal(imported.status, 200, short(imported));
+    let t = Date.now();
+    const page = await children({ prefix: [{ type: "string", value: "h" }], limit: 1000 });
+    const pageMs = Date.now() - t;
+    t = Date.now();
+    const root = await children({});
+    const rootMs = Date.now() - t;
+    obs.text = `limit 1000: ${page.status}, ${page.json?.children?.length} parts, cursor ${page.json?.cursor ? "given" : "null"} ` +
+      `(${pageMs} ms); the root: ${JSON.stringify(root.json?.children?.map((c) => [c.part.value, c.count, c.count_capped]))} (${rootMs} ms)`;
+    assert.equal(page.status, 200, short(page));
+    assert.equal(page.json.children.length, 1000);
+    assert.ok(page.json.cursor);
+    assert.deepEqual(root.json.children.map((c) => [c.part.value, c.count, c.count_capped]), [["h", 1000, true]]);
+  });
+
+  row("entries/children: a cursor naming a key outside the prefix", async (obs) => {
+    const outside = Buffer.from([0x02, 0x7a, 0x00]).toString("base64url");  // ["z"]
+    const r = await children({ prefix: [{ type: "string", value: "h" }], cursor: outside });
+    obs.text = short(r);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { children: [], cursor: null });
+  });
+
+  row("entries/children: an 80,000-deep prefix, a 65-part prefix, limit 100000, a cursor of junk", async (obs) => {
+    const answers = [
+      await children(`{"prefix":${"[".repeat(80_000)}${"]".repeat(80_000)}}`),
+      await children({ prefix: Array.from({ length: 65 }, () => ({ type: "string", value: "p" })) }),
+      await children({ limit: 100_000 }),
+      await children({ cursor: "%%%" }),
+    ];
+    obs.text = answers.map(short).join("; ");
+    for (const a of answers) assert.equal(a.status, 400, short(a));
+  });
+
+  row("entries/children with a token of another database, and with a read token", async (obs) => {
+    const created = await api("/admin/v1/databases", server.token, { name: "other" });
+    assert.equal(created.status, 201, short(created));
+    const mint = async (body) => {
+      const r = await api("/admin/v1/tokens", server.token, body);
+      assert.equal(r.status, 201, short(r));
+      return r.json.token;
+    };
+    const otherAdmin = await mint({ database: "other", scope: "admin" });
+    const reader = await mint({ database: "default", scope: "read" });
+    const settle = (token) => multiPollUntil(() => children({}, token), (r) => r.status !== 401,
+      { timeoutMs: 10_000, intervalMs: 150, what: "the new token" });
+    const foreign = await settle(otherAdmin);
+    const read = await settle(reader);
+    const own = await children({}, otherAdmin, "other");
+    obs.text = `other database's admin on default: ${short(foreign)}; read token: ${short(read)}; on its own: ${own.status}`;
+    assert.equal(foreign.status, 403);
+    assert.equal(read.status, 403);
+    assert.equal(own.status, 200, short(own));
+  });
+});
