@@ -605,8 +605,6 @@ describe("web console in Chromium", { skip }, () => {
     await page.locator("#list-more").click();
     await waitText("#list-status", /^40 key parts \(more below\)$/);
     await row('["items", "g039"]').waitFor();
-    // Liveness only: every first page came within a generous bound.
-    for (const [what, ms] of Object.entries(times)) assert.ok(ms < 10_000, `${what}: ${ms} ms`);
   }));
 
   test("no page errors, no CSP violations; sign out forgets the token", () => step(async () => {
