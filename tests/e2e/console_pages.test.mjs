@@ -99,7 +99,8 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
       const u = new URL(r.url());
       if (u.pathname.startsWith("/admin/")) requests.push([r.method(), u.pathname]);
     });
-    // The console's page, signed out; the test mounts each module under <main>.
+    // The console's page, signed out; the test mounts each module in an element of its own at
+    // the end of <body> (the shell's own <main> stays hidden until sign-in).
     await page.goto(`${server.url}/console`);
     await page.locator("#signin-view").waitFor({ state: "visible" });
   });
@@ -132,7 +133,7 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
       document.getElementById("page-host")?.remove();
       const host = document.createElement("div");
       host.id = "page-host";
-      document.querySelector("main").append(host);
+      document.body.append(host);
       m.mount(host, {
         api: new AdminClient(token), db,
         navigate: (hash) => { location.hash = hash; },
