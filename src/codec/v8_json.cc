@@ -10,10 +10,12 @@
 #include <unordered_set>
 #include <utility>
 
+#include "codec/backup_manifest.h"
 #include "codec/civil_time.h"
 #include "codec/json_text.h"
 #include "codec/utf8.h"
 #include "codec/versionstamp.h"
+#include "common/clock.h"
 #include "common/random.h"
 
 // The JSON here is read and written by hand rather than with RapidJSON: JS strings may hold lone
@@ -1512,8 +1514,14 @@ Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version,
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options) {
   Result<std::string> value = KvValueToJson(KvValue{entry.value, entry.encoding}, options);
   if (!value.ok()) return value.status();
-  return "{\"key\":" + KeyToJson(entry.key) + ",\"value\":" + *value + ",\"versionstamp\":\"" +
-         VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"}";
+  std::string out = "{\"key\":" + KeyToJson(entry.key) + ",\"value\":" + *value +
+                    ",\"versionstamp\":\"" +
+                    VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"";
+  if (entry.expire_at_ms >= 0) {
+    out += ",\"expires_at\":\"" + FormatRfc3339Utc(entry.expire_at_ms) + "\"";
+  }
+  out.push_back('}');
+  return out;
 }
 
 Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
@@ -1542,6 +1550,16 @@ Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
     return InvalidArgument("bad KvEntryJSON: versionstamp is not 20 hex digits ending in 0000");
   }
   Entry entry;
+  // Absent or null: it never expires (dumps written before expiry was exported have none).
+  if (const Json* expires = node->Find(u"expires_at");
+      expires != nullptr && expires->type != Json::Type::kNull) {
+    if (!expires->IsString()) {
+      return InvalidArgument("bad KvEntryJSON: expires_at is not an RFC 3339 time or null");
+    }
+    Result<int64_t> ms = ParseRfc3339Ms(Utf16ToUtf8(expires->string));
+    if (!ms.ok()) return InvalidArgument("bad KvEntryJSON: expires_at " + ms.status().message());
+    entry.expire_at_ms = std::max<int64_t>(*ms, 0);  // before 1970: long expired, not "never"
+  }
   entry.key = std::move(*key_bytes);
   entry.value = std::move(kv_value->data);
   entry.encoding = kv_value->encoding;

@@ -113,7 +113,7 @@ void WatchStream::MaybeSendLocked() {
   for (size_t i = 0; i < keys_.size(); ++i) {
     if (!versions[i]) continue;
     const storage::StoredRow& row = *state_[i].row;
-    entries[i] = Entry{keys_[i], row.value, row.encoding, row.version};
+    entries[i] = Entry{keys_[i], row.value, row.encoding, row.version, row.expire_at_ms};
   }
   sent_versions_ = std::move(versions);
   if (sink_) sink_->Send(encoder_(entries));

@@ -152,6 +152,48 @@ TEST(AdminJson, SetChecksAndValues) {
   EXPECT_EQ(bad_value.status().message().rfind("'value': ", 0), 0u);
 }
 
+// A set names an absolute expiry (any RFC 3339 offset) or null (never), or a relative one;
+// not both. Answers give an entry's expiry as expires_at in UTC with milliseconds.
+TEST(AdminJson, ExpiryInSetsAndAnswers) {
+  const std::string head =
+      R"({"key":[{"type":"string","value":"k"}],"value":{"type":"string","value":"v"})";
+  auto at = ParseAdminSetRequest(head + R"(,"expires_at":"2027-01-15T09:01:00.5+01:00"})", 15);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  ASSERT_TRUE(at->expire_at_ms.has_value());
+  EXPECT_EQ(*at->expire_at_ms, 1'800'000'060'500);
+  EXPECT_EQ(at->expire_in_ms, 0);
+  auto cleared = ParseAdminSetRequest(head + R"(,"expires_at":null})", 15);
+  ASSERT_TRUE(cleared.ok()) << cleared.status().ToString();
+  EXPECT_FALSE(cleared->expire_at_ms.has_value());
+  auto both = ParseAdminSetRequest(head + R"(,"expires_at":null,"expire_in":5})", 15);
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  auto bad = ParseAdminSetRequest(head + R"(,"expires_at":"soon"})", 15);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("'expires_at': ", 0), 0u) << bad.status().message();
+
+  Entry e{Key({KeyPart::String("k")}), "v", ValueEncoding::kBytes, 1, 1'800'000'060'500};
+  for (bool raw : {false, true}) {
+    auto json = AdminEntryJson(e, raw);
+    ASSERT_TRUE(json.ok());
+    EXPECT_NE(json->find(R"("expires_at":"2027-01-15T08:01:00.500Z")"), std::string::npos)
+        << *json;
+    EXPECT_TRUE(ValidateAdminJson("ListedEntry", *json).ok()) << *json;
+    EXPECT_TRUE(ValidateAdminJson("Entry", *json).ok()) << *json;
+  }
+  auto item = AdminWatchItemJson(e.key, &e);
+  ASSERT_TRUE(item.ok());
+  EXPECT_TRUE(ValidateAdminJson("WatchEvent", R"({"entries":[)" + *item + "]}").ok()) << *item;
+  // The schema holds answers to its form: a time that is not UTC with milliseconds is refused.
+  EXPECT_FALSE(ValidateAdminJson(
+                   "ListedEntry",
+                   R"({"key":[],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T08:01:00Z"})")
+                   .ok());
+  Entry never{Key({KeyPart::String("k")}), "v", ValueEncoding::kBytes, 1};
+  auto plain = AdminEntryJson(never, false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->find("expires_at"), std::string::npos) << *plain;
+}
+
 TEST(AdminJson, WatchKeysOrPrefix) {
   auto keys = ParseAdminWatchRequest(R"({"keys":[[{"type":"string","value":"a"}],[]]})");
   ASSERT_TRUE(keys.ok());
