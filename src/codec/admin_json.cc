@@ -3,13 +3,11 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include "codec/backup_manifest.h"
 #include "codec/json_schema.h"
 #include "codec/json_text.h"
 #include "codec/key_codec.h"
 #include "codec/v8_json.h"
 #include "codec/versionstamp.h"
-#include "common/clock.h"
 #include "common/random.h"
 
 namespace kvc::codec {
@@ -223,7 +221,7 @@ Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_
       return InvalidArgument("Give at most one of 'expire_in' and 'expires_at'.");
     }
     if (d["expires_at"].IsString()) {
-      auto at = ParseRfc3339Ms(StringOf(d["expires_at"]));
+      auto at = ExpiryFromJsonTime(StringOf(d["expires_at"]));
       if (!at.ok()) return About("expires_at", at.status());
       r.expire_at_ms = *at;
     }
@@ -407,7 +405,7 @@ Result<std::string> AdminExactImportLine(const Entry& entry) {
   }
   out += ",\"versionstamp\":\"" + VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"";
   if (entry.expire_at_ms >= 0) {
-    out += ",\"expires_at\":\"" + FormatRfc3339Utc(entry.expire_at_ms) + "\"";
+    out += ",\"expires_at\":\"" + ExpiryToJsonTime(entry.expire_at_ms) + "\"";
   }
   out += "}\n";
   return out;

@@ -10,12 +10,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "codec/backup_manifest.h"
 #include "codec/civil_time.h"
 #include "codec/json_text.h"
 #include "codec/utf8.h"
 #include "codec/versionstamp.h"
-#include "common/clock.h"
 #include "common/random.h"
 
 // The JSON here is read and written by hand rather than with RapidJSON: JS strings may hold lone
@@ -1511,6 +1509,22 @@ Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version,
   return KvValueFromNode(*node, format_version, options);
 }
 
+std::string ExpiryToJsonTime(int64_t expire_at_ms) {
+  const auto bound = static_cast<int64_t>(kMaxTime);
+  return FormatIsoDate(static_cast<double>(std::clamp(expire_at_ms, -bound, bound)));
+}
+
+Result<int64_t> ExpiryFromJsonTime(std::string_view text) {
+  Result<double> ms = ParseIsoDate(text);
+  if (!ms.ok()) {
+    return InvalidArgument("'" + std::string(text.substr(0, 64)) +
+                           "' is not a time such as 2026-11-27T10:00:00.000Z (RFC 3339, as "
+                           "Date.prototype.toISOString writes it; an offset such as +01:00 may "
+                           "replace the Z)");
+  }
+  return static_cast<int64_t>(*ms);
+}
+
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options) {
   Result<std::string> value = KvValueToJson(KvValue{entry.value, entry.encoding}, options);
   if (!value.ok()) return value.status();
@@ -1518,7 +1532,7 @@ Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options
                     ",\"versionstamp\":\"" +
                     VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"";
   if (entry.expire_at_ms >= 0) {
-    out += ",\"expires_at\":\"" + FormatRfc3339Utc(entry.expire_at_ms) + "\"";
+    out += ",\"expires_at\":\"" + ExpiryToJsonTime(entry.expire_at_ms) + "\"";
   }
   out.push_back('}');
   return out;
@@ -1556,7 +1570,7 @@ Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
     if (!expires->IsString()) {
       return InvalidArgument("bad KvEntryJSON: expires_at is not an RFC 3339 time or null");
     }
-    Result<int64_t> ms = ParseRfc3339Ms(Utf16ToUtf8(expires->string));
+    Result<int64_t> ms = ExpiryFromJsonTime(Utf16ToUtf8(expires->string));
     if (!ms.ok()) return InvalidArgument("bad KvEntryJSON: expires_at " + ms.status().message());
     entry.expire_at_ms = std::max<int64_t>(*ms, 0);  // before 1970: long expired, not "never"
   }

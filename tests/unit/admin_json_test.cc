@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "codec/key_codec.h"
+#include "codec/v8_json.h"
 
 namespace kvc::codec {
 namespace {
@@ -188,6 +191,16 @@ TEST(AdminJson, ExpiryInSetsAndAnswers) {
                    "ListedEntry",
                    R"({"key":[],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T08:01:00Z"})")
                    .ok());
+  // Past the year 9999 as JavaScript writes it; past Date's range, Date's last time; both read
+  // back (a client may store any expiry over KV Connect).
+  EXPECT_EQ(ExpiryToJsonTime(253'402'300'800'000), "+010000-01-01T00:00:00.000Z");
+  EXPECT_EQ(ExpiryToJsonTime(INT64_MAX), "+275760-09-13T00:00:00.000Z");
+  EXPECT_EQ(*ExpiryFromJsonTime("+275760-09-13T00:00:00.000Z"), 8'640'000'000'000'000);
+  Entry far{Key({KeyPart::String("k")}), "v", ValueEncoding::kBytes, 1, INT64_MAX};
+  auto far_json = AdminEntryJson(far, false);
+  ASSERT_TRUE(far_json.ok());
+  EXPECT_TRUE(ValidateAdminJson("ListedEntry", *far_json).ok()) << *far_json;
+  EXPECT_FALSE(ExpiryFromJsonTime("2027-02-30T00:00:00Z").ok());
   Entry never{Key({KeyPart::String("k")}), "v", ValueEncoding::kBytes, 1};
   auto plain = AdminEntryJson(never, false);
   ASSERT_TRUE(plain.ok());
