@@ -704,10 +704,10 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
     if (req->expire_at_ms) {
       // An entry written already expired would be invisible at once: say so instead.
       if (*req->expire_at_ms <= now) {
-        return call->Fail(InvalidArgument(
-            "'expires_at': " + codec::ExpiryToJsonTime(*req->expire_at_ms) +
-            " is not in the future (the server's time is " + codec::ExpiryToJsonTime(now) +
-            "); to remove the entry, delete it."));
+        return call->Fail(
+            InvalidArgument("'expires_at': " + codec::ExpiryToJsonTime(*req->expire_at_ms) +
+                            " is not in the future (the server's time is " +
+                            codec::ExpiryToJsonTime(now) + "); to remove the entry, delete it."));
       }
       m.expire_at_ms = *req->expire_at_ms;
     }

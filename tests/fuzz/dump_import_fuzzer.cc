@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& m : batch.write.mutations) {
       if (m.expire_at_ms > 0 && m.expire_at_ms <= kNow) std::abort();
     }
-    if (!kvc::engine::ValidateAtomicWrite(batch.write, limits, kNow).ok())
-      std::abort();
+    if (!kvc::engine::ValidateAtomicWrite(batch.write, limits, kNow).ok()) std::abort();
   }
   return 0;
 }

@@ -744,8 +744,9 @@ TEST_F(DumpServerTest, ExpiryThroughTheApi) {
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->entries, 1);
   EXPECT_EQ(answer->skipped, 1);
-  auto got = (*h2)->Post("/admin/v1/databases/src/entries/get", Auth(),
-                         R"({"key":[{"type":"string","value":"hour"},{"type":"bigint","value":"1"}]})");
+  auto got =
+      (*h2)->Post("/admin/v1/databases/src/entries/get", Auth(),
+                  R"({"key":[{"type":"string","value":"hour"},{"type":"bigint","value":"1"}]})");
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(codec::ValidateAdminJson("GetResponse", got->body).ok()) << got->body;
   EXPECT_NE(got->body.find(R"("expires_at":")" + FormatRfc3339Utc(at.first) + "\""),

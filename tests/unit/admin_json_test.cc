@@ -178,8 +178,7 @@ TEST(AdminJson, ExpiryInSetsAndAnswers) {
   for (bool raw : {false, true}) {
     auto json = AdminEntryJson(e, raw);
     ASSERT_TRUE(json.ok());
-    EXPECT_NE(json->find(R"("expires_at":"2027-01-15T08:01:00.500Z")"), std::string::npos)
-        << *json;
+    EXPECT_NE(json->find(R"("expires_at":"2027-01-15T08:01:00.500Z")"), std::string::npos) << *json;
     EXPECT_TRUE(ValidateAdminJson("ListedEntry", *json).ok()) << *json;
     EXPECT_TRUE(ValidateAdminJson("Entry", *json).ok()) << *json;
   }
@@ -187,10 +186,11 @@ TEST(AdminJson, ExpiryInSetsAndAnswers) {
   ASSERT_TRUE(item.ok());
   EXPECT_TRUE(ValidateAdminJson("WatchEvent", R"({"entries":[)" + *item + "]}").ok()) << *item;
   // The schema holds answers to its form: a time that is not UTC with milliseconds is refused.
-  EXPECT_FALSE(ValidateAdminJson(
-                   "ListedEntry",
-                   R"({"key":[],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T08:01:00Z"})")
-                   .ok());
+  EXPECT_FALSE(
+      ValidateAdminJson(
+          "ListedEntry",
+          R"({"key":[],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T08:01:00Z"})")
+          .ok());
   // Past the year 9999 as JavaScript writes it; past Date's range, Date's last time; both read
   // back (a client may store any expiry over KV Connect).
   EXPECT_EQ(ExpiryToJsonTime(253'402'300'800'000), "+010000-01-01T00:00:00.000Z");

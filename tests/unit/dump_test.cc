@@ -62,7 +62,8 @@ TEST(DumpBatcher, ClosesBatchesByCountAndBytes) {
   o.max_entries = 3;
   DumpBatcher b(o, limits);
   for (int i = 1; i <= 7; ++i) {
-    ASSERT_TRUE(b.Add(Line("k" + std::to_string(i), R"({"type":"number","value":1})"), i, kNow).ok());
+    ASSERT_TRUE(
+        b.Add(Line("k" + std::to_string(i), R"({"type":"number","value":1})"), i, kNow).ok());
   }
   b.Finish();
   std::vector<int64_t> sizes;
@@ -78,7 +79,8 @@ TEST(DumpBatcher, ClosesBatchesByCountAndBytes) {
   big.max_bytes = 10u << 20;
   DumpBatcher by_bytes(big, limits);
   const std::string value = R"({"type":"string","value":")" + std::string(30000, 'v') + "\"}";
-  for (int i = 1; i <= 60; ++i) ASSERT_TRUE(by_bytes.Add(Line(std::to_string(i), value), i, kNow).ok());
+  for (int i = 1; i <= 60; ++i)
+    ASSERT_TRUE(by_bytes.Add(Line(std::to_string(i), value), i, kNow).ok());
   by_bytes.Finish();
   int batches = 0;
   int64_t entries = 0;
@@ -240,16 +242,21 @@ TEST(DumpLine, CarriesExpiryAndTheBatcherSkipsExpiredEntries) {
   EXPECT_EQ(never->find("expires_at"), std::string::npos) << *never;
 
   DumpBatcher b(DumpBatchOptions{}, engine::Limits{});
-  auto no_newline = [](const std::string& l) { return std::string_view(l).substr(0, l.size() - 1); };
+  auto no_newline = [](const std::string& l) {
+    return std::string_view(l).substr(0, l.size() - 1);
+  };
   ASSERT_TRUE(b.Add(no_newline(*later_line), 1, kNow).ok());
   ASSERT_TRUE(b.Add(no_newline(*gone_line), 2, kNow).ok());
   ASSERT_TRUE(b.Add(Line("c", R"({"type":"null","value":null})"), 3, kNow).ok());  // no field
   // null and any offset are accepted; a time that is none is an error naming the line.
-  const std::string with_null = R"({"key":[{"type":"string","value":"d"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":null})";
+  const std::string with_null =
+      R"({"key":[{"type":"string","value":"d"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":null})";
   ASSERT_TRUE(b.Add(with_null, 4, kNow).ok());
-  const std::string offset = R"({"key":[{"type":"string","value":"e"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T09:01:00+01:00"})";
+  const std::string offset =
+      R"({"key":[{"type":"string","value":"e"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T09:01:00+01:00"})";
   ASSERT_TRUE(b.Add(offset, 5, kNow).ok());
-  const std::string bad = R"({"key":[{"type":"string","value":"f"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"tomorrow"})";
+  const std::string bad =
+      R"({"key":[{"type":"string","value":"f"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"tomorrow"})";
   Status s = b.Add(bad, 6, kNow);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().rfind("line 6: bad KvEntryJSON: expires_at", 0), 0u) << s.message();

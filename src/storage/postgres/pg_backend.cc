@@ -61,8 +61,8 @@ Result<std::optional<StoredRow>> RowOf(const PgResult& r) {
   return std::optional<StoredRow>(std::move(row));
 }
 
-// Rows whose columns from `col` on are key, value, encoding, version, expiry; a row with a NULL key (a
-// joined query's "no row in the range") is skipped.
+// Rows whose columns from `col` on are key, value, encoding, version, expiry; a row with a NULL key
+// (a joined query's "no row in the range") is skipped.
 Status AppendEntries(const PgResult& r, std::vector<Entry>* out, int col = 0) {
   for (int i = 0; i < r.rows(); ++i) {
     if (r.IsNull(i, col)) continue;
