@@ -221,9 +221,6 @@ TEST(Query, ParsesDecodesAndEncodes) {
   EXPECT_EQ(*FindParam(*back, "p"), json);
 }
 
-}  // namespace
-}  // namespace kvc::service
-
 // An entry's expiry is on its dump line and comes back from it; an entry already expired when
 // its line is read is left out and counted; a line without expires_at never expires.
 TEST(DumpLine, CarriesExpiryAndTheBatcherSkipsExpiredEntries) {
@@ -270,3 +267,6 @@ TEST(DumpLine, CarriesExpiryAndTheBatcherSkipsExpiredEntries) {
   EXPECT_LE(batch.write.mutations[2].expire_at_ms, 0);
   EXPECT_EQ(batch.write.mutations[3].expire_at_ms, kNow + 60'000);
 }
+
+}  // namespace
+}  // namespace kvc::service
