@@ -93,7 +93,7 @@ void WatchStream::OnFirstRead(Result<engine::ReadResult> result) {
     st.row.reset();
     if (i < result->ranges.size() && !result->ranges[i].empty()) {
       Entry& e = result->ranges[i][0];
-      st.row = storage::StoredRow{std::move(e.value), e.encoding, e.version, -1};
+      st.row = storage::StoredRow{std::move(e.value), e.encoding, e.version, e.expire_at_ms};
     }
   }
   sent_first_ = true;
