@@ -265,6 +265,7 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
     total.bytes += answer->bytes;
     total.batches += answer->batches;
     total.deleted += answer->deleted;
+    total.skipped += answer->skipped;
     if (answer->last_line > 0) total.last_line = answer->last_line;
     total.seconds = SecondsSince(started);
     progress.Update(total);
@@ -395,6 +396,10 @@ int RunDump(CLI::App& app, const DumpConfig& config) {
                                            Count(stats->deleted, "entry", "entries") + " first)"
                                      : std::string())
               << ". Imported entries carry new versionstamps.\n";
+    if (stats->skipped > 0) {
+      std::cerr << "Skipped " << stats->skipped << (stats->skipped == 1 ? " entry" : " entries")
+                << " whose expires_at had already passed.\n";
+    }
   }
   return 0;
 }

@@ -238,6 +238,16 @@ Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_
   r.value = std::move(*value);
   KVC_ASSIGN_OR_RETURN(r.check, CheckMember(d));
   if (d.HasMember("expire_in")) r.expire_in_ms = d["expire_in"].GetInt64();
+  if (d.HasMember("expires_at")) {
+    if (d.HasMember("expire_in")) {
+      return InvalidArgument("Give at most one of 'expire_in' and 'expires_at'.");
+    }
+    if (d["expires_at"].IsString()) {
+      auto at = ExpiryFromJsonTime(StringOf(d["expires_at"]));
+      if (!at.ok()) return About("expires_at", at.status());
+      r.expire_at_ms = *at;
+    }
+  }
   return r;
 }
 
@@ -289,6 +299,7 @@ Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
   integer("batches", &a.batches);
   integer("deleted", &a.deleted);
   integer("last_line", &a.last_line);
+  integer("skipped", &a.skipped);
   integer("line", &a.line);
   if (d.HasMember("seconds") && d["seconds"].IsNumber()) a.seconds = d["seconds"].GetDouble();
   if (d.HasMember("error") && d["error"].IsString()) a.error = StringOf(d["error"]);
@@ -414,7 +425,11 @@ Result<std::string> AdminExactImportLine(const Entry& entry) {
                          KvValueToJson(KvValue{entry.value, entry.encoding}));
     out += value;
   }
-  out += ",\"versionstamp\":\"" + VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"}\n";
+  out += ",\"versionstamp\":\"" + VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"";
+  if (entry.expire_at_ms >= 0) {
+    out += ",\"expires_at\":\"" + ExpiryToJsonTime(entry.expire_at_ms) + "\"";
+  }
+  out += "}\n";
   return out;
 }
 

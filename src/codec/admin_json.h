@@ -86,12 +86,15 @@ Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body);
 using AdminCheck = std::optional<std::string>;
 
 // SetRequest. The value is encoded as Deno stores it (v8_json.h KvValueFromJson) with the V8
-// format version `v8_format`.
+// format version `v8_format`. At most one of "expire_in" (ms from now) and "expires_at" (an
+// RFC 3339 time, or null: never) is given; neither is never, as for Deno's set without expireIn.
+// Errors: InvalidArgument also when both are given or expires_at is no RFC 3339 time.
 struct AdminSetRequest {
   std::string key;
   KvValue value;
   AdminCheck check;
-  int64_t expire_in_ms = 0;  // 0: never
+  int64_t expire_in_ms = 0;             // 0: not given
+  std::optional<int64_t> expire_at_ms;  // absolute Unix ms; nullopt: not given, or null
 };
 Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_format);
 
@@ -126,7 +129,8 @@ struct AdminImportAnswer {
   int64_t batches = 0;
   int64_t deleted = 0;
   int64_t last_line = 0;
-  int64_t line = 0;  // ImportError: the line at fault; 0 if none
+  int64_t skipped = 0;  // entries already expired, not written
+  int64_t line = 0;     // ImportError: the line at fault; 0 if none
   double seconds = 0;
   std::string error;
 };
@@ -160,8 +164,8 @@ struct AdminEntryListAnswer {
 Result<AdminEntryListAnswer> ParseAdminEntryListAnswer(std::string_view json);
 // A dump line (KvEntryJSON and "\n") that the import API turns into exactly `entry`'s bytes: a
 // V8 value in the {"type": "v8"} raw form (kept as stored, not rewritten from its JSON view),
-// KvU64 and raw bytes in their usual forms. Errors: as KvValueToJson (a kLe64 value that is not
-// 8 bytes).
+// KvU64 and raw bytes in their usual forms, and its expires_at if it has one. Errors: as
+// KvValueToJson (a kLe64 value that is not 8 bytes).
 Result<std::string> AdminExactImportLine(const Entry& entry);
 
 // One item of a WatchEvent: the entry, or the key with null value and versionstamp.

@@ -1509,11 +1509,33 @@ Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version,
   return KvValueFromNode(*node, format_version, options);
 }
 
+std::string ExpiryToJsonTime(int64_t expire_at_ms) {
+  const auto bound = static_cast<int64_t>(kMaxTime);
+  return FormatIsoDate(static_cast<double>(std::clamp(expire_at_ms, -bound, bound)));
+}
+
+Result<int64_t> ExpiryFromJsonTime(std::string_view text) {
+  Result<double> ms = ParseIsoDate(text);
+  if (!ms.ok()) {
+    return InvalidArgument("'" + std::string(text.substr(0, 64)) +
+                           "' is not a time such as 2026-11-27T10:00:00.000Z (RFC 3339, as "
+                           "Date.prototype.toISOString writes it; an offset such as +01:00 may "
+                           "replace the Z)");
+  }
+  return static_cast<int64_t>(*ms);
+}
+
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options) {
   Result<std::string> value = KvValueToJson(KvValue{entry.value, entry.encoding}, options);
   if (!value.ok()) return value.status();
-  return "{\"key\":" + KeyToJson(entry.key) + ",\"value\":" + *value + ",\"versionstamp\":\"" +
-         VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"}";
+  std::string out = "{\"key\":" + KeyToJson(entry.key) + ",\"value\":" + *value +
+                    ",\"versionstamp\":\"" +
+                    VersionstampToHex(VersionToVersionstamp(entry.version)) + "\"";
+  if (entry.expire_at_ms >= 0) {
+    out += ",\"expires_at\":\"" + ExpiryToJsonTime(entry.expire_at_ms) + "\"";
+  }
+  out.push_back('}');
+  return out;
 }
 
 Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
@@ -1542,6 +1564,16 @@ Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version,
     return InvalidArgument("bad KvEntryJSON: versionstamp is not 20 hex digits ending in 0000");
   }
   Entry entry;
+  // Absent or null: it never expires (dumps written before expiry was exported have none).
+  if (const Json* expires = node->Find(u"expires_at");
+      expires != nullptr && expires->type != Json::Type::kNull) {
+    if (!expires->IsString()) {
+      return InvalidArgument("bad KvEntryJSON: expires_at is not an RFC 3339 time or null");
+    }
+    Result<int64_t> ms = ExpiryFromJsonTime(Utf16ToUtf8(expires->string));
+    if (!ms.ok()) return InvalidArgument("bad KvEntryJSON: expires_at " + ms.status().message());
+    entry.expire_at_ms = std::max<int64_t>(*ms, 0);  // before 1970: long expired, not "never"
+  }
   entry.key = std::move(*key_bytes);
   entry.value = std::move(kv_value->data);
   entry.encoding = kv_value->encoding;

@@ -17,7 +17,9 @@
 //             ArrayBuffer DataView Int8Array Uint8Array Uint8ClampedArray Int16Array
 //             Uint16Array Int32Array Uint32Array Float16Array Float32Array Float64Array
 //             BigInt64Array BigUint64Array KvU64
-//   entry     {"key": key, "value": value, "versionstamp": "<20 hex digits>"}  (KvEntryJSON)
+//   entry     {"key": key, "value": value, "versionstamp": "<20 hex digits>"}  (KvEntryJSON),
+//             plus "expires_at": "<RFC 3339 UTC, milliseconds>" when the entry expires (our
+//             own member; the tools above ignore it)
 //
 // The exact spellings and layouts are in src/codec/README.md. On input, kv-toolbox's names
 // json_object, json_array, json_map and json_set and its `byteLength` members are accepted too.
@@ -105,9 +107,20 @@ Result<KvValue> KvValueFromJson(std::string_view json, uint32_t format_version =
                                 const V8JsonOptions& options = {});
 
 // KvEntryJSON of an entry (its key as KeyToJson, its value as KvValueToJson, its versionstamp
-// from `version`), and back. EntryFromJson errors: as KeyBytesFromJson and KvValueFromJson, a
-// missing member, a versionstamp that is not 20 hex digits ending in 0000.
+// from `version`, and "expires_at" as ExpiryToJsonTime when expire_at_ms >= 0), and back (an
+// absent or null "expires_at" is -1: never; a time before 1970 is 0: long expired).
+// EntryFromJson errors: as KeyBytesFromJson and KvValueFromJson, a missing member, a
+// versionstamp that is not 20 hex digits ending in 0000, an expires_at that is no such time.
 Result<std::string> EntryToJson(const Entry& entry, const V8JsonOptions& options = {});
+
+// An entry's expiry (absolute Unix ms) as the "expires_at" of its JSON views, in the form of
+// Date.prototype.toISOString ("2026-11-27T10:00:00.000Z"; a year outside 0..9999 as +YYYYYY or
+// -YYYYYY), so JavaScript's Date reads it back exactly; an expiry beyond Date's range (+-8.64e15
+// ms, the year 275760) is given as that bound.
+std::string ExpiryToJsonTime(int64_t expire_at_ms);
+// The inverse, for every ISO time JavaScript's Date.parse reads exactly (an offset instead of
+// Z; a date alone is UTC midnight). Errors: InvalidArgument, with a text for the client.
+Result<int64_t> ExpiryFromJsonTime(std::string_view text);
 Result<Entry> EntryFromJson(std::string_view json, uint32_t format_version = kV8WriteVersion,
                             const V8JsonOptions& options = {});
 

@@ -434,8 +434,8 @@ bool Engine::TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out
       case ReadCache::Lookup::kAbsent:
         break;
       case ReadCache::Lookup::kPresent:
-        out->ranges[i].push_back(
-            Entry{ranges[i].start, std::move(row.value), row.encoding, row.version});
+        out->ranges[i].push_back(Entry{ranges[i].start, std::move(row.value), row.encoding,
+                                       row.version, row.expire_at_ms});
         break;
     }
   }
@@ -461,7 +461,8 @@ Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector
     cache_.Fill(ranges[i].start, tickets[i], *row);
     if (*row && storage::IsLive((*row)->expire_at_ms, now_ms)) {
       StoredRow& r = **row;
-      out.ranges[i].push_back(Entry{ranges[i].start, std::move(r.value), r.encoding, r.version});
+      out.ranges[i].push_back(
+          Entry{ranges[i].start, std::move(r.value), r.encoding, r.version, r.expire_at_ms});
     }
   }
   auto v = reader->DataVersion();
@@ -500,7 +501,8 @@ void Engine::RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch)
     out.ranges.resize(1);
     if (i < rows.size() && rows[i] && storage::IsLive(rows[i]->expire_at_ms, now)) {
       StoredRow& r = *rows[i];
-      out.ranges[0].push_back(Entry{keys[i], std::move(r.value), r.encoding, r.version});
+      out.ranges[0].push_back(
+          Entry{keys[i], std::move(r.value), r.encoding, r.version, r.expire_at_ms});
     }
     batch[i].done(std::move(out));
   }

@@ -153,7 +153,10 @@ class PrefixWatch : public StreamSource,
           present.push_back(false);
         }
         present[i] = ch.row.has_value();
-        if (ch.row) entries[i] = Entry{ch.key, ch.row->value, ch.row->encoding, ch.row->version};
+        if (ch.row) {
+          entries[i] =
+              Entry{ch.key, ch.row->value, ch.row->encoding, ch.row->version, ch.row->expire_at_ms};
+        }
       }
     }
     if (keys.empty()) return;
@@ -738,7 +741,18 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
     m.key = std::move(req->key);
     m.type = MutationType::kSet;
     m.value = std::move(req->value);
-    if (req->expire_in_ms > 0) m.expire_at_ms = db.engine->now_ms() + req->expire_in_ms;
+    const int64_t now = db.engine->now_ms();
+    if (req->expire_in_ms > 0) m.expire_at_ms = now + req->expire_in_ms;
+    if (req->expire_at_ms) {
+      // An entry written already expired would be invisible at once: say so instead.
+      if (*req->expire_at_ms <= now) {
+        return call->Fail(
+            InvalidArgument("'expires_at': " + codec::ExpiryToJsonTime(*req->expire_at_ms) +
+                            " is not in the future (the server's time is " +
+                            codec::ExpiryToJsonTime(now) + "); to remove the entry, delete it."));
+      }
+      m.expire_at_ms = *req->expire_at_ms;
+    }
     check = std::move(req->check);
   }
   const bool checked = check.has_value();
@@ -828,7 +842,8 @@ std::string ImportStatsMembers(const ImportStats& st) {
   return "\"entries\":" + std::to_string(st.entries) + ",\"bytes\":" + std::to_string(st.bytes) +
          ",\"batches\":" + std::to_string(st.batches) +
          ",\"deleted\":" + std::to_string(st.deleted) +
-         ",\"last_line\":" + std::to_string(st.last_line) + ",\"seconds\":" + seconds;
+         ",\"last_line\":" + std::to_string(st.last_line) +
+         ",\"skipped\":" + std::to_string(st.skipped) + ",\"seconds\":" + seconds;
 }
 
 // The ImportError answer: the error body plus the line at fault and what was written.

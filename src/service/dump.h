@@ -5,8 +5,10 @@
 // through Engine::Write in atomic batches, so checks of concurrent writers, versionstamps,
 // watchers and the read cache behave as for any KV Connect write; each imported entry gets the
 // versionstamp of its batch's commit (a KV Connect write cannot choose one), so the dump's
-// versionstamps are not kept. Values keep their encodings (V8, KvU64 as le64, raw bytes). A
-// dump carries no expiry: imported entries never expire.
+// versionstamps are not kept. Values keep their encodings (V8, KvU64 as le64, raw bytes). An
+// entry that expires carries "expires_at" (v8_json.h) and keeps that expiry when imported; one
+// whose expiry has passed by the time its line is read is skipped (and counted). A line without
+// "expires_at" (as dumps of older versions and of other tools have) never expires.
 //
 // Thread-safety: DumpLine is a pure function; a DumpBatcher or DumpReader is used by one
 // thread at a time; BulkImport runs one step at a time (see Start).
@@ -69,15 +71,18 @@ class DumpBatcher {
  public:
   DumpBatcher(const DumpBatchOptions& options, const engine::Limits& limits);
 
-  // Parses `line` (line number `line_no`) into the open batch; a blank line is skipped.
-  // Errors: InvalidArgument "line N: ..." (not a KvEntryJSON, a key not under the prefix, a
-  // key or value over the engine's limits); nothing is added then.
-  Status Add(std::string_view line, int64_t line_no);
+  // Parses `line` (line number `line_no`) into the open batch; a blank line is skipped, and so
+  // is an entry that expires at or before `now_ms` (counted in skipped_expired()). Errors:
+  // InvalidArgument "line N: ..." (not a KvEntryJSON, a key not under the prefix, a key or
+  // value over the engine's limits); nothing is added then.
+  Status Add(std::string_view line, int64_t line_no, int64_t now_ms);
   // Closes the open batch (end of input).
   void Finish();
   bool has_ready() const { return !ready_.empty(); }
   // The oldest closed batch. REQUIRES: has_ready().
   DumpBatch TakeReady();
+  // Lines skipped so far because their entry had already expired.
+  int64_t skipped_expired() const { return skipped_expired_; }
 
  private:
   void Close();
@@ -89,6 +94,7 @@ class DumpBatcher {
   DumpBatch open_;
   size_t open_bytes_ = 0;  // keys + values of open_
   std::vector<DumpBatch> ready_;
+  int64_t skipped_expired_ = 0;
 };
 
 enum class ImportMode { kMerge, kReplace };
@@ -111,6 +117,7 @@ struct ImportStats {
   int64_t batches = 0;    // atomic writes
   int64_t deleted = 0;    // kReplace: entries deleted first
   int64_t last_line = 0;  // the last line of the last batch written (0: none)
+  int64_t skipped = 0;    // lines read whose entry had already expired (not written)
   double seconds = 0;     // from Start to the end
 };
 

@@ -93,7 +93,7 @@ void WatchStream::OnFirstRead(Result<engine::ReadResult> result) {
     st.row.reset();
     if (i < result->ranges.size() && !result->ranges[i].empty()) {
       Entry& e = result->ranges[i][0];
-      st.row = storage::StoredRow{std::move(e.value), e.encoding, e.version, -1};
+      st.row = storage::StoredRow{std::move(e.value), e.encoding, e.version, e.expire_at_ms};
     }
   }
   sent_first_ = true;
@@ -113,7 +113,7 @@ void WatchStream::MaybeSendLocked() {
   for (size_t i = 0; i < keys_.size(); ++i) {
     if (!versions[i]) continue;
     const storage::StoredRow& row = *state_[i].row;
-    entries[i] = Entry{keys_[i], row.value, row.encoding, row.version};
+    entries[i] = Entry{keys_[i], row.value, row.encoding, row.version, row.expire_at_ms};
   }
   sent_versions_ = std::move(versions);
   if (sink_) sink_->Send(encoder_(entries));

@@ -23,12 +23,14 @@ struct KvValue {
 };
 
 // A stored entry as returned to readers. `version` is the commit version (the first 8 bytes of
-// the versionstamp).
+// the versionstamp). `expire_at_ms` is when it expires (absolute Unix ms), -1 if never; the
+// admin API and dumps show it, KV Connect has no field for it (a client never sees it there).
 struct Entry {
   std::string key;
   std::string value;
   ValueEncoding encoding = ValueEncoding::kBytes;
   int64_t version = 0;
+  int64_t expire_at_ms = -1;
 };
 
 // [start, end) in bytewise order; `limit` >= 1 rows; `reverse` returns the last `limit` rows

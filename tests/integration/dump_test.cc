@@ -18,6 +18,7 @@
 #include "codec/admin_json.h"
 #include "codec/key_codec.h"
 #include "codec/v8_json.h"
+#include "common/clock.h"
 #include "common/random.h"
 #include "engine/engine.h"
 #include "service/admin_ops.h"
@@ -646,6 +647,118 @@ TEST_F(DumpServerTest, SlowReaderThatKeepsTakingIsNotCutOff) {
   }
   EXPECT_TRUE((*stream)->finished()) << "cut off after " << body.size() << " bytes";
   EXPECT_EQ(CountLines(body), 400u);
+}
+
+// --- Expiry -------------------------------------------------------------------------------------
+
+// Writes "hour" (expiring in an hour), "never" and "short" (expiring `short_ms` from now) into
+// `db`; returns the absolute expiries of hour and short.
+std::pair<int64_t, int64_t> WriteExpiring(engine::Engine& engine, int64_t short_ms) {
+  const int64_t now = NowUnixMs();
+  const std::pair<int64_t, int64_t> at{now + 3'600'000, now + short_ms};
+  AtomicWrite w;
+  w.mutations.push_back(testutil::Set(StringKey("hour", 1), "h", at.first));
+  w.mutations.push_back(testutil::Set(StringKey("never", 1), "n"));
+  w.mutations.push_back(testutil::Set(StringKey("short", 1), "s", at.second));
+  auto r = WriteSync(engine, std::move(w));
+  EXPECT_TRUE(r.ok() && r->ok);
+  return at;
+}
+
+// The stored row of `key` in `db` (expired or not), read straight from storage.
+std::optional<storage::StoredRow> RowOf(storage::Storage& s, const std::string& db,
+                                        const std::string& key) {
+  auto rec = s.catalog().FindDatabase(db);
+  EXPECT_TRUE(rec.ok());
+  auto backend = s.OpenBackend(*rec);
+  EXPECT_TRUE(backend.ok());
+  auto reader = (*backend)->OpenReader();
+  EXPECT_TRUE(reader.ok() && (*reader)->Begin().ok());
+  auto row = (*reader)->Get(key);
+  (*reader)->End();
+  EXPECT_TRUE(row.ok());
+  return row.ok() ? *row : std::nullopt;
+}
+
+// A dump carries each entry's expiry; an import keeps it, and leaves out (and counts) an entry
+// whose expiry passed between the export and the import.
+TEST_F(DumpTest, ExpiryRoundTripsAndEntriesExpiredByImportAreSkipped) {
+  std::pair<int64_t, int64_t> at;
+  {
+    auto engine = OpenEngine("src");
+    at = WriteExpiring(*engine, 4000);
+  }
+  const std::string dump = Export("src");
+  ASSERT_EQ(CountLines(dump), 3u) << dump;  // exported while "short" was still live
+  const std::string hour_at = FormatRfc3339Utc(at.first);
+  EXPECT_NE(dump.find(R"(,"expires_at":")" + hour_at + "\"}\n"), std::string::npos) << dump;
+  EXPECT_NE(dump.find(R"(,"expires_at":")" + FormatRfc3339Utc(at.second) + "\"}\n"),
+            std::string::npos)
+      << dump;
+  // Past short's expiry, the import skips it.
+  while (NowUnixMs() <= at.second) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto stats = Import(Config("dst"), dump);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->entries, 2);
+  EXPECT_EQ(stats->skipped, 1);
+  auto hour = RowOf(*storage_, "dst", StringKey("hour", 1));
+  ASSERT_TRUE(hour.has_value());
+  EXPECT_EQ(hour->expire_at_ms, at.first);
+  auto never = RowOf(*storage_, "dst", StringKey("never", 1));
+  ASSERT_TRUE(never.has_value());
+  EXPECT_EQ(never->expire_at_ms, -1);
+  EXPECT_FALSE(RowOf(*storage_, "dst", StringKey("short", 1)).has_value());
+  // The copy exports as the source did, but for the skipped entry and the versionstamps.
+  const std::string copy = Export("dst");
+  ASSERT_EQ(CountLines(copy), 2u) << copy;
+  EXPECT_NE(copy.find(R"(,"expires_at":")" + hour_at + "\"}\n"), std::string::npos) << copy;
+}
+
+TEST_F(DumpServerTest, ExpiryThroughTheApi) {
+  std::pair<int64_t, int64_t> at;
+  {
+    auto engine = OpenEngine("dst");
+    at = WriteExpiring(*engine, 3'600'000);
+  }
+  const std::string direct = Export("dst");
+  StartServer();
+  auto h2 = testutil::Http2Client::Connect("127.0.0.1", port_);
+  ASSERT_TRUE(h2.ok());
+  // The API's export is the data directory's, expiry included.
+  auto exported = (*h2)->Post("/admin/v1/databases/dst/export", Auth(),
+                              R"({"prefix":[{"type":"string","value":"hour"}]})");
+  ASSERT_TRUE(exported.ok());
+  ASSERT_EQ(exported->status, 200);
+  EXPECT_NE(direct.find(exported->body), std::string::npos) << exported->body;
+  EXPECT_NE(exported->body.find(FormatRfc3339Utc(at.first)), std::string::npos);
+  // An import answer counts what it skipped; an entry without expires_at never expires.
+  const std::string stale =
+      R"({"key":[{"type":"string","value":"stale"}],"value":{"type":"null","value":null},)"
+      R"("versionstamp":"00000000000000010000","expires_at":"2001-02-03T04:05:06Z"})"
+      "\n";
+  auto ok = (*h2)->Post("/admin/v1/databases/src/import", Auth(), exported->body + stale);
+  ASSERT_TRUE(ok.ok());
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_TRUE(codec::ValidateAdminJson("ImportResult", ok->body).ok()) << ok->body;
+  auto answer = codec::ParseAdminImportAnswer(ok->body);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->entries, 1);
+  EXPECT_EQ(answer->skipped, 1);
+  auto got =
+      (*h2)->Post("/admin/v1/databases/src/entries/get", Auth(),
+                  R"({"key":[{"type":"string","value":"hour"},{"type":"bigint","value":"1"}]})");
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(codec::ValidateAdminJson("GetResponse", got->body).ok()) << got->body;
+  EXPECT_NE(got->body.find(R"("expires_at":")" + FormatRfc3339Utc(at.first) + "\""),
+            std::string::npos)
+      << got->body;
+  // `kvconnect import --url` adds up what each request skipped.
+  cli::DumpConfig c = UrlConfig("src");
+  c.request_bytes = 1;  // one line per request
+  auto stats = Import(c, stale + stale + exported->body);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->entries, 1);
+  EXPECT_EQ(stats->skipped, 2);
 }
 
 }  // namespace

@@ -20,10 +20,12 @@
 
 #include "auth/tokens.h"
 #include "codec/key_codec.h"
+#include "codec/v8_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "engine/engine.h"
+#include "service/dump.h"
 #include "storage/migration.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "storage/storage.h"
@@ -371,6 +373,31 @@ void MigratesEverythingAndVerifies(const StorageOptions& from, const StorageOpti
       });
       ASSERT_NE(it, rows.end());
       EXPECT_EQ(it->row.expire_at_ms, 1000);
+      // What reads and exports of the copy show (`kvconnect export`, the admin API): the
+      // expiry of "soon" as the source had it, on its dump line.
+      const auto soon = std::find_if(rows.begin(), rows.end(), [](const storage::KeyedRow& r) {
+        return r.key == Key("soon", 1);
+      });
+      ASSERT_NE(soon, rows.end());
+      EXPECT_GT(soon->row.expire_at_ms, 1000);
+      auto copy = dst->OpenBackend(*there);
+      ASSERT_TRUE(copy.ok());
+      auto reader = (*copy)->OpenReader();
+      ASSERT_TRUE(reader.ok() && (*reader)->Begin().ok());
+      std::vector<Entry> read;
+      ASSERT_TRUE(
+          (*reader)
+              ->Scan(ReadRange{Key("soon", 1), Key("soon", 2), 10, false}, NowUnixMs(), &read)
+              .ok());
+      (*reader)->End();
+      ASSERT_EQ(read.size(), 1u);
+      EXPECT_EQ(read[0].expire_at_ms, soon->row.expire_at_ms);
+      auto line = service::DumpLine(read[0]);
+      ASSERT_TRUE(line.ok());
+      EXPECT_NE(
+          line->find("\"expires_at\":\"" + codec::ExpiryToJsonTime(soon->row.expire_at_ms) + "\""),
+          std::string::npos)
+          << *line;
     }
     auto backend = dst->OpenBackend(*there);
     ASSERT_TRUE(backend.ok());

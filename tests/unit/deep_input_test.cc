@@ -56,7 +56,7 @@ TEST(DeepInput, ImportLinesRefuseAMillionLevels) {
   const std::string line =
       "{\"key\":[{\"type\":\"string\",\"value\":\"k\"}],\"value\":" + std::string(kLevels, '[') +
       std::string(kLevels, ']') + ",\"versionstamp\":\"" + std::string(20, '0') + "\"}";
-  const Status s = batcher.Add(line, 1);
+  const Status s = batcher.Add(line, 1, /*now_ms=*/0);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().rfind("line 1: ", 0), 0u) << s.message();
 }

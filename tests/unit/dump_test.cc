@@ -13,6 +13,9 @@
 namespace kvc::service {
 namespace {
 
+// The import's clock for the batcher: a fixed time, so expiry tests need no real clock.
+constexpr int64_t kNow = 1'800'000'000'000;
+
 std::string Line(const std::string& key, const std::string& value_json) {
   return R"({"key":[{"type":"string","value":")" + key + R"("}],"value":)" + value_json +
          R"(,"versionstamp":"00000000000000010000"})";
@@ -59,7 +62,8 @@ TEST(DumpBatcher, ClosesBatchesByCountAndBytes) {
   o.max_entries = 3;
   DumpBatcher b(o, limits);
   for (int i = 1; i <= 7; ++i) {
-    ASSERT_TRUE(b.Add(Line("k" + std::to_string(i), R"({"type":"number","value":1})"), i).ok());
+    ASSERT_TRUE(
+        b.Add(Line("k" + std::to_string(i), R"({"type":"number","value":1})"), i, kNow).ok());
   }
   b.Finish();
   std::vector<int64_t> sizes;
@@ -75,7 +79,8 @@ TEST(DumpBatcher, ClosesBatchesByCountAndBytes) {
   big.max_bytes = 10u << 20;
   DumpBatcher by_bytes(big, limits);
   const std::string value = R"({"type":"string","value":")" + std::string(30000, 'v') + "\"}";
-  for (int i = 1; i <= 60; ++i) ASSERT_TRUE(by_bytes.Add(Line(std::to_string(i), value), i).ok());
+  for (int i = 1; i <= 60; ++i)
+    ASSERT_TRUE(by_bytes.Add(Line(std::to_string(i), value), i, kNow).ok());
   by_bytes.Finish();
   int batches = 0;
   int64_t entries = 0;
@@ -95,10 +100,10 @@ TEST(DumpBatcher, ClosesBatchesByCountAndBytes) {
 TEST(DumpBatcher, TracksLinesAndBytesAndSkipsBlankLines) {
   DumpBatcher b(DumpBatchOptions{}, engine::Limits{});
   const std::string l1 = Line("a", R"({"type":"null","value":null})");
-  ASSERT_TRUE(b.Add(l1, 1).ok());
-  ASSERT_TRUE(b.Add("", 2).ok());
-  ASSERT_TRUE(b.Add("  \t", 3).ok());
-  ASSERT_TRUE(b.Add(l1, 4).ok());
+  ASSERT_TRUE(b.Add(l1, 1, kNow).ok());
+  ASSERT_TRUE(b.Add("", 2, kNow).ok());
+  ASSERT_TRUE(b.Add("  \t", 3, kNow).ok());
+  ASSERT_TRUE(b.Add(l1, 4, kNow).ok());
   b.Finish();
   ASSERT_TRUE(b.has_ready());
   DumpBatch batch = b.TakeReady();
@@ -125,7 +130,7 @@ TEST(DumpBatcher, ErrorsNameTheLine) {
       {R"({"key":[{"type":"string","value":"k"}]})", "line 17: "},
   };
   for (const Case& c : cases) {
-    Status s = b.Add(c.line, 17);
+    Status s = b.Add(c.line, 17, kNow);
     ASSERT_FALSE(s.ok()) << c.line.substr(0, 80);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message().rfind(c.expect, 0), 0u) << s.message();
@@ -140,10 +145,10 @@ TEST(DumpBatcher, PrefixRequiresKeysStrictlyUnderIt) {
   DumpBatcher b(o, engine::Limits{});
   const std::string under =
       R"({"key":[{"type":"string","value":"users"},{"type":"number","value":1}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000"})";
-  EXPECT_TRUE(b.Add(under, 1).ok());
-  Status exact = b.Add(Line("users", R"({"type":"null","value":null})"), 2);
+  EXPECT_TRUE(b.Add(under, 1, kNow).ok());
+  Status exact = b.Add(Line("users", R"({"type":"null","value":null})"), 2, kNow);
   EXPECT_NE(exact.message().find("line 2: the key is not under the prefix"), std::string::npos);
-  Status other = b.Add(Line("orders", R"({"type":"null","value":null})"), 3);
+  Status other = b.Add(Line("orders", R"({"type":"null","value":null})"), 3, kNow);
   EXPECT_FALSE(other.ok());
 }
 
@@ -164,7 +169,7 @@ TEST(DumpLine, RoundTripsThroughTheBatcher) {
     auto line = DumpLine(e);
     ASSERT_TRUE(line.ok());
     ASSERT_EQ(line->back(), '\n');
-    ASSERT_TRUE(b.Add(std::string_view(*line).substr(0, line->size() - 1), 1).ok());
+    ASSERT_TRUE(b.Add(std::string_view(*line).substr(0, line->size() - 1), 1, kNow).ok());
     entries.push_back(std::move(e));
   }
   b.Finish();
@@ -190,7 +195,7 @@ TEST(DumpLine, KeysThatAreNoDenoKeyRoundTrip) {
     auto line = DumpLine(Entry{keys[i], "v", ValueEncoding::kBytes, 7});
     ASSERT_TRUE(line.ok()) << line.status().ToString();
     EXPECT_NE(line->find(R"({"type":"raw","value":")"), std::string::npos) << *line;
-    Status s = b.Add(std::string_view(*line).substr(0, line->size() - 1), 1);
+    Status s = b.Add(std::string_view(*line).substr(0, line->size() - 1), 1, kNow);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   b.Finish();
@@ -214,6 +219,53 @@ TEST(Query, ParsesDecodesAndEncodes) {
   auto back = ParseQuery("p=" + EncodeQueryValue(json));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*FindParam(*back, "p"), json);
+}
+
+// An entry's expiry is on its dump line and comes back from it; an entry already expired when
+// its line is read is left out and counted; a line without expires_at never expires.
+TEST(DumpLine, CarriesExpiryAndTheBatcherSkipsExpiredEntries) {
+  const std::string a = codec::EncodeKey({codec::KeyPart::String("a")});
+  const std::string b_key = codec::EncodeKey({codec::KeyPart::String("b")});
+  Entry later{a, "v", ValueEncoding::kBytes, 7, kNow + 60'000};
+  Entry gone{b_key, "v", ValueEncoding::kBytes, 7, kNow - 1};
+  auto later_line = DumpLine(later);
+  auto gone_line = DumpLine(gone);
+  ASSERT_TRUE(later_line.ok() && gone_line.ok());
+  // 1'800'000'060'000 ms is 2027-01-15T08:01:00.000Z.
+  EXPECT_NE(later_line->find(R"(,"expires_at":"2027-01-15T08:01:00.000Z"})"), std::string::npos)
+      << *later_line;
+  auto never = DumpLine(Entry{a, "v", ValueEncoding::kBytes, 7});
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ(never->find("expires_at"), std::string::npos) << *never;
+
+  DumpBatcher b(DumpBatchOptions{}, engine::Limits{});
+  auto no_newline = [](const std::string& l) {
+    return std::string_view(l).substr(0, l.size() - 1);
+  };
+  ASSERT_TRUE(b.Add(no_newline(*later_line), 1, kNow).ok());
+  ASSERT_TRUE(b.Add(no_newline(*gone_line), 2, kNow).ok());
+  ASSERT_TRUE(b.Add(Line("c", R"({"type":"null","value":null})"), 3, kNow).ok());  // no field
+  // null and any offset are accepted; a time that is none is an error naming the line.
+  const std::string with_null =
+      R"({"key":[{"type":"string","value":"d"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":null})";
+  ASSERT_TRUE(b.Add(with_null, 4, kNow).ok());
+  const std::string offset =
+      R"({"key":[{"type":"string","value":"e"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"2027-01-15T09:01:00+01:00"})";
+  ASSERT_TRUE(b.Add(offset, 5, kNow).ok());
+  const std::string bad =
+      R"({"key":[{"type":"string","value":"f"}],"value":{"type":"null","value":null},"versionstamp":"00000000000000010000","expires_at":"tomorrow"})";
+  Status s = b.Add(bad, 6, kNow);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("line 6: bad KvEntryJSON: expires_at", 0), 0u) << s.message();
+  EXPECT_EQ(b.skipped_expired(), 1);
+  b.Finish();
+  DumpBatch batch = b.TakeReady();
+  ASSERT_EQ(batch.write.mutations.size(), 4u);
+  EXPECT_EQ(batch.write.mutations[0].key, a);
+  EXPECT_EQ(batch.write.mutations[0].expire_at_ms, kNow + 60'000);
+  EXPECT_LE(batch.write.mutations[1].expire_at_ms, 0);  // never
+  EXPECT_LE(batch.write.mutations[2].expire_at_ms, 0);
+  EXPECT_EQ(batch.write.mutations[3].expire_at_ms, kNow + 60'000);
 }
 
 }  // namespace

@@ -40,11 +40,13 @@ void DefineCommon(Connection& c) {
            "select v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid and "
            "k = $2");
   c.Define("scan",
-           "select k, v, v_encoding, version from kvc_kv where db = $1::uuid and k >= $2 and "
-           "k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k limit $5");
+           "select k, v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid and "
+           "k >= $2 and k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k limit "
+           "$5");
   c.Define("scan_rev",
-           "select k, v, v_encoding, version from kvc_kv where db = $1::uuid and k >= $2 and "
-           "k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k desc limit $5");
+           "select k, v, v_encoding, version, expiration_ms from kvc_kv where db = $1::uuid and "
+           "k >= $2 and k < $3 and (expiration_ms < 0 or expiration_ms > $4) order by k desc limit "
+           "$5");
 }
 
 Result<std::optional<StoredRow>> RowOf(const PgResult& r) {
@@ -59,8 +61,8 @@ Result<std::optional<StoredRow>> RowOf(const PgResult& r) {
   return std::optional<StoredRow>(std::move(row));
 }
 
-// Rows whose columns from `col` on are key, value, encoding, version; a row with a NULL key (a
-// joined query's "no row in the range") is skipped.
+// Rows whose columns from `col` on are key, value, encoding, version, expiry; a row with a NULL key
+// (a joined query's "no row in the range") is skipped.
 Status AppendEntries(const PgResult& r, std::vector<Entry>* out, int col = 0) {
   for (int i = 0; i < r.rows(); ++i) {
     if (r.IsNull(i, col)) continue;
@@ -71,6 +73,7 @@ Status AppendEntries(const PgResult& r, std::vector<Entry>* out, int col = 0) {
     if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
     e.encoding = static_cast<ValueEncoding>(enc);
     e.version = r.Int(i, col + 3);
+    e.expire_at_ms = r.Int(i, col + 4);
     out->push_back(std::move(e));
   }
   return Status::Ok();
@@ -93,9 +96,10 @@ class PgReader : public Reader {
                 "from kvc_kv where db = $1::uuid");
       for (const char* dir : {"", " desc"}) {
         c->Define(std::string("scan_alone") + (*dir ? "_rev" : ""),
-                  std::string("select d.version, s.k, s.v, s.v_encoding, s.version from "
-                              "kvc_data_version d left join lateral (select k, v, v_encoding, "
-                              "version from kvc_kv where db = d.db and k >= $2 and k < $3 and "
+                  std::string("select d.version, s.k, s.v, s.v_encoding, s.version, "
+                              "s.expiration_ms from kvc_data_version d left join lateral (select "
+                              "k, v, v_encoding, version, expiration_ms from kvc_kv where db = "
+                              "d.db and k >= $2 and k < $3 and "
                               "(expiration_ms < 0 or expiration_ms > $4) order by k") +
                       dir + " limit $5) s on true where d.db = $1::uuid order by s.k" + dir);
       }

@@ -135,12 +135,14 @@ class SqliteReader : public Reader {
     KVC_ASSIGN_OR_RETURN(end_, conn_.Prepare("commit"));
     KVC_ASSIGN_OR_RETURN(
         scan_,
-        conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
-                      "and (expiration_ms < 0 or expiration_ms > ?3) order by k asc limit ?4"));
+        conn_.Prepare("select k, v, v_encoding, version, expiration_ms from kv where k >= ?1 "
+                      "and k < ?2 and (expiration_ms < 0 or expiration_ms > ?3) order by k asc "
+                      "limit ?4"));
     KVC_ASSIGN_OR_RETURN(
         scan_rev_,
-        conn_.Prepare("select k, v, v_encoding, version from kv where k >= ?1 and k < ?2 "
-                      "and (expiration_ms < 0 or expiration_ms > ?3) order by k desc limit ?4"));
+        conn_.Prepare("select k, v, v_encoding, version, expiration_ms from kv where k >= ?1 "
+                      "and k < ?2 and (expiration_ms < 0 or expiration_ms > ?3) order by k desc "
+                      "limit ?4"));
     KVC_ASSIGN_OR_RETURN(scan_rows_,
                          conn_.Prepare("select k, v, v_encoding, version, expiration_ms from kv "
                                        "where k >= ?1 and k < ?2 order by k asc limit ?3"));
@@ -281,6 +283,7 @@ class SqliteReader : public Reader {
       if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
       e.encoding = static_cast<ValueEncoding>(enc);
       e.version = s.ColumnInt64(3);
+      e.expire_at_ms = s.ColumnInt64(4);
       out->push_back(std::move(e));
     }
     if (rc != SQLITE_DONE) return conn_.Error("scan");
