@@ -520,7 +520,7 @@ void Metrics::RenderProcess(std::vector<prometheus::MetricFamily>* families) {
 }
 
 void MetricsHandler::Handle(HttpRequest request, Responder respond) {
-  gate_->Check(request, [this, respond = std::move(respond)](Status s) {
+  gate_->Check(request, [this, respond = std::move(respond)](const Status& s) {
     if (!s.ok()) {
       respond(ErrorResponse(s));
       return;

@@ -78,8 +78,11 @@ fi
 if cmake -S "$ROOT" -B "$TMP/build-tests" -DKVC_BUILD_TESTS=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON \
   >"$TMP/configure-tests.log" 2>&1; then
   fail "control: configuring the tests without GoogleTest succeeded; the check above proves nothing"
-else
+elif grep -q 'GTest' "$TMP/configure-tests.log"; then
   ok "control: the tests' configure does need GoogleTest"
+else
+  fail "control: the tests' configure failed, but not for GoogleTest:"
+  tail -n 20 "$TMP/configure-tests.log" | sed 's/^/          /'
 fi
 # The run path picks KVC_BUILD_TESTS=OFF when GoogleTest is not installed.
 if grep -q 'installed libgtest-dev && installed libgmock-dev || tests=OFF' "$DEV"; then
