@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # kvconnect developer entry point for a Debian 12 machine.
-#   deploy/dev.sh run [serve flags...]  install what is missing, build, start the server
-#   deploy/dev.sh test                  install what is missing, build, run every test
-#   deploy/dev.sh deps | build          the individual steps
+#   deploy/dev.sh run [serve flags...]  install what building and serving need (BUILD_PACKAGES),
+#                                       build the server, start it
+#   deploy/dev.sh test                  install those and the test packages (TEST_PACKAGES, Node.js
+#                                       and npm), build everything, run every test
+#   deploy/dev.sh deps [run|test] | build   the individual steps (deps: test's packages by default)
+#   deploy/dev.sh packages run|test     print the Debian packages a command installs, one a line
 # Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
@@ -16,11 +19,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
+# What building and serving need: the compiler, CMake, the libraries' headers (the same list as
+# the build stage of deploy/Dockerfile, which builds with nothing else) and the CA certificates
+# for HTTPS backup targets and queue push. `run` installs only these.
+BUILD_PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev sqlite3 ca-certificates openssl systemd python3-yaml
-  clang clang-tidy libclang-rt-14-dev ccache prometheus-cpp-dev prometheus curl
-  chromium fonts-dejavu-core libcurl4-openssl-dev postgresql-15 libpq-dev nghttp2-client)
+  prometheus-cpp-dev libcurl4-openssl-dev libpq-dev ca-certificates)
+# What only the tests need, on top (`test` installs both lists, and Node.js and npm): GoogleTest,
+# clang and its sanitizer runtimes, ccache (CI builds three times), PostgreSQL 15 for the
+# PostgreSQL tests, Chromium for the console tests, promtool (prometheus) for the metrics and
+# alert-rule checks, and the tools the deployment checks drive.
+TEST_PACKAGES=(libgtest-dev libgmock-dev sqlite3 openssl systemd python3-yaml clang clang-tidy
+  libclang-rt-14-dev ccache prometheus curl chromium fonts-dejavu-core postgresql-15
+  nghttp2-client)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -28,19 +39,41 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# The Debian packages `run` or `test` needs (Node.js and npm come on top for `test`, unless a
+# node and npm are already on PATH).
+packages() {
+  case "${1:-test}" in
+    run) printf '%s\n' "${BUILD_PACKAGES[@]}" ;;
+    test) printf '%s\n' "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" ;;
+    *) echo "usage: deploy/dev.sh packages run|test" >&2; return 2 ;;
+  esac
+}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+# deps run|test: installs what that command needs and is missing, and says what.
 deps() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
-  if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "Installing missing packages: ${missing[*]}"
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}"
+  local what=${1:-test} wanted=() missing=() p
+  case "$what" in run | test) ;; *) echo "usage: deploy/dev.sh deps run|test" >&2; return 2 ;; esac
+  mapfile -t wanted < <(packages "$what")
+  for p in "${wanted[@]}"; do installed "$p" || missing+=("$p"); done
+  local node_note=""
+  if [ "$what" = test ]; then
+    if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+    if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+    node_note=" (and Node.js and npm)"
+    log "deploy/dev.sh test needs ${#wanted[@]} Debian packages$node_note: what building and serving need (${#BUILD_PACKAGES[@]}) and the tests' (${#TEST_PACKAGES[@]})"
+  else
+    log "deploy/dev.sh run needs ${#wanted[@]} Debian packages, for building and serving only (the ${#TEST_PACKAGES[@]} test packages come with deploy/dev.sh test)"
   fi
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "All of them are installed"
+    return
+  fi
+  log "Installing the ${#missing[@]} missing: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
 }
 
 # ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain
@@ -62,10 +95,15 @@ else
   MAIN_FLAGS=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 fi
 
-# Configures $BUILD_DIR and builds the given targets (all when none are given).
+# Configures $BUILD_DIR and builds the given targets (all when none are given). The tests'
+# targets are configured (KVC_BUILD_TESTS) when their packages are there: `run` without them
+# configures the server alone, and a later `test` turns them on.
 build() {
   log "Building ${*:-everything} into $BUILD_DIR"
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${MAIN_FLAGS[@]}" \
+  local tests=ON
+  installed libgtest-dev && installed libgmock-dev || tests=OFF
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_BUILD_TESTS=$tests \
+    "${MAIN_FLAGS[@]}" \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
@@ -139,17 +177,18 @@ e2e_deps() {
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  deps) deps ;;
-  build) deps; build ;;
+  deps) deps "${1:-test}" ;;
+  packages) packages "${1:-test}" ;;
+  build) deps test; build ;;
   run)
-    deps
+    deps run
     build kvconnect  # only what serve needs: a first start does not wait for the tests
     log "Starting kvconnect (Ctrl-C to stop)"
     exec "$BUILD_DIR/kvconnect" serve "$@"
     ;;
   test)
     trap print_stages EXIT
-    stage deps deps
+    stage deps deps test
     stage build build
     stage "npm ci (e2e)" e2e_deps
     log "Running tests"
@@ -164,7 +203,7 @@ case "$cmd" in
     fi
     ;;
   *)
-    echo "usage: deploy/dev.sh run [serve flags...] | test | deps | build" >&2
+    echo "usage: deploy/dev.sh run [serve flags...] | test | deps [run|test] | build | packages run|test" >&2
     exit 2
     ;;
 esac

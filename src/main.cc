@@ -2,6 +2,7 @@
 // hands over to the subcommand in src/cli/.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 
 #include "cli/admin.h"
 #include "cli/backup.h"
@@ -10,12 +11,14 @@
 #include "cli/migrate.h"
 #include "cli/queue.h"
 #include "cli/serve.h"
+#include "common/build_info.h"
 
 // CLI11 throws outside parse() only for misdeclared options, a bug best ended by terminate().
 int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   CLI::App app{"kvconnect: a self-hosted Deno KV server speaking the KV Connect protocol"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kvconnect 0.1.0");
+  app.set_version_flag("--version", std::string("kvconnect ") + kvc::BuildVersion() + " (commit " +
+                                        kvc::BuildCommit() + ")");
   kvc::cli::ServeConfig serve;
   CLI::App* serve_cmd = kvc::cli::AddServeCommand(app, &serve);
   kvc::cli::AdminConfig admin;

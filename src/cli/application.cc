@@ -226,7 +226,10 @@ Status Application::Init() {
   // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
   using M = service::Router::Match;
   const std::string data_path = c.service.endpoint_path;
-  router_.Add("metadata", M::kExact, "/", {}, kv_.get());
+  // `/` is KV Connect's metadata exchange; a browser's GET there is sent to the console.
+  root_handler_ = std::make_unique<service::RootHandler>(
+      kv_.get(), console_handler_ ? service::ConsoleHandler::kPrefix : "");
+  router_.Add("metadata", M::kExact, "/", {}, root_handler_.get());
   // Every metadata shape (service::MetadataTarget) is the one route "connect"; the queue API's
   // /databases/*/queue/v1/ is a longer prefix and wins, /v2/databases/ wins over the data path.
   router_.Add("connect", M::kPrefix, "/databases/", {}, kv_.get());

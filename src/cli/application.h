@@ -29,6 +29,7 @@
 #include "service/kv_service.h"
 #include "service/metrics.h"
 #include "service/queue_api.h"
+#include "service/root_redirect.h"
 #include "service/router.h"
 #include "storage/storage.h"
 
@@ -82,6 +83,8 @@ class Application {
   service::Directory& directory() { return *directory_; }
   // The continuous backup, or nullptr when --backup-to is not set.
   backup::ContinuousBackup* continuous_backup() const { return backup_.get(); }
+  // Whether the web console is served (at service::ConsoleHandler::kPrefix).
+  bool console_enabled() const { return console_handler_ != nullptr; }
 
  private:
   explicit Application(ServeConfig config) : config_(std::move(config)) {}
@@ -131,8 +134,9 @@ class Application {
   };
   OperatorRoutes main_operator_;
   OperatorRoutes metrics_operator_;
-  std::unique_ptr<service::ConsoleHandler> console_handler_;
-  service::Router router_;          // every endpoint
+  std::unique_ptr<service::ConsoleHandler> console_handler_;  // null: the console is off
+  std::unique_ptr<service::RootHandler> root_handler_;        // `/`: metadata, or browsers
+  service::Router router_;                                    // every endpoint
   service::Router metrics_router_;  // the separate metrics listener's endpoints
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::Server> metrics_server_;

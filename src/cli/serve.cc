@@ -18,6 +18,7 @@
 #include "cli/ready_file.h"
 #include "codec/config_json.h"
 #include "codec/json_depth.h"
+#include "common/build_info.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
@@ -370,6 +371,13 @@ void RaiseOpenFileLimit(size_t max_connections) {
   }
 }
 
+// The running binary's path (so a user knows which build answers), or empty.
+std::string ExecutablePath() {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
 void PrintBanner(const Application& app) {
   const std::string url = app.url();
   const std::string tls_url = app.tls_url();
@@ -394,11 +402,19 @@ void PrintBanner(const Application& app) {
               << url
               << "\");\n  await kv.set([\"hello\"], \"world\");\n  console.log((await "
                  "kv.get([\"hello\"])).value);\n\n";
+    if (app.console_enabled()) {
+      std::cout << "Console: " << url << service::ConsoleHandler::kPrefix
+                << " (sign in with the token above)\n\n";
+    }
   } else {
     std::cout << "Clients authenticate with the access token you configured.\n"
               << "From Deno: DENO_KV_ACCESS_TOKEN=<token> deno run --unstable-kv -A app.ts with "
                  "Deno.openKv(\""
               << url << "\")\n\n";
+    if (app.console_enabled()) {
+      std::cout << "Console: " << url << service::ConsoleHandler::kPrefix
+                << " (sign in with that access token)\n\n";
+    }
   }
   std::cout << "More databases and scoped tokens: kvconnect db create NAME; kvconnect token "
                "create --db NAME --scope write; then Deno.openKv(\""
@@ -407,7 +423,10 @@ void PrintBanner(const Application& app) {
             << "/readyz; metrics: " << (app.metrics_url().empty() ? url : app.metrics_url())
             << "/metrics"
             << (app.config().metrics_public ? "" : " (Authorization: Bearer <bootstrap token>)")
-            << "\n\n";
+            << "\n";
+  const std::string exe = ExecutablePath();
+  std::cout << "Binary: " << (exe.empty() ? std::string("kvconnect") : exe) << " (version "
+            << BuildVersion() << ", commit " << BuildCommit() << ")\n\n";
   const service::ServiceOptions& so = app.config().service;
   if (!so.public_url.empty()) {
     std::cout << "Metadata answers send clients to " << so.public_url << so.endpoint_path

@@ -88,6 +88,7 @@ struct Queue::State {
     std::vector<std::string> freed_leases;  // settled or expired leases (consumer accounting)
     uint64_t expired = 0;                   // leases that ran out
     uint64_t dead = 0;                      // messages dead-lettered
+    int64_t dead_removed = 0;               // dead letters requeued, purged or pruned
   };
 
   Mutex mu;
@@ -105,6 +106,7 @@ struct Queue::State {
   int64_t next_prune KVC_GUARDED_BY(mu) = 0;
   int64_t next_recount KVC_GUARDED_BY(mu) = 0;
   std::atomic<int64_t> undelivered{0};
+  std::atomic<int64_t> dead_letters{0};
 
   // Demand for deliveries right now. REQUIRES: mu.
   bool HasDemand() KVC_REQUIRES(mu) {
@@ -174,6 +176,8 @@ std::shared_ptr<Queue> Queue::QueueFor(engine::Engine& engine) {
 void Queue::Bind(engine::WriterTaskHost* host) { state_->host = host; }
 
 int64_t Queue::undelivered() const { return state_->undelivered.load(std::memory_order_relaxed); }
+
+int64_t Queue::dead_letters() const { return state_->dead_letters.load(std::memory_order_relaxed); }
 
 size_t Queue::consumers() const {
   MutexLock lock(state_->mu);
@@ -388,6 +392,7 @@ void Queue::RequeueDead(std::vector<std::string> ids, bool all,
               return t.w->AddQueueMessage(row);
             },
             n));
+        t.dead_removed += *n;
         if (*n > 0) t.wrote = true;
         return Status::Ok();
       },
@@ -400,6 +405,7 @@ void Queue::PurgeDead(std::vector<std::string> ids, bool all,
       [ids = std::move(ids), all](State::Txn& t, int64_t* n) -> Status {
         KVC_RETURN_IF_ERROR(ForDead(
             t, ids, all, [](const DeadLetter&) { return Status::Ok(); }, n));
+        t.dead_removed += *n;
         if (*n > 0) t.wrote = true;
         return Status::Ok();
       },
@@ -509,6 +515,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
   int64_t earliest_ready = kNever;
   int64_t earliest_deadline = kNever;
   int64_t recounted = -1;
+  int64_t recounted_dead = -1;
   Status s = ctx.TransactState(
       storage::CommitOrigin::kQueue,
       [&](storage::Writer& w, int64_t version) -> Result<engine::WriterTaskContext::StateWrite> {
@@ -520,6 +527,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         txn.freed_leases.clear();
         txn.expired = 0;
         txn.dead = 0;
+        txn.dead_removed = 0;
         delivered.clear();
         // 1. Expired leases: back to ready after the next step, or dead.
         KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
@@ -614,10 +622,12 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
           KVC_ASSIGN_OR_RETURN(int64_t pruned,
                                w.QueuePruneDead(now_ms - options_.dead_letter_retention_ms));
           if (pruned > 0) txn.wrote = true;
+          txn.dead_removed += pruned;
         }
         if (recount) {
           KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, w.QueueCounts(now_ms));
           recounted = c.ready + c.delayed + c.running;
+          recounted_dead = c.dead;
         }
         KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, w.QueueEarliest(false));
         KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, w.QueueEarliest(true));
@@ -658,6 +668,13 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         }
       }
       if (recounted >= 0) st.undelivered.store(recounted, std::memory_order_relaxed);
+      // The recount ran last in the transaction, so it already includes this run's changes.
+      if (recounted_dead >= 0) {
+        st.dead_letters.store(recounted_dead, std::memory_order_relaxed);
+      } else {
+        st.dead_letters.fetch_add(static_cast<int64_t>(txn.dead) - txn.dead_removed,
+                                  std::memory_order_relaxed);
+      }
       st.earliest_ready = earliest_ready;
       st.earliest_deadline = earliest_deadline;
       if (prune) st.next_prune = now_ms + kPruneEveryMs;

@@ -157,6 +157,10 @@ class Queue : public engine::WriterTask, public engine::CommitListener {
   // Messages not yet delivered for good (ready, delayed and leased), as last counted; for the
   // enqueue cap.
   int64_t undelivered() const;
+  // Dead letters kept, as last counted: this queue's own dead-lettering, requeues, purges and
+  // pruning move it at once; a recount (at the queue's first run after 10 s have passed since
+  // the last) also takes in what other nodes on the same storage did.
+  int64_t dead_letters() const;
   const QueueCounters& counters() const { return counters_; }
   // Waiting pulls and subscribed consumers.
   size_t consumers() const;

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "common/build_info.h"
+#include "common/process_stats.h"
 #include "queue/queue.h"
 #include "service/http_status.h"
 
@@ -360,6 +362,9 @@ std::string Metrics::Render() {
   auto q_undelivered = Family("kvconnect_queue_undelivered",
                               "Queue messages not yet delivered for good (ready, delayed, leased)",
                               MetricType::Gauge);
+  auto q_dead = Family("kvconnect_queue_dead_letters",
+                       "Dead letters kept (queue messages out of retries), as last counted",
+                       MetricType::Gauge);
   auto q_consumers = Family("kvconnect_queue_consumers",
                             "Waiting pulls and subscribed queue consumers", MetricType::Gauge);
   auto q_events = Family("kvconnect_queue_events_total",
@@ -371,6 +376,8 @@ std::string Metrics::Render() {
       if (auto q = queue::Queue::QueueFor(*db.engine)) {
         const std::string& name = db.record.name;
         AddValue(q_undelivered, static_cast<double>(std::max<int64_t>(0, q->undelivered())),
+                 {{"database", name}});
+        AddValue(q_dead, static_cast<double>(std::max<int64_t>(0, q->dead_letters())),
                  {{"database", name}});
         AddValue(q_consumers, static_cast<double>(q->consumers()), {{"database", name}});
         const queue::QueueCounters& qc = q->counters();
@@ -403,10 +410,11 @@ std::string Metrics::Render() {
     }
   }
   for (auto* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-                  &storage_reads, &refused, &q_undelivered, &q_consumers, &q_events}) {
+                  &storage_reads, &refused, &q_undelivered, &q_dead, &q_consumers, &q_events}) {
     families.push_back(std::move(*f));
   }
   if (backup_source) RenderBackup(backup_source(), &families);
+  RenderProcess(&families);
   if (node_source) {
     const NodeStats n = node_source();
     auto live =
@@ -470,8 +478,49 @@ void Metrics::RenderBackup(const std::vector<backup::BackupStatus>& statuses,
   }
 }
 
+void Metrics::RenderProcess(std::vector<prometheus::MetricFamily>* families) {
+  auto build = Family("kvconnect_build_info",
+                      "Always 1; the version and the git commit the server was built from",
+                      MetricType::Gauge);
+  AddValue(build, 1, {{"version", BuildVersion()}, {"commit", BuildCommit()}});
+  families->push_back(std::move(build));
+  // Prometheus' standard process metrics (the names its client libraries use), from /proc.
+  const std::optional<ProcessStats> p = ReadProcessStats();
+  if (!p) return;
+  auto cpu = Family("process_cpu_seconds_total",
+                    "CPU time this process used, user and system, in seconds", MetricType::Counter);
+  AddValue(cpu, p->cpu_seconds);
+  auto rss = Family("process_resident_memory_bytes", "Resident set size of this process, in bytes",
+                    MetricType::Gauge);
+  AddValue(rss, static_cast<double>(p->resident_bytes));
+  auto vsz = Family("process_virtual_memory_bytes", "Virtual memory size of this process, in bytes",
+                    MetricType::Gauge);
+  AddValue(vsz, static_cast<double>(p->virtual_bytes));
+  for (auto* f : {&cpu, &rss, &vsz}) families->push_back(std::move(*f));
+  if (p->open_fds >= 0) {
+    auto open =
+        Family("process_open_fds", "File descriptors this process has open", MetricType::Gauge);
+    AddValue(open, static_cast<double>(p->open_fds));
+    families->push_back(std::move(open));
+  }
+  if (p->max_fds >= 0) {
+    auto max_fds = Family("process_max_fds",
+                          "The most file descriptors this process may open (soft RLIMIT_NOFILE)",
+                          MetricType::Gauge);
+    AddValue(max_fds, static_cast<double>(p->max_fds));
+    families->push_back(std::move(max_fds));
+  }
+  if (p->start_time_seconds > 0) {
+    auto start =
+        Family("process_start_time_seconds",
+               "When this process started, in seconds since the Unix epoch", MetricType::Gauge);
+    AddValue(start, p->start_time_seconds);
+    families->push_back(std::move(start));
+  }
+}
+
 void MetricsHandler::Handle(HttpRequest request, Responder respond) {
-  gate_->Check(request, [this, respond = std::move(respond)](Status s) {
+  gate_->Check(request, [this, respond = std::move(respond)](const Status& s) {
     if (!s.ok()) {
       respond(ErrorResponse(s));
       return;

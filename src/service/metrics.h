@@ -6,10 +6,12 @@
 // commit/fsync latency by origin); counters the service calls (auth failures and rate-limit
 // refusals by reason, V8 values made portable by path and outcome); and values read at scrape time
 // (connections and HTTP/2 streams from the server, per-database queue depths, watch subscriptions,
-// read-cache hits and misses, last version, writability), plus per-database key counts and sizes
-// that a background thread refreshes every `stats_interval_ms` on the engines' reader threads
-// (counting keys is too slow for a scrape). Labels never carry tokens or token ids: database names,
-// routes, reasons.
+// read-cache hits and misses, last version, writability, queue dead letters), this process's
+// figures from /proc under Prometheus' standard `process_*` names (CPU, memory, file
+// descriptors, start time) and kvconnect_build_info{version,commit}; plus per-database key
+// counts and sizes that a background thread refreshes every `stats_interval_ms` on the engines'
+// reader threads (counting keys is too slow for a scrape). Labels never carry tokens or token ids:
+// database names, routes, reasons.
 //
 // Ownership: does not own the directory (it must outlive Stop()).
 // Thread-safety: all public methods are thread-safe.
@@ -106,6 +108,7 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   void StatsLoop() KVC_EXCLUDES(mu_);
   static void RenderBackup(const std::vector<backup::BackupStatus>& statuses,
                            std::vector<prometheus::MetricFamily>* families);
+  static void RenderProcess(std::vector<prometheus::MetricFamily>* families);
 
   const MetricsOptions options_;
   uint64_t instance_ = 0;  // tells instances apart in per-thread caches

@@ -390,7 +390,9 @@ PY
   port=$(ready_port "$ready" metrics_port)
   check "HEALTHCHECK passes against a running server" bash -c "${cmd//9090/$port}"
   local path
-  for path in $(cat "$DEPLOY"/k8s/*.yaml | grep -o 'path: /[a-z]*' | cut -d' ' -f2 | sort -u); do
+  # The probes' paths (httpGet), not the PodMonitors' /metrics, which wants a token.
+  for path in $(grep -h -A1 'httpGet:' "$DEPLOY"/k8s/*.yaml | grep -o 'path: /[a-z]*' |
+    cut -d' ' -f2 | sort -u); do
     check "Kubernetes probe path $path answers 200 on the metrics listener" \
       quiet curl -sf "http://127.0.0.1:$port$path"
   done

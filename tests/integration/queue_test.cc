@@ -460,6 +460,7 @@ TEST_F(QueueTest, DifferentialAgainstModel) {
     ASSERT_EQ(counts->leased, want.leased);
     ASSERT_EQ(counts->dead, want.dead);
     ASSERT_EQ(queue_->undelivered(), model.undelivered());
+    ASSERT_EQ(queue_->dead_letters(), want.dead);  // kvconnect_queue_dead_letters
     auto dead = Dead();
     ASSERT_TRUE(dead.ok()) << dead.status().ToString();
     ASSERT_EQ(dead->size(), model.dead().size());
@@ -729,6 +730,12 @@ TEST_F(QueueTest, DeadLetterIsAtomicUnderStorageFaults) {
     ASSERT_TRUE(dead.ok());
     ASSERT_EQ(dead->size(), 1u);
     EXPECT_EQ((*dead)[0].id, id);
+    EXPECT_EQ(queue_->dead_letters(), 1);
+    // Reopened, the queue counts the dead letter it finds on storage.
+    Close();
+    Open();
+    ASSERT_TRUE(Counts().ok());
+    EXPECT_EQ(queue_->dead_letters(), 1);
     Close();
     fs::remove(Path());
     fs::remove(Path() + "-wal");
