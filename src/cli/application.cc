@@ -221,7 +221,7 @@ Status Application::Init() {
     routes->ready = std::make_unique<service::HealthHandler>(
         health_.get(), service::HealthHandler::Kind::kReady, routes->gate.get());
   }
-  console_handler_ = std::make_unique<service::ConsoleHandler>();
+  if (c.console) console_handler_ = std::make_unique<service::ConsoleHandler>();
 
   // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
   using M = service::Router::Match;
@@ -245,7 +245,10 @@ Status Application::Init() {
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
               admin_api_.get());
   // The web console's files; it answers its own 404s and 405s, with its security headers.
-  router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {}, console_handler_.get());
+  if (console_handler_) {
+    router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {},
+                console_handler_.get());
+  }
   for (auto [r, routes] :
        {std::pair{&router_, &main_operator_}, std::pair{&metrics_router_, &metrics_operator_}}) {
     r->Add("healthz", M::kExact, "/healthz", {"GET", "HEAD"}, live_handler_.get());

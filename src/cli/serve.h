@@ -50,6 +50,9 @@ struct ServeConfig {
   // /metrics and /readyz?verbose=1 without a token: on the metrics_addr listener if set, else
   // on the main listener (service/operator_gate.h).
   bool metrics_public = false;
+  // The web console at /console (and the browser's GET / sent there). false: neither is served
+  // (the admin API it uses stays).
+  bool console = true;
   service::MetricsOptions metrics;
   net::ServerOptions net;
   engine::EngineOptions engine;

@@ -74,4 +74,20 @@ describe("first run", () => {
       assert.match(await res.text(), /KV Connect uses POST/);
     }
   });
+
+  test("--console=false: no console, no banner line, no redirect; the admin API stays", async () => {
+    const off = await startServer({ extraArgs: ["--console=false"] });
+    try {
+      const text = await banner(off);
+      assert.ok(!/^Console: /m.test(text), text);
+      const page = await fetch(`${off.url}/console`);
+      assert.equal(page.status, 404, await page.text());
+      const root = await fetch(`${off.url}/`, { headers: { accept: BROWSER_ACCEPT }, redirect: "manual" });
+      assert.equal(root.status, 405);
+      const dbs = await fetch(`${off.url}/admin/v1/databases`, { headers: { authorization: `Bearer ${off.token}` } });
+      assert.equal(dbs.status, 200, await dbs.text());
+    } finally {
+      await off.kill();
+    }
+  });
 });
