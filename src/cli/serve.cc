@@ -198,9 +198,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Once every listener is bound, write this file (atomically, mode 0600): one JSON "
                 "object with the bound addresses and ports (port 0 in --addr, --tls-addr or "
                 "--metrics-addr picks a free one), the URLs and the pid");
-  s->add_flag("--console,!--no-console", c->console,
+  s->add_flag("--console", c->console,
               "Serve the web console at /console, where a browser's GET / is sent (default on; "
-              "--console=false or --no-console: off, and /console answers 404; the admin API "
+              "--console=false: off, and /console answers 404; the admin API "
               "stays)");
   s->add_flag("--metrics-public", c->metrics_public,
               "Serve /metrics and /readyz?verbose=1 without a token (a trusted network only): on "

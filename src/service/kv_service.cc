@@ -11,6 +11,7 @@
 
 #include "codec/datapath_codec.h"
 #include "codec/metadata_json.h"
+#include "common/ascii.h"
 #include "common/clock.h"
 #include "queue/queue.h"
 #include "service/http_status.h"
@@ -200,23 +201,13 @@ std::pair<std::string_view, std::string_view> SplitAuthority(std::string_view au
   return {authority.substr(0, colon), authority.substr(colon + 1)};
 }
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 }  // namespace
 
 bool HostAllowed(std::string_view authority, const std::vector<std::string>& allowed) {
   const auto [host, port] = SplitAuthority(authority);
   for (const std::string& entry : allowed) {
     const auto [allowed_host, allowed_port] = SplitAuthority(entry);
-    if (!EqualsIgnoringCase(host, allowed_host)) continue;
+    if (!EqualsIgnoringAsciiCase(host, allowed_host)) continue;
     if (allowed_port.empty() || allowed_port == port) return true;
   }
   return false;

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <utility>
 
+#include "common/ascii.h"
+
 namespace kvc::service {
 namespace {
 
@@ -10,17 +12,6 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // The q parameter of one media range's parameters ("; q=0.5; level=1"); 1 when absent.
@@ -50,7 +41,7 @@ bool RootHandler::AcceptsHtml(std::string_view accept) {
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     const size_t semi = range.find(';');
     const std::string_view type = Trim(range.substr(0, semi));
-    if (!EqualsIgnoreCase(type, "text/html")) continue;
+    if (!EqualsIgnoringAsciiCase(type, "text/html")) continue;
     if (semi == std::string_view::npos || !QIsZero(range.substr(semi + 1))) return true;
   }
   return false;
