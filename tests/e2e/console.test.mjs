@@ -22,34 +22,17 @@ import path from "node:path";
 import v8 from "node:v8";
 import { openKv } from "@deno/kv";
 import {
-  annotate, E2E_DIR, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
+  annotate, browserSkip, CHROMIUM, E2E_DIR, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep,
+  startServer, until,
 } from "./harness.mjs";
 import { dataPath, describeAnswer, metadata, pbMutation, withH2 } from "./raw_client.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(E2E_DIR, "artifacts");
 const WIDE = { width: 1280, height: 800 };
 const NARROW = { width: 800, height: 900 };
 const SCALE_ENTRIES = 300_000;
-const skip = LOCAL_BACKEND
-  ? "needs the server"
-  : !fs.existsSync(CHROMIUM)
-    ? `Chromium is not installed at ${CHROMIUM} (Debian: apt-get install chromium; ` +
-      "deploy/dev.sh deps installs it)"
-    : false;
-if (skip && !LOCAL_BACKEND) console.log(`# console.test.mjs skipped: ${skip}`);
+const skip = browserSkip("console.test.mjs");
 
-// Polls `fn` until it returns a truthy value; fails with `what` (and the last value) after `ms`.
-async function until(what, fn, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  let last;
-  for (;;) {
-    last = await fn();
-    if (last) return last;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-    await sleep(100);
-  }
-}
 
 describe("web console in Chromium", { skip }, () => {
   let server;

@@ -22,32 +22,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { openQueue } from "../../clients/node/mod.js";
 import {
-  annotate, E2E_DIR, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep, startServer,
+  annotate, browserSkip, CHROMIUM, E2E_DIR, expectDenoOk, LOCAL_BACKEND, removeTempDirs, runDeno, sleep,
+  startServer, until,
 } from "./harness.mjs";
 
-const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(E2E_DIR, "artifacts");
-const skip = LOCAL_BACKEND
-  ? "needs the server"
-  : !fs.existsSync(CHROMIUM)
-    ? `Chromium is not installed at ${CHROMIUM} (Debian: apt-get install chromium; ` +
-      "deploy/dev.sh deps installs it)"
-    : false;
-if (skip && !LOCAL_BACKEND) console.log(`# console_pages.test.mjs skipped: ${skip}`);
+const skip = browserSkip("console_pages.test.mjs");
 
-// Polls `fn` until it returns a truthy value; fails with `what` (and the last value) after `ms`.
-async function until(what, fn, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  let last;
-  for (;;) {
-    last = await fn();
-    if (last) return last;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)}`);
-    }
-    await sleep(50);
-  }
-}
 
 // One NDJSON dump line: key [prefix, i] and the value deno/console_pages.ts expects (bulkValue).
 function bulkLine(prefix, i) {

@@ -761,3 +761,28 @@ export function expectDenoFailure(res, ...servers) {
   }
   return res;
 }
+
+// ---------------------------------------------------------------------------
+// Browser tests (console*.test.mjs)
+
+/** Debian's Chromium, driven by playwright-core (CHROMIUM_BIN overrides). */
+export const CHROMIUM = process.env.CHROMIUM_BIN ?? "/usr/bin/chromium";
+
+/**
+ * Why a browser test file must skip (false when it can run), printed once under `name`: it needs
+ * the server (not E2E_LOCAL_BACKEND) and Chromium.
+ */
+export function browserSkip(name) {
+  const skip = LOCAL_BACKEND
+    ? "needs the server"
+    : !fs.existsSync(CHROMIUM)
+      ? `Chromium is not installed at ${CHROMIUM} (Debian: apt-get install chromium; ` +
+        "deploy/dev.sh deps installs it)"
+      : false;
+  if (skip && !LOCAL_BACKEND) console.log(`# ${name} skipped: ${skip}`);
+  return skip;
+}
+
+/** waitFor with the browser tests' argument order: `what` first, then the condition. */
+export const until = (what, fn, ms = 15_000) => waitFor(fn, { timeoutMs: ms, intervalMs: 50, what });
+
