@@ -6,6 +6,8 @@
 #                                       and npm), build everything, run every test
 #   deploy/dev.sh deps [run|test] | build   the individual steps (deps: test's packages by default)
 #   deploy/dev.sh packages run|test     print the Debian packages a command installs, one a line
+#   deploy/dev.sh sanitizer-builds      build what the sanitizer and fuzz stages run (`test` does
+#                                       this in the background while the main tests run)
 # Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
@@ -51,18 +53,29 @@ packages() {
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
+# What the build's configure step looks for when the tests are on (GoogleTest, the ccache
+# launcher, clang-tidy and node for the tests it registers). On a machine without the test
+# packages, `test` installs these first and the rest of its list while the main tree builds.
+CONFIGURE_TEST_PACKAGES=(libgtest-dev libgmock-dev ccache clang-tidy)
+
+missing_packages() {
+  local p
+  for p in "$@"; do installed "$p" || echo "$p"; done
+}
+apt_install() {
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
 # deps run|test: installs what that command needs and is missing, and says what.
 deps() {
-  local what=${1:-test} wanted=() missing=() p
+  local what=${1:-test} wanted=() missing=()
   case "$what" in run | test) ;; *) echo "usage: deploy/dev.sh deps run|test" >&2; return 2 ;; esac
   mapfile -t wanted < <(packages "$what")
-  for p in "${wanted[@]}"; do installed "$p" || missing+=("$p"); done
-  local node_note=""
+  mapfile -t missing < <(missing_packages "${wanted[@]}")
   if [ "$what" = test ]; then
     if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
     if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
-    node_note=" (and Node.js and npm)"
-    log "deploy/dev.sh test needs ${#wanted[@]} Debian packages$node_note: what building and serving need (${#BUILD_PACKAGES[@]}) and the tests' (${#TEST_PACKAGES[@]})"
+    log "deploy/dev.sh test needs ${#wanted[@]} Debian packages (and Node.js and npm): what building and serving need (${#BUILD_PACKAGES[@]}) and the tests' (${#TEST_PACKAGES[@]})"
   else
     log "deploy/dev.sh run needs ${#wanted[@]} Debian packages, for building and serving only (the ${#TEST_PACKAGES[@]} test packages come with deploy/dev.sh test)"
   fi
@@ -72,18 +85,64 @@ deps() {
   fi
   log "Installing the ${#missing[@]} missing: ${missing[*]}"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}"
+  apt_install "${missing[@]}"
+}
+
+# For `test`: installs first what building and configuring need (BUILD_PACKAGES,
+# CONFIGURE_TEST_PACKAGES, Node.js), then starts installing the rest of the test packages in the
+# background (log: LATE_DEPS_LOG), so that their download and unpacking overlap the main build.
+LATE_DEPS_PID=""
+LATE_DEPS=()
+LATE_DEPS_LOG=$BUILD_DIR/test-packages.log
+test_deps() {
+  local early=() p
+  mkdir -p "$BUILD_DIR"
+  log "deploy/dev.sh test needs $(packages test | wc -l) Debian packages (and Node.js and npm): what building and serving need (${#BUILD_PACKAGES[@]}) and the tests' (${#TEST_PACKAGES[@]})"
+  mapfile -t early < <(missing_packages "${BUILD_PACKAGES[@]}" "${CONFIGURE_TEST_PACKAGES[@]}")
+  if ! command -v node >/dev/null 2>&1; then early+=(nodejs); fi
+  for p in "${TEST_PACKAGES[@]}"; do
+    [[ " ${CONFIGURE_TEST_PACKAGES[*]} " == *" $p "* ]] || installed "$p" || LATE_DEPS+=("$p")
+  done
+  if ! command -v npm >/dev/null 2>&1; then LATE_DEPS+=(npm); fi
+  if [ ${#early[@]} -eq 0 ] && [ ${#LATE_DEPS[@]} -eq 0 ]; then
+    log "All of them are installed"
+    return
+  fi
+  as_root apt-get update -qq
+  if [ ${#early[@]} -gt 0 ]; then
+    log "Installing the ${#early[@]} missing that the build needs: ${early[*]}"
+    apt_install "${early[@]}"
+  fi
+  if [ ${#LATE_DEPS[@]} -gt 0 ]; then
+    log "Installing the other ${#LATE_DEPS[@]} missing while the build runs: ${LATE_DEPS[*]} (log: $LATE_DEPS_LOG)"
+    apt_install "${LATE_DEPS[@]}" >"$LATE_DEPS_LOG" 2>&1 &
+    LATE_DEPS_PID=$!
+  fi
+}
+wait_late_deps() {
+  [ -n "$LATE_DEPS_PID" ] || return 0
+  local rc=0
+  wait "$LATE_DEPS_PID" || rc=$?
+  LATE_DEPS_PID=""
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 "$LATE_DEPS_LOG" >&2
+    log "Installing ${LATE_DEPS[*]} failed (exit $rc)"
+    return "$rc"
+  fi
+  log "Installed ${LATE_DEPS[*]}"
 }
 
 # ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain
 # g++, TSan g++, and ASan+UBSan with clang, which also builds the fuzzers).
 # Paths are hashed relative to the checkout, so a fresh clone elsewhere (CI) still hits.
+# Checked when each tree is configured: on a fresh machine `test` installs ccache first.
 CMAKE_LAUNCHER=()
-if command -v ccache >/dev/null 2>&1; then
-  CMAKE_LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
-fi
+use_ccache() {
+  if command -v ccache >/dev/null 2>&1; then
+    CMAKE_LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+  fi
+}
 
 # Debug information: line tables (-g1) by default, enough for stack traces with file and line,
 # at about 0.73x the compile time of full -g (measured on net/http2_session.cc: 27.2 s at -O2 -g,
@@ -92,7 +151,7 @@ fi
 if [ "${KVC_DEBUG_INFO:-lines}" = full ]; then
   MAIN_FLAGS=()
 else
-  MAIN_FLAGS=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+  MAIN_FLAGS=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 fi
 
 # Configures $BUILD_DIR and builds the given targets (all when none are given). The tests'
@@ -102,6 +161,7 @@ build() {
   log "Building ${*:-everything} into $BUILD_DIR"
   local tests=ON
   installed libgtest-dev && installed libgmock-dev || tests=OFF
+  use_ccache
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_BUILD_TESTS=$tests \
     "${MAIN_FLAGS[@]}" \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
@@ -116,7 +176,10 @@ stage() {
   local name=$1 start=$SECONDS
   shift
   "$@"
-  STAGES+=("$(printf '%-28s %4dm%02ds' "$name" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+  note_stage "$name" $((SECONDS - start))
+}
+note_stage() {
+  STAGES+=("$(printf '%-40s %4dm%02ds' "$1" $(($2 / 60)) $(($2 % 60)))")
 }
 print_stages() {
   log "Stage times"
@@ -136,37 +199,81 @@ sanitized_ctest() {
 # Being clang, it also checks every lock annotation (-Wthread-safety is an error).
 # The sanitizer trees compile with -O1 and line tables only (what OSS-Fuzz uses): reports still
 # name file and line, and each file compiles in about 0.63x the CPU time of -O2 -g (measured on
-# net/http2_session.cc: 27.2 s at -O2 -g, 19.9 s at -O2 -g1, 17.3 s at -O1 -g1). The sanitizer
-# stages are two of CI's three cold builds.
+# net/http2_session.cc: 27.2 s at -O2 -g, 19.9 s at -O2 -g1, 17.3 s at -O1 -g1).
+# The TSan tree (g++) builds the unit tests that start threads and the integration tests; the
+# single-threaded unit tests (KVC_SINGLE_THREADED_UNIT_TESTS) give ThreadSanitizer nothing to find.
 ASAN_DIR=$BUILD_DIR-clang-asan
+TSAN_DIR=$BUILD_DIR-tsan
+sanitizers_on() { [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; }
+fuzz_on() { [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; }
 asan_configure() {
+  use_ccache
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DKVC_SANITIZE="address;undefined" -DKVC_BUILD_FUZZERS=ON "${CMAKE_LAUNCHER[@]}" >/dev/null
 }
-asan() {
-  log "Unit and integration tests under ASan+UBSan (clang) ($ASAN_DIR)"
-  asan_configure
-  cmake --build "$ASAN_DIR" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
-  sanitized_ctest "$ASAN_DIR"
-}
-tsan() {
-  local dir=$BUILD_DIR-tsan
-  log "Unit and integration tests under TSan (g++) ($dir)"
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE=thread \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+tsan_configure() {
+  use_ccache
+  cmake -S "$ROOT" -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE=thread \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DKVC_SINGLE_THREADED_UNIT_TESTS=OFF \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
-  cmake --build "$dir" -j "$JOBS" --target unit_tests integration_tests http_client_selftest
-  sanitized_ctest "$dir"
+}
+# Everything the sanitizer and fuzz stages run: the ASan+UBSan tests, the fuzzers, the TSan tests.
+sanitizer_builds() {
+  if sanitizers_on; then
+    log "Building the unit and integration tests with ASan+UBSan (clang) ($ASAN_DIR)"
+    asan_configure
+    cmake --build "$ASAN_DIR" -j "$JOBS" \
+      --target unit_tests unit_thread_tests integration_tests http_client_selftest
+  fi
+  if fuzz_on; then
+    log "Building the fuzzers (clang, ASan+UBSan) ($ASAN_DIR)"
+    asan_configure
+    cmake --build "$ASAN_DIR" -j "$JOBS" --target fuzzers
+  fi
+  if sanitizers_on; then
+    log "Building the threaded unit tests and the integration tests with TSan (g++) ($TSAN_DIR)"
+    tsan_configure
+    cmake --build "$TSAN_DIR" -j "$JOBS" --target unit_thread_tests integration_tests \
+      http_client_selftest
+  fi
 }
 
-# Builds the fuzzers (in the ASan tree) and runs each on its checked-in corpus; a crash fails.
-fuzz() {
-  log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($ASAN_DIR)"
-  asan_configure
-  cmake --build "$ASAN_DIR" -j "$JOBS" --target fuzzers
-  "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-30}"
+# The sanitizer builds run in the background while the main tree's tests run, on the CPU those
+# tests leave idle (about a quarter of two cores: most of the end-to-end time is spent waiting on
+# clients and servers). They get the lowest priority: nice 19, in a session of their own whose
+# autogroup is set to nice 19 too (with kernel autogroups on, nice alone does not yield to the
+# test processes, which run in other sessions). Their output goes to a log, printed on failure.
+BG_PID=""
+BG_START=0
+BG_LOG=$BUILD_DIR/sanitizer-builds.log
+start_sanitizer_builds() {
+  log "Building the sanitizer trees in the background, at the lowest priority, while the tests run (log: $BG_LOG)"
+  BG_START=$SECONDS
+  setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$0" sanitizer-builds' \
+    "$ROOT/deploy/dev.sh" >"$BG_LOG" 2>&1 &
+  BG_PID=$!
+}
+wait_sanitizer_builds() {
+  local rc=0
+  log "Waiting for the sanitizer builds (log: $BG_LOG)"
+  wait "$BG_PID" || rc=$?
+  BG_PID=""
+  note_stage "(sanitizer builds in all, from ctest)" $((SECONDS - BG_START))
+  if [ "$rc" -ne 0 ]; then
+    tail -n 100 "$BG_LOG" >&2
+    log "The sanitizer builds failed (exit $rc); the whole log is $BG_LOG"
+    return "$rc"
+  fi
+}
+stop_sanitizer_builds() {
+  if [ -n "$BG_PID" ] && kill -0 "$BG_PID" 2>/dev/null; then kill -TERM -- "-$BG_PID" 2>/dev/null || true; fi
+}
+on_exit() {
+  stop_sanitizer_builds
+  # An apt-get cut off mid-install leaves dpkg half done: let it finish.
+  if [ -n "$LATE_DEPS_PID" ]; then wait "$LATE_DEPS_PID" 2>/dev/null || true; fi
+  print_stages
 }
 
 e2e_deps() {
@@ -187,23 +294,30 @@ case "$cmd" in
     exec "$BUILD_DIR/kvconnect" serve "$@"
     ;;
   test)
-    trap print_stages EXIT
-    stage deps deps test
+    trap on_exit EXIT
+    stage deps test_deps
     stage build build
+    if [ -n "$LATE_DEPS_PID" ]; then stage "test packages (rest, after build)" wait_late_deps; fi
     stage "npm ci (e2e)" e2e_deps
+    if sanitizers_on || fuzz_on; then start_sanitizer_builds; fi
     log "Running tests"
     stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
-    if [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; then
-      stage "asan+ubsan (clang)" asan
-      stage tsan tsan
+    if sanitizers_on || fuzz_on; then stage "sanitizer builds (rest, after ctest)" wait_sanitizer_builds; fi
+    if sanitizers_on; then
+      log "Unit and integration tests under ASan+UBSan (clang) ($ASAN_DIR)"
+      stage "asan+ubsan tests (clang)" sanitized_ctest "$ASAN_DIR"
+      log "Threaded unit tests and integration tests under TSan (g++) ($TSAN_DIR)"
+      stage "tsan tests (g++)" sanitized_ctest "$TSAN_DIR"
     fi
-    if [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; then
-      stage fuzzers fuzz
+    if fuzz_on; then
+      log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($ASAN_DIR)"
+      stage "fuzzers (run)" "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-30}"
     fi
     ;;
+  sanitizer-builds) sanitizer_builds ;;
   *)
-    echo "usage: deploy/dev.sh run [serve flags...] | test | deps [run|test] | build | packages run|test" >&2
+    echo "usage: deploy/dev.sh run [serve flags...] | test | deps [run|test] | build | packages run|test | sanitizer-builds" >&2
     exit 2
     ;;
 esac
