@@ -4,9 +4,12 @@
 // texts (kv.js). console.test.mjs drives the same code in Chromium against the server.
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { formatLiteral, parseLiteral } from "../../src/console/literal.js";
-import { formatRoute, parseRoute, partSegment, segmentPart } from "../../src/console/route.js";
-import { readExpiry, relativeTime } from "../../src/console/kv.js";
+import { importConsoleModule } from "./harness.mjs";
+
+// Imported through the harness, so any Node reads them as the ES modules they are.
+const { formatLiteral, parseLiteral } = await importConsoleModule("literal.js");
+const { formatRoute, parseRoute, partSegment, segmentPart } = await importConsoleModule("route.js");
+const { readExpiry, relativeTime } = await importConsoleModule("kv.js");
 
 const S = (value) => ({ type: "string", value });
 const N = (value) => ({ type: "number", value });

@@ -33,7 +33,7 @@ import fsp from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const E2E_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const DENO_SCRIPTS_DIR = path.join(E2E_DIR, "deno");
@@ -786,3 +786,21 @@ export function browserSkip(name) {
 /** waitFor with the browser tests' argument order: `what` first, then the condition. */
 export const until = (what, fn, ms = 15_000) => waitFor(fn, { timeoutMs: ms, intervalMs: 50, what });
 
+// A module of the web console (src/console/NAME), imported into Node. The console's files are
+// ES modules served to browsers as `.js`; a Node before 20.19 (Debian 12 has 18) reads a `.js`
+// file outside a `"type": "module"` package as CommonJS. So they are imported from a copy of the
+// folder marked as ES modules, made once per process: byte for byte the same code.
+let consoleCopy = null;
+export async function importConsoleModule(name) {
+  if (!consoleCopy) {
+    const source = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "src", "console");
+    consoleCopy = fs.mkdtempSync(path.join(os.tmpdir(), "kvc-console-modules-"));
+    for (const file of fs.readdirSync(source).filter((n) => n.endsWith(".js"))) {
+      fs.copyFileSync(path.join(source, file), path.join(consoleCopy, file));
+    }
+    fs.writeFileSync(path.join(consoleCopy, "package.json"), JSON.stringify({ type: "module" }));
+    const dir = consoleCopy;
+    process.once("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
+  }
+  return import(pathToFileURL(path.join(consoleCopy, name)).href);
+}

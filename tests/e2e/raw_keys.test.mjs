@@ -9,12 +9,14 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { validate } from "./admin_schema.mjs";
-import { formatKey, parseKey } from "../../src/console/kv.js";
-import { annotate, LOCAL_BACKEND, readFrame, removeTempDirs, startServer } from "./harness.mjs";
+import {
+  annotate, importConsoleModule, LOCAL_BACKEND, readFrame, removeTempDirs, startServer,
+} from "./harness.mjs";
 import {
   dataPath, describeAnswer, metadata, pbMutation, pbRange, snapshotReadEntries, withH2,
 } from "./raw_client.mjs";
-
+// The console's key syntax, the same code the browser runs (harness.mjs importConsoleModule).
+const { formatKey, parseKey } = await importConsoleModule("kv.js");
 
 const str = (value) => ({ type: "string", value });
 const raw = (bytes) => ({ type: "raw", value: Buffer.from(bytes).toString("base64url") });

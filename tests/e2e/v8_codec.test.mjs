@@ -9,11 +9,24 @@ import os from "node:os";
 import path from "node:path";
 import test from "node:test";
 import util from "node:util";
+import { fileURLToPath } from "node:url";
 import v8 from "node:v8";
 import { denoBin, denoEnv } from "./harness.mjs";
 import { samples, stringify } from "../fixtures/v8/samples.mjs";
 
 const tool = process.env.V8_CODEC_TOOL;
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+// What this Node lacks of what some samples need (a sample's `needs`): Debian 12's Node 18 has
+// neither the RegExp v flag nor resizable ArrayBuffers. Such samples are left to Deno here and
+// named in the output; a newer Node checks them all.
+function nodeLacks(need) {
+  if (need === "regexp-v") {
+    try { new RegExp("", "v"); return false; } catch { return true; }
+  }
+  if (need === "resizable-buffer") return typeof ArrayBuffer.prototype.resize !== "function";
+  return false;
+}
 
 // Every sample's JSON view (without expanding shared objects where given), encoded by our codec.
 function encodeAll(version) {
@@ -35,8 +48,13 @@ export function sameValue(a, b) {
 test("Node reads every value our encoder writes", { skip: !tool && "V8_CODEC_TOOL not set" }, async () => {
   const encoded = encodeAll(15);
   let checked = 0;
+  const lacking = [];
   for (const [i, sample] of samples.entries()) {
     if (sample.only === "deno" || encoded[i].encoding !== 1) continue;
+    if (sample.needs && nodeLacks(sample.needs)) {
+      lacking.push(`${sample.name} (${sample.needs})`);
+      continue;
+    }
     const bytes = Buffer.from(encoded[i].hex, "hex");
     assert.equal(bytes[1], 15);
     const got = v8.deserialize(bytes);
@@ -49,6 +67,7 @@ test("Node reads every value our encoder writes", { skip: !tool && "V8_CODEC_TOO
   const shared = v8.deserialize(Buffer.from(encoded.find((e) => e.name === "ref_shared").hex, "hex"));
   assert.equal(shared[0], shared[1]);
   assert.ok(checked > 90, `only ${checked} samples checked`);
+  if (lacking.length) console.log(`# left to Deno, this Node ${process.version} lacks them: ${lacking.join(", ")}`);
 });
 
 test("Deno reads every value our encoder writes from its KV file", { skip: !tool && "V8_CODEC_TOOL not set", timeout: 120_000 }, () => {
@@ -58,7 +77,7 @@ test("Deno reads every value our encoder writes from its KV file", { skip: !tool
     try {
       fs.writeFileSync(path.join(dir, "encoded.json"), JSON.stringify(encoded));
       const run = spawnSync(denoBin(), ["run", "--quiet", "--unstable-kv", "--allow-read", "--allow-write",
-        path.join(import.meta.dirname, "deno", "v8_codec_check.ts"), dir], { encoding: "utf8", env: denoEnv() });
+        path.join(here, "deno", "v8_codec_check.ts"), dir], { encoding: "utf8", env: denoEnv() });
       assert.equal(run.status, 0, `deno failed: ${run.stderr}\n${run.stdout}`);
       const result = JSON.parse(run.stdout);
       assert.deepEqual(result.mismatches, [], `format ${version}`);
