@@ -67,7 +67,7 @@ test("Node reads every value our encoder writes", { skip: !tool && "V8_CODEC_TOO
   const shared = v8.deserialize(Buffer.from(encoded.find((e) => e.name === "ref_shared").hex, "hex"));
   assert.equal(shared[0], shared[1]);
   assert.ok(checked > 90, `only ${checked} samples checked`);
-  if (lacking.length) console.log(`# left to Deno, this Node ${process.version} lacks them: ${lacking.join(", ")}`);
+  if (lacking.length) console.log(`left to Deno, this Node ${process.version} lacks them: ${lacking.join(", ")}`);
 });
 
 test("Deno reads every value our encoder writes from its KV file", { skip: !tool && "V8_CODEC_TOOL not set", timeout: 120_000 }, () => {
