@@ -6,8 +6,7 @@
 #                                       and npm), build everything, run every test
 #   deploy/dev.sh deps [run|test] | build   the individual steps (deps: test's packages by default)
 #   deploy/dev.sh packages run|test     print the Debian packages a command installs, one a line
-#   deploy/dev.sh sanitizer-builds      build what the sanitizer and fuzz stages run (`test` does
-#                                       this in the background while the main tests run)
+#   deploy/dev.sh sanitizer-builds      build what the sanitizer and fuzz stages run
 # Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
@@ -239,38 +238,7 @@ sanitizer_builds() {
   fi
 }
 
-# The sanitizer builds run in the background while the main tree's tests run, on the CPU those
-# tests leave idle (about a quarter of two cores: most of the end-to-end time is spent waiting on
-# clients and servers). They get the lowest priority: nice 19, in a session of their own whose
-# autogroup is set to nice 19 too (with kernel autogroups on, nice alone does not yield to the
-# test processes, which run in other sessions). Their output goes to a log, printed on failure.
-BG_PID=""
-BG_START=0
-BG_LOG=$BUILD_DIR/sanitizer-builds.log
-start_sanitizer_builds() {
-  log "Building the sanitizer trees in the background, at the lowest priority, while the tests run (log: $BG_LOG)"
-  BG_START=$SECONDS
-  setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$0" sanitizer-builds' \
-    "$ROOT/deploy/dev.sh" >"$BG_LOG" 2>&1 &
-  BG_PID=$!
-}
-wait_sanitizer_builds() {
-  local rc=0
-  log "Waiting for the sanitizer builds (log: $BG_LOG)"
-  wait "$BG_PID" || rc=$?
-  BG_PID=""
-  note_stage "(sanitizer builds in all, from ctest)" $((SECONDS - BG_START))
-  if [ "$rc" -ne 0 ]; then
-    tail -n 100 "$BG_LOG" >&2
-    log "The sanitizer builds failed (exit $rc); the whole log is $BG_LOG"
-    return "$rc"
-  fi
-}
-stop_sanitizer_builds() {
-  if [ -n "$BG_PID" ] && kill -0 "$BG_PID" 2>/dev/null; then kill -TERM -- "-$BG_PID" 2>/dev/null || true; fi
-}
 on_exit() {
-  stop_sanitizer_builds
   # An apt-get cut off mid-install leaves dpkg half done: let it finish.
   if [ -n "$LATE_DEPS_PID" ]; then wait "$LATE_DEPS_PID" 2>/dev/null || true; fi
   print_stages
@@ -299,11 +267,10 @@ case "$cmd" in
     stage build build
     if [ -n "$LATE_DEPS_PID" ]; then stage "test packages (rest, after build)" wait_late_deps; fi
     stage "npm ci (e2e)" e2e_deps
-    if sanitizers_on || fuzz_on; then start_sanitizer_builds; fi
     log "Running tests"
     stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
-    if sanitizers_on || fuzz_on; then stage "sanitizer builds (rest, after ctest)" wait_sanitizer_builds; fi
+    if sanitizers_on || fuzz_on; then stage "sanitizer and fuzzer builds" sanitizer_builds; fi
     if sanitizers_on; then
       log "Unit and integration tests under ASan+UBSan (clang) ($ASAN_DIR)"
       stage "asan+ubsan tests (clang)" sanitized_ctest "$ASAN_DIR"
