@@ -70,7 +70,8 @@ Status Application::OpenStorage() {
   const ServeConfig& c = config_;
   storage::StorageOptions base = c.storage_options;
   base.sync = SyncModeOf(c.sync);
-  KVC_ASSIGN_OR_RETURN(storage_options_, ResolveStorage({c.storage, c.data_dir, c.postgres}, base));
+  const StorageFlags flags{c.storage, c.data_dir, c.postgres};
+  KVC_ASSIGN_OR_RETURN(storage_options_, ResolveStorage(flags, base));
   const bool sqlite = storage_options_.kind == "sqlite";
   if (!sqlite && (!c.backup_to.empty() || !c.backup_allow.empty())) {
     return InvalidArgument(

@@ -358,7 +358,8 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
   F refused = F::Counter("kvconnect_overload_refusals_total",
                          "Requests refused with 503 because a queue was full, by kind");
   if (directory_) {
-    for (const auto& [id, db] : directory_->snapshot()->by_id) {
+    const std::shared_ptr<const Directory::Snapshot> snap = directory_->snapshot();
+    for (const auto& [id, db] : snap->by_id) {
       const engine::Engine& e = *db.engine;
       const std::string& name = db.record.name;
       const F::Labels l = {{"database", name}};

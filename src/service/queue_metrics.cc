@@ -19,7 +19,8 @@ void QueueMetrics::Collect(std::vector<ScrapedFamily>* out) const {
                                         "Waiting pulls and subscribed queue consumers");
   auto events = ScrapedFamily::Counter("kvconnect_queue_events_total",
                                        "Queue deliveries and their outcomes, by event");
-  for (const auto& [id, db] : directory_->snapshot()->by_id) {
+  const std::shared_ptr<const Directory::Snapshot> snap = directory_->snapshot();
+  for (const auto& [id, db] : snap->by_id) {
     std::shared_ptr<queue::Queue> q = queue::Queue::QueueFor(*db.engine);
     if (!q) continue;
     const std::string& name = db.record.name;
