@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "components/backup_shipping/backup_shipping.h"
@@ -159,8 +160,8 @@ TEST(NodeRegistration, WiresPeersMetricsAndLeavesWhenShutdownBegins) {
   EXPECT_EQ(families[0].name, "kvconnect_nodes_live");
   EXPECT_EQ(families[0].help, "Live nodes in the node registry (PostgreSQL storage), by role");
   ASSERT_EQ(families[0].samples.size(), 2u);
-  EXPECT_EQ(families[0].samples[0].value, 1);  // strong: b
-  EXPECT_EQ(families[0].samples[1].value, 2);  // eventual: this node and c
+  EXPECT_EQ(families[0].samples[0].value, 1.0);  // strong: b
+  EXPECT_EQ(families[0].samples[1].value, 2.0);  // eventual: this node and c
   registry.lag_ms_ = 1500;
   families.clear();
   w.collectors[0]->Collect(&families);

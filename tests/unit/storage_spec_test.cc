@@ -30,7 +30,7 @@ TEST(StorageSpec, GoodSpecsOfEveryKind) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->kind, "postgres");
   EXPECT_EQ(s->location, "host=db dbname=kv");
-  for (const std::string uri :
+  for (const char* uri :
        {"postgres://u@db/kv", "postgresql://u:pw@db1,db2/kv?target_session_attrs=read-write"}) {
     s = ParseStorageSpec(uri);
     ASSERT_TRUE(s.ok()) << uri << ": " << s.status().ToString();
