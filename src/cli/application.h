@@ -116,8 +116,8 @@ class Application {
   std::vector<std::unique_ptr<components::Component>> components_;
   components::Wiring wiring_;  // what the components registered
   std::unique_ptr<service::Directory> directory_;
+  std::unique_ptr<service::QueueMetrics> queue_metrics_;  // a collector: outlives metrics_
   std::unique_ptr<service::Metrics> metrics_;
-  std::unique_ptr<service::QueueMetrics> queue_metrics_;
   std::unique_ptr<service::Health> health_;
   std::unique_ptr<service::Authenticator> auth_;  // shared by every API, so one rate limit
   std::unique_ptr<service::KvService> kv_;
