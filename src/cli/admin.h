@@ -1,5 +1,6 @@
 // `kvconnect db create|list|rename|delete` and `kvconnect token create|list|revoke`: manage the
-// catalog of a storage (a data directory or PostgreSQL), also while `serve` runs on it (it notices within
+// catalog of a storage (a data directory or PostgreSQL), also while `serve` runs on it (it notices
+// within
 // --catalog-poll-ms).
 #pragma once
 

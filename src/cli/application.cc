@@ -90,9 +90,9 @@ Status Application::OpenStorage() {
   // Backup destinations (the data directory exists now, so its symlinks resolve): refused
   // when relative or touching the data directory.
   if (sqlite) {
-    KVC_ASSIGN_OR_RETURN(backup_destinations_,
-                         backup::BackupDestinations::Create(c.backup_to, c.backup_allow,
-                                                            storage_options_.location));
+    KVC_ASSIGN_OR_RETURN(
+        backup_destinations_,
+        backup::BackupDestinations::Create(c.backup_to, c.backup_allow, storage_options_.location));
   }
   return Status::Ok();
 }
@@ -299,8 +299,8 @@ BoundListeners Application::listeners() const {
     l.tls = BoundListener{config_.net.tls_host, server_->bound_tls_port(), tls_url()};
   }
   if (metrics_server_) {
-    l.metrics = BoundListener{config_.metrics_net->host, metrics_server_->bound_port(),
-                              metrics_url()};
+    l.metrics =
+        BoundListener{config_.metrics_net->host, metrics_server_->bound_port(), metrics_url()};
   }
   return l;
 }

@@ -167,8 +167,7 @@ void AddBackupCommands(CLI::App& app, BackupConfig* c) {
   AddJsonFlag(list, &c->json);
   CLI::App* r = app.add_subcommand(
       "restore", "Restore a database from a backup target, to its latest state or --at a point");
-  AddStorageFlags(r, &c->storage, &c->data_dir, &c->postgres,
-                  "Data directory (made if missing)");
+  AddStorageFlags(r, &c->storage, &c->data_dir, &c->postgres, "Data directory (made if missing)");
   r->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
   r->add_option("--db", c->db, "The database's name in the backup")->required();
   r->add_option("--as", c->as,

@@ -59,8 +59,8 @@ CLI::Option* AddDataDirFlag(CLI::App* cmd, std::string* data_dir, const std::str
   return cmd->add_option("--data-dir", *data_dir, what)->capture_default_str();
 }
 
-void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir,
-                     std::string* postgres, const std::string& data_dir_help) {
+void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir, std::string* postgres,
+                     const std::string& data_dir_help) {
   cmd->add_option("--storage", *spec,
                   "Where everything is kept: " + storage::StorageSpecForms() +
                       " (wins over --data-dir and --postgres, which are its short forms)");

@@ -42,8 +42,8 @@ struct StorageFlags {
 };
 // Declares --storage, --data-dir (capturing its default) and --postgres on `cmd`, writing to the
 // three strings. `data_dir_help` says what --data-dir is for this command.
-void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir,
-                     std::string* postgres, const std::string& data_dir_help);
+void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir, std::string* postgres,
+                     const std::string& data_dir_help);
 // The storage `flags` name, parsed by the storage kind table (storage::ParseStorageSpec):
 // --storage, else --postgres, else --data-dir; `base` holds the options a spec does not set.
 // Errors: InvalidArgument (a bad spec, naming the accepted forms).

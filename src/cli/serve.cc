@@ -337,7 +337,8 @@ void AddServeStorageFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--advertise-url", c->nodes.advertise_url,
                 "With --postgres: the URL other nodes list for this node in the metadata "
                 "exchange (default: the URL the client used)");
-  s->add_option("--region", c->nodes.region, "With --postgres: a region label for the node registry");
+  s->add_option("--region", c->nodes.region,
+                "With --postgres: a region label for the node registry");
   s->add_option("--max-replica-lag-ms", c->nodes.max_replica_lag_ms,
                 "With --postgres-read: above this replay lag, reads go to the primary instead")
       ->check(CLI::NonNegativeNumber)

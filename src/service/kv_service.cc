@@ -104,8 +104,8 @@ KvService::KvService(ServiceOptions options, std::string server_secret, Director
                      WorkPool* body_pool)
     : options_(std::move(options)),
       directory_(directory),
-      owned_auth_(std::make_unique<Authenticator>(AuthOptionsOf(options_),
-                                                  std::move(server_secret), directory)),
+      owned_auth_(std::make_unique<Authenticator>(AuthOptionsOf(options_), std::move(server_secret),
+                                                  directory)),
       auth_(owned_auth_.get()),
       body_pool_(body_pool) {}
 

@@ -376,7 +376,8 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
       hits.Add(static_cast<double>(c.cache_hits.load()), l);
       misses.Add(static_cast<double>(c.cache_misses.load()), l);
       storage_reads.Add(static_cast<double>(c.storage_reads.load()), l);
-      refused.Add(static_cast<double>(c.reads_refused.load()), {{"database", name}, {"kind", "read"}});
+      refused.Add(static_cast<double>(c.reads_refused.load()),
+                  {{"database", name}, {"kind", "read"}});
       refused.Add(static_cast<double>(c.writes_refused.load()),
                   {{"database", name}, {"kind", "write"}});
     }

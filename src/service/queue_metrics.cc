@@ -9,12 +9,12 @@
 namespace kvc::service {
 
 void QueueMetrics::Collect(std::vector<ScrapedFamily>* out) const {
-  auto undelivered = ScrapedFamily::Gauge(
-      "kvconnect_queue_undelivered",
-      "Queue messages not yet delivered for good (ready, delayed, leased)");
-  auto dead = ScrapedFamily::Gauge(
-      "kvconnect_queue_dead_letters",
-      "Dead letters kept (queue messages out of retries), as last counted");
+  auto undelivered =
+      ScrapedFamily::Gauge("kvconnect_queue_undelivered",
+                           "Queue messages not yet delivered for good (ready, delayed, leased)");
+  auto dead =
+      ScrapedFamily::Gauge("kvconnect_queue_dead_letters",
+                           "Dead letters kept (queue messages out of retries), as last counted");
   auto consumers = ScrapedFamily::Gauge("kvconnect_queue_consumers",
                                         "Waiting pulls and subscribed queue consumers");
   auto events = ScrapedFamily::Counter("kvconnect_queue_events_total",

@@ -3,6 +3,8 @@
 // ones; the components' collectors (backup shipping, node registration) keep their metric names,
 // labels and HELP texts byte for byte (dashboards and alerts query them). Also the components'
 // wiring: what NodeRegistration registers and advertises, and QueuePush's flag parsing.
+#include "service/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "components/backup_shipping/backup_shipping.h"
 #include "components/node_registry/node_registration.h"
 #include "components/queue_push/queue_push.h"
-#include "service/metrics.h"
 
 namespace kvc {
 namespace {
@@ -146,13 +147,14 @@ TEST(NodeRegistration, WiresPeersMetricsAndLeavesWhenShutdownBegins) {
   EXPECT_EQ(registry.heartbeat_ms_, 250);
   EXPECT_EQ(registry.max_lag_ms_, 5000);
   // Peers: every live node but this one.
-  registry.live_ = {registry.self_, {"b", "http://b", "strong", "", 0, 0},
+  registry.live_ = {registry.self_,
+                    {"b", "http://b", "strong", "", 0, 0},
                     {"c", "http://c", "eventual", "", 0, 0}};
   ASSERT_TRUE(svc.peer_endpoints);
   auto peers = svc.peer_endpoints();
   std::sort(peers.begin(), peers.end());
   EXPECT_EQ(peers, (std::vector<std::pair<std::string, std::string>>{{"http://b", "strong"},
-                                                                    {"http://c", "eventual"}}));
+                                                                     {"http://c", "eventual"}}));
   // Its metrics: live nodes by role; the lag families only while it reads from a standby.
   std::vector<ScrapedFamily> families;
   w.collectors[0]->Collect(&families);

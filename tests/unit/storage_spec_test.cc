@@ -94,8 +94,7 @@ TEST(StorageSpec, HostileSpecsAreRefusedWithoutEchoingSecrets) {
   // A conninfo libpq refuses keeps the keyword that helps and hides the rest.
   auto bad = ParseStorageSpec("postgres:host=db hots=x");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("\"hots\""), std::string::npos)
-      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("\"hots\""), std::string::npos) << bad.status().message();
 }
 
 TEST(StorageSpec, OptionsOfAnotherKindAreRefused) {

@@ -56,8 +56,8 @@ void BackupShipping::Collect(std::vector<service::ScrapedFamily>* out) const {
 void CollectBackupStatuses(const std::vector<backup::BackupStatus>& statuses,
                            std::vector<service::ScrapedFamily>* out) {
   using F = service::ScrapedFamily;
-  F shipped = F::Gauge("kvconnect_backup_shipped_version",
-                       "The last version shipped to the backup target");
+  F shipped =
+      F::Gauge("kvconnect_backup_shipped_version", "The last version shipped to the backup target");
   F snapshot_time = F::Gauge("kvconnect_backup_last_snapshot_timestamp_seconds",
                              "When the newest snapshot in the backup target was taken (Unix time)");
   F lag_commits =

@@ -53,7 +53,8 @@ void NodeRegistration::Collect(std::vector<service::ScrapedFamily>* out) const {
   using F = service::ScrapedFamily;
   int64_t strong = 0;
   int64_t eventual = 0;
-  for (const storage::NodeInfo& n : nodes_->LiveNodes()) ++(n.role == "eventual" ? eventual : strong);
+  for (const storage::NodeInfo& n : nodes_->LiveNodes())
+    ++(n.role == "eventual" ? eventual : strong);
   F live = F::Gauge("kvconnect_nodes_live",
                     "Live nodes in the node registry (PostgreSQL storage), by role");
   live.Add(static_cast<double>(strong), {{"role", "strong"}});

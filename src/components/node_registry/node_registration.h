@@ -25,8 +25,8 @@ namespace kvc::components {
 
 // `serve`'s node registry flags.
 struct NodeRegistryOptions {
-  std::string advertise_url;        // --advertise-url; empty: --public-url or the listener's
-  std::string region;               // --region: a free-form label
+  std::string advertise_url;          // --advertise-url; empty: --public-url or the listener's
+  std::string region;                 // --region: a free-form label
   int64_t max_replica_lag_ms = 5000;  // --max-replica-lag-ms
   int64_t heartbeat_ms = 2000;        // --node-heartbeat-ms
 };
@@ -47,9 +47,9 @@ class NodeRegistration : public Component, public service::MetricsCollector {
  private:
   storage::NodeRegistry* const nodes_;
   const NodeRegistryOptions options_;
-  std::string id_;           // set by Wire
-  std::string role_;         // set by Wire
-  std::string public_url_;   // --public-url, from the service options at Wire
+  std::string id_;          // set by Wire
+  std::string role_;        // set by Wire
+  std::string public_url_;  // --public-url, from the service options at Wire
 };
 
 }  // namespace kvc::components

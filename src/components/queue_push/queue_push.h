@@ -57,8 +57,8 @@ class QueuePush : public Component {
     std::unique_ptr<queue::Queue::Subscription> subscription;
   };
   // Starts pushing `name`'s queue (the engine hook).
-  void StartPush(const std::string& name, const queue::PushOptions& options,
-                 engine::Engine& engine) KVC_EXCLUDES(mu_);
+  void StartPush(const std::string& name, const queue::PushOptions& options, engine::Engine& engine)
+      KVC_EXCLUDES(mu_);
 
   const QueuePushFlags flags_;
   std::map<std::string, queue::PushOptions> options_;  // by database name; set by Wire

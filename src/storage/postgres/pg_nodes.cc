@@ -126,8 +126,7 @@ void PgNodeRegistry::Loop() {
 }
 
 bool PgNodeRegistry::WaitForNextBeat() {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(heartbeat_ms_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(heartbeat_ms_);
   MutexLock lock(mu_);
   while (!stop_) {
     if (!cv_.WaitUntil(mu_, deadline)) break;

@@ -7,12 +7,11 @@ namespace {
 
 // Whether `word` is written as a keyword in `conninfo` ("word=", spaces allowed before '=').
 bool UsedAsKeyword(const std::string& conninfo, std::string_view word) {
-  for (size_t at = conninfo.find(word); at != std::string::npos;
-       at = conninfo.find(word, at + 1)) {
+  for (size_t at = conninfo.find(word); at != std::string::npos; at = conninfo.find(word, at + 1)) {
     size_t after = at + word.size();
     while (after < conninfo.size() && conninfo[after] == ' ') ++after;
-    const bool starts = at == 0 || conninfo[at - 1] == ' ' || conninfo[at - 1] == '?' ||
-                        conninfo[at - 1] == '&';
+    const bool starts =
+        at == 0 || conninfo[at - 1] == ' ' || conninfo[at - 1] == '?' || conninfo[at - 1] == '&';
     if (starts && after < conninfo.size() && conninfo[after] == '=') return true;
   }
   return false;
