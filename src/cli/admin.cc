@@ -182,9 +182,8 @@ int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
 
 void AddAdminCommands(CLI::App& app, AdminConfig* c) {
   auto data_dir = [c](CLI::App* s) {
-    AddDataDirFlag(s, &c->data_dir, "Data directory (as for serve); must exist but for db create");
-    s->add_option("--postgres", c->postgres, "PostgreSQL conninfo (as for serve)")
-        ->envname("KVCONNECT_POSTGRES");
+    AddStorageFlags(s, &c->storage, &c->data_dir, &c->postgres,
+                    "Data directory (as for serve); must exist but for db create");
   };
   CLI::App* db = app.add_subcommand("db", "Manage databases (create, list, rename, delete)");
   db->require_subcommand(1);
@@ -244,20 +243,11 @@ int RunAdmin(CLI::App& app, const AdminConfig& config) {
     for (auto* sub : group->get_subcommands()) has = has || sub->get_name() == a;
     if (has) c.action = a;
   }
-  storage::StorageOptions so;
-  so.location = c.data_dir;
+  // Only `db create` (and serve) make a data directory: a mistyped --data-dir must not get a
+  // fresh catalog whose tokens the running server has never heard of.
   const bool creates = group->get_name() == "db" && c.action == "create";
-  if (c.postgres.empty() && !creates) {
-    // Only `db create` (and serve) make a data directory: a mistyped --data-dir must not get a
-    // fresh catalog whose tokens the running server has never heard of.
-    auto dir = RequireDataDir(c.data_dir);
-    if (!dir.ok()) return PrintError(dir.status());
-  }
-  if (!c.postgres.empty()) {
-    so.kind = "postgres";
-    so.location = c.postgres;
-  }
-  auto storage = storage::OpenStorage(so);
+  auto storage = OpenStorageOf({c.storage, c.data_dir, c.postgres},
+                               creates ? DataDirUse::kMayCreate : DataDirUse::kMustExist);
   if (!storage.ok()) return PrintError(storage.status());
   service::AdminOps ops(&(*storage)->catalog(), storage->get());
   return group->get_name() == "db" ? DbCommand(c, ops) : TokenCommand(c, ops);

@@ -1,5 +1,6 @@
 // `kvconnect db create|list|rename|delete` and `kvconnect token create|list|revoke`: manage the
-// catalog of a data directory, also while `serve` runs on it (it notices within
+// catalog of a storage (a data directory or PostgreSQL), also while `serve` runs on it (it notices
+// within
 // --catalog-poll-ms).
 #pragma once
 
@@ -12,8 +13,10 @@
 namespace kvc::cli {
 
 struct AdminConfig {
+  // The storage (cli/flags.h StorageFlags): --storage SPEC, or --data-dir DIR, --postgres CONNINFO.
+  std::string storage;
   std::string data_dir = "./kvconnect-data";
-  std::string postgres;  // PostgreSQL conninfo instead of data_dir
+  std::string postgres;
   bool json = false;
   bool yes = false;
   std::string name;              // db create / delete

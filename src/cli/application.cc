@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cli/flags.h"
 #include "cli/secrets.h"
 #include "codec/json_depth.h"
-#include "common/clock.h"
 #include "common/random.h"
+#include "components/backup_shipping/backup_shipping.h"
+#include "components/node_registry/node_registration.h"
+#include "components/queue_push/queue_push.h"
 
 namespace kvc::cli {
 
@@ -37,23 +40,10 @@ std::string UrlOf(bool tls, const std::string& host, uint16_t port) {
          std::to_string(port);
 }
 
-storage::StorageOptions StorageOptionsOf(const ServeConfig& c) {
-  storage::StorageOptions o;
-  o.location = c.data_dir;
-  o.sync = c.sync == "full"     ? storage::SyncMode::kFull
-           : c.sync == "normal" ? storage::SyncMode::kNormal
-                                : storage::SyncMode::kOff;
-  o.mmap_bytes = c.sqlite_mmap_bytes;
-  o.default_database_file = c.sqlite_path;
-  if (!c.postgres.empty()) {
-    o.kind = "postgres";
-    o.location = c.postgres;
-    o.read_location = c.postgres_read;
-    o.change_retention_ms = c.pg_change_retention_ms;
-    o.feed_poll_ms = c.pg_feed_poll_ms;
-    o.commit_outcome_wait_ms = c.pg_commit_check_ms;
-  }
-  return o;
+storage::SyncMode SyncModeOf(const std::string& sync) {
+  return sync == "full"     ? storage::SyncMode::kFull
+         : sync == "normal" ? storage::SyncMode::kNormal
+                            : storage::SyncMode::kOff;
 }
 
 }  // namespace
@@ -67,21 +57,28 @@ Result<std::unique_ptr<Application>> Application::Open(ServeConfig config) {
 Application::~Application() { Shutdown(); }
 
 Status Application::Init() {
-  ServeConfig& c = config_;
-  if (!c.postgres.empty()) {
-    if (!c.sqlite_path.empty()) {
-      return InvalidArgument("--sqlite-path and --postgres exclude each other");
-    }
-    if (!c.backup_to.empty() || !c.backup_allow.empty()) {
-      return InvalidArgument(
-          "--backup-to and --backup-allow are for SQLite storage; with --postgres use "
-          "PostgreSQL's own backups (pg_basebackup and WAL archiving)");
-    }
-  } else if (!c.postgres_read.empty()) {
-    return InvalidArgument("--postgres-read needs --postgres");
+  KVC_RETURN_IF_ERROR(OpenStorage());
+  KVC_RETURN_IF_ERROR(LoadSecrets());
+  MakeComponents();
+  KVC_RETURN_IF_ERROR(WireComponents());
+  MakeServices();
+  AddRoutes();
+  return Status::Ok();
+}
+
+Status Application::OpenStorage() {
+  const ServeConfig& c = config_;
+  storage::StorageOptions base = c.storage_options;
+  base.sync = SyncModeOf(c.sync);
+  const StorageFlags flags{c.storage, c.data_dir, c.postgres};
+  KVC_ASSIGN_OR_RETURN(storage_options_, ResolveStorage(flags, base));
+  const bool sqlite = storage_options_.kind == "sqlite";
+  if (!sqlite && (!c.backup_to.empty() || !c.backup_allow.empty())) {
+    return InvalidArgument(
+        "--backup-to and --backup-allow are for SQLite storage; with --postgres use "
+        "PostgreSQL's own backups (pg_basebackup and WAL archiving)");
   }
-  // Storage: catalog, a backend per database, and secrets (storage/storage.h).
-  KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(StorageOptionsOf(c)));
+  KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(storage_options_));
   auto lock = storage_->LockWriters();
   if (!lock.ok()) {
     return Status(lock.status().code(),
@@ -92,20 +89,22 @@ Status Application::Init() {
   writer_lock_ = std::move(*lock);
   // Backup destinations (the data directory exists now, so its symlinks resolve): refused
   // when relative or touching the data directory.
-  backup::BackupDestinations destinations;
-  if (c.postgres.empty()) {
+  if (sqlite) {
     KVC_ASSIGN_OR_RETURN(
-        destinations, backup::BackupDestinations::Create(c.backup_to, c.backup_allow, c.data_dir));
+        backup_destinations_,
+        backup::BackupDestinations::Create(c.backup_to, c.backup_allow, storage_options_.location));
   }
+  return Status::Ok();
+}
 
+Status Application::LoadSecrets() {
   // Bootstrap access token: flag or file, then environment, then the storage's secret
   // kAccessTokenSecret (generated on first start). Push secrets from files or the environment.
+  ServeConfig& c = config_;
   KVC_RETURN_IF_ERROR(LoadServeSecrets(c));
-  if (c.access_token.empty()) {
-    if (const char* e = std::getenv("KVCONNECT_ACCESS_TOKEN"); e && *e) c.access_token = e;
-  }
-  if (c.access_token.empty()) {
-    if (const char* e = std::getenv("DENO_KV_ACCESS_TOKEN"); e && *e) c.access_token = e;
+  for (const char* name : {"KVCONNECT_ACCESS_TOKEN", "DENO_KV_ACCESS_TOKEN"}) {
+    const char* e = std::getenv(name);
+    if (c.access_token.empty() && e != nullptr && *e != '\0') c.access_token = e;
   }
   if (c.access_token.empty()) {
     KVC_ASSIGN_OR_RETURN(c.access_token,
@@ -121,114 +120,99 @@ Status Application::Init() {
   KVC_ASSIGN_OR_RETURN(
       secret_, storage_->LoadOrCreateSecret(
                    "server-secret", [] { return HexEncode(RandomBytes(32)); }, &secret_created));
+  return Status::Ok();
+}
 
+void Application::MakeComponents() {
+  const ServeConfig& c = config_;
+  if (!c.backup_to.empty()) {
+    components_.push_back(std::make_unique<components::BackupShipping>(c.backup_to, c.backup));
+  }
+  components_.push_back(std::make_unique<components::QueuePush>(components::QueuePushFlags{
+      c.queue_push, c.queue_push_secrets, c.queue_push_allow, c.queue_push_concurrency,
+      c.queue_push_timeout_ms, c.queue_push_format}));
+  if (storage::NodeRegistry* nodes = storage_->nodes()) {
+    components_.push_back(std::make_unique<components::NodeRegistration>(nodes, c.nodes));
+  }
+}
+
+Status Application::WireComponents() {
+  ServeConfig& c = config_;
   c.directory.engine = c.engine;
   c.directory.engine.task_factories.push_back(queue::Queue::Factory(c.queue));
-  if (!c.backup_to.empty()) {
-    KVC_ASSIGN_OR_RETURN(auto target, backup::OpenTarget(c.backup_to, backup::TargetOptions{}));
-    KVC_ASSIGN_OR_RETURN(c.backup.scratch_dir, storage_->ScratchDirectory());
-    backup_ = std::make_unique<backup::ContinuousBackup>(std::move(target), c.backup);
-    c.directory.engine.change_log = true;  // every commit is logged in its own transaction
-  }
+  c.service.access_token = c.access_token;
+  wiring_ = {storage_.get(), &storage_options_, &c.directory.engine, &c.service};
+  for (auto& component : components_) KVC_RETURN_IF_ERROR(component->Wire(wiring_));
+  // The directory of engines; every engine reports its commits to the metrics, then meets the
+  // components' hooks.
   directory_ = std::make_unique<service::Directory>(
       &storage_->catalog(),
       [s = storage_.get()](const storage::DatabaseRecord& rec) { return s->OpenBackend(rec); },
       c.directory);
-
-  // Per-database listeners attach as each engine opens.
   metrics_ = std::make_unique<service::Metrics>(c.metrics);
   directory_->AddEngineHook([m = metrics_.get()](const storage::DatabaseRecord&,
                                                  const std::shared_ptr<engine::Engine>& e) {
     e->AddListener(m->commit_listener());
   });
-  KVC_RETURN_IF_ERROR(ParsePushOptions());
-  if (!push_options_.empty()) {
-    directory_->AddEngineHook(
-        [this](const storage::DatabaseRecord& rec, const std::shared_ptr<engine::Engine>& e) {
-          auto it = push_options_.find(rec.name);
-          if (it != push_options_.end()) StartPush(rec.name, it->second, *e);
-        });
-  }
-  if (backup_) {
-    directory_->AddEngineHook([b = backup_.get()](const storage::DatabaseRecord& rec,
-                                                  const std::shared_ptr<engine::Engine>& e) {
-      b->Attach(rec.name, rec.id, e);
-    });
-  }
+  for (auto& hook : wiring_.engine_hooks) directory_->AddEngineHook(hook);
   KVC_RETURN_IF_ERROR(directory_->Start());
   metrics_->Start(directory_.get());
-  if (storage::NodeRegistry* nodes = storage_->nodes()) {
-    metrics_->SetNodeSource([nodes] {
-      service::Metrics::NodeStats st;
-      for (const storage::NodeInfo& n : nodes->LiveNodes()) {
-        ++(n.role == "eventual" ? st.eventual_live : st.strong_live);
-      }
-      st.replica_lag_ms = nodes->ReplicaLagMs();
-      st.reading_from_replica = nodes->ReadingFromReplica();
-      return st;
-    });
+  queue_metrics_ = std::make_unique<service::QueueMetrics>(directory_.get());
+  metrics_->AddCollector(queue_metrics_.get());
+  for (const service::MetricsCollector* collector : wiring_.collectors) {
+    metrics_->AddCollector(collector);
   }
   health_ = std::make_unique<service::Health>(directory_.get());
-  if (backup_) {
-    backup_->Start();
-    metrics_->SetBackupSource([b = backup_.get()] { return b->Statuses(); });
-    health_->SetDetailSource([b = backup_.get()] {
+  if (!wiring_.ready_details.empty()) {
+    health_->SetDetailSource([sources = wiring_.ready_details] {
       std::vector<std::string> lines;
-      for (const backup::BackupStatus& s : b->Statuses()) {
-        std::string line = "backup of '" + s.database + "': shipped through version " +
-                           std::to_string(s.shipped_version) + ", " +
-                           std::to_string(s.lag_entries) + " commit(s) pending (oldest " +
-                           std::to_string(s.lag_ms / 1000) + " s)";
-        if (!s.last_error.empty()) line += ", last error: " + s.last_error;
-        lines.push_back(std::move(line));
+      for (const auto& source : sources) {
+        for (std::string& line : source()) lines.push_back(std::move(line));
       }
       return lines;
     });
   }
+  return Status::Ok();
+}
 
-  c.service.access_token = c.access_token;
-  if (storage::NodeRegistry* nodes = storage_->nodes()) {
-    // Several nodes serve this storage: list the live ones in metadata answers.
-    node_id_ = HexEncode(RandomBytes(8));
-    c.service.self_consistency = c.postgres_read.empty() ? "strong" : "eventual";
-    c.service.peer_endpoints = [nodes, self = node_id_] {
-      std::vector<std::pair<std::string, std::string>> out;
-      for (const storage::NodeInfo& n : nodes->LiveNodes()) {
-        if (n.id != self) out.emplace_back(n.url, n.role);
-      }
-      return out;
-    };
-  }
+void Application::MakeServices() {
+  ServeConfig& c = config_;
   codec::SetMaxJsonDepth(c.service.max_json_depth);
   body_pool_ = std::make_unique<service::WorkPool>(c.service.body_pool, "request body pool");
-  kv_ =
-      std::make_unique<service::KvService>(c.service, secret_, directory_.get(), body_pool_.get());
-  kv_->SetAuthObserver(metrics_.get());
+  auth_ = std::make_unique<service::Authenticator>(service::AuthOptionsOf(c.service), secret_,
+                                                   directory_.get());
+  auth_->SetObserver(metrics_.get());
+  kv_ = std::make_unique<service::KvService>(c.service, auth_.get(), directory_.get(),
+                                             body_pool_.get());
   kv_->SetPortableValueObserver(metrics_.get());
   admin_ops_ = std::make_unique<service::AdminOps>(&storage_->catalog(), storage_.get());
-  admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), kv_->authenticator(),
+  admin_api_ = std::make_unique<service::AdminApi>(c.admin, directory_.get(), auth_.get(),
                                                    admin_ops_.get(), metrics_.get());
   admin_api_->SetStorage(storage_.get());
-  admin_api_->SetBackupDestinations(std::move(destinations));
+  admin_api_->SetBackupDestinations(std::move(backup_destinations_));
+  queue_api_ = std::make_unique<service::QueueApi>(c.queue_api, directory_.get(), auth_.get(),
+                                                   body_pool_.get());
   live_handler_ =
       std::make_unique<service::HealthHandler>(health_.get(), service::HealthHandler::Kind::kLive);
   // --metrics-public opens the metrics listener if there is one, else the main listener.
-  const bool main_open = c.metrics_public && c.metrics_addr.empty();
+  const bool main_open = c.metrics_public && !c.metrics_net;
   for (auto [routes, open] :
        {std::pair{&main_operator_, main_open}, std::pair{&metrics_operator_, c.metrics_public}}) {
-    routes->gate = std::make_unique<service::OperatorGate>(kv_->authenticator(), open);
+    routes->gate = std::make_unique<service::OperatorGate>(auth_.get(), open);
     routes->metrics = std::make_unique<service::MetricsHandler>(metrics_.get(), routes->gate.get());
     routes->ready = std::make_unique<service::HealthHandler>(
         health_.get(), service::HealthHandler::Kind::kReady, routes->gate.get());
   }
   if (c.console) console_handler_ = std::make_unique<service::ConsoleHandler>();
-
-  // Routes. KV Connect answers its own 405s ("KV Connect uses POST").
-  using M = service::Router::Match;
-  const std::string data_path = c.service.endpoint_path;
   // `/` is KV Connect's metadata exchange; a browser's GET there is sent to the console.
   root_handler_ = std::make_unique<service::RootHandler>(
       kv_.get(), console_handler_ ? service::ConsoleHandler::kPrefix : "");
+}
+
+void Application::AddRoutes() {
+  // KV Connect answers its own 405s ("KV Connect uses POST").
+  using M = service::Router::Match;
+  const std::string data_path = config_.service.endpoint_path;
   router_.Add("metadata", M::kExact, "/", {}, root_handler_.get());
   // Every metadata shape (service::MetadataTarget) is the one route "connect"; the queue API's
   // /databases/*/queue/v1/ is a longer prefix and wins, /v2/databases/ wins over the data path.
@@ -238,8 +222,6 @@ Status Application::Init() {
     router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
   }
   router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
-  queue_api_ = std::make_unique<service::QueueApi>(c.queue_api, directory_.get(),
-                                                   kv_->authenticator(), body_pool_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kPath, {}, queue_api_.get());
   router_.Add("queue", M::kPrefix, service::QueueApi::kDatabasePattern, {}, queue_api_.get());
   router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
@@ -256,7 +238,6 @@ Status Application::Init() {
     r->Add("metrics", M::kExact, "/metrics", {"GET", "HEAD"}, routes->metrics.get());
     r->SetObserver(metrics_.get());
   }
-  return Status::Ok();
 }
 
 Status Application::Start() {
@@ -267,30 +248,12 @@ Status Application::Start() {
     return service::ConnectionStats{st.connections_open, st.connections_total, st.h2_streams_open,
                                     st.h2_streams_total};
   });
-  if (!config_.metrics_addr.empty()) {
-    net::ServerOptions o;
-    if (!ParseAddr(config_.metrics_addr, &o.host, &o.port)) {
-      return InvalidArgument("--metrics-addr must be HOST:PORT, got '" + config_.metrics_addr +
-                             "'");
-    }
-    o.io_threads = 1;
-    o.max_connections = 64;
-    metrics_server_ = std::make_unique<net::Server>(o, &metrics_router_);
+  if (config_.metrics_net) {
+    metrics_server_ = std::make_unique<net::Server>(*config_.metrics_net, &metrics_router_);
     KVC_RETURN_IF_ERROR(metrics_server_->Start());
   }
-  if (storage::NodeRegistry* nodes = storage_->nodes()) {
-    storage::NodeInfo self;
-    self.id = node_id_;
-    self.url = !config_.advertise_url.empty()        ? config_.advertise_url
-               : !config_.service.public_url.empty() ? config_.service.public_url
-                                                     : url();
-    while (!self.url.empty() && self.url.back() == '/') self.url.pop_back();
-    self.role = config_.service.self_consistency;
-    self.region = config_.region;
-    self.started_ms = NowUnixMs();
-    nodes->Start(self, config_.node_heartbeat_ms, config_.max_replica_lag_ms);
-    spdlog::info("registered as a {} node at {}", self.role, self.url);
-  }
+  const components::Started started{url()};
+  for (auto& component : components_) KVC_RETURN_IF_ERROR(component->Start(started));
   return Status::Ok();
 }
 
@@ -298,7 +261,7 @@ void Application::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (health_) health_->SetDraining();
-  if (storage_ && storage_->nodes()) storage_->nodes()->Stop();  // others stop listing us
+  for (const auto& hook : wiring_.drain_hooks) hook();  // e.g. others stop listing this node
   if (server_ && config_.shutdown_drain_ms > 0) {
     spdlog::info("not ready; draining for {} ms before closing the listeners",
                  config_.shutdown_drain_ms);
@@ -307,91 +270,9 @@ void Application::Shutdown() {
   if (server_) (void)server_->Stop(std::chrono::milliseconds(config_.shutdown_grace_ms));
   if (metrics_server_) (void)metrics_server_->Stop(std::chrono::milliseconds(0));
   if (metrics_) metrics_->Stop();
-  StopPushes();
-  if (backup_) backup_->Stop();  // ships what is pending, while the engines still run
+  // Push stops before the backup ships what is pending, while the engines still run.
+  for (auto it = components_.rbegin(); it != components_.rend(); ++it) (*it)->Stop();
   if (directory_) directory_->Stop();
-}
-
-Status Application::ParsePushOptions() {
-  const ServeConfig& c = config_;
-  auto split = [](const std::string& item,
-                  const char* flag) -> Result<std::pair<std::string, std::string>> {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
-      return InvalidArgument(std::string(flag) + " takes NAME=VALUE, got '" + item + "'");
-    }
-    return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
-  };
-  for (const std::string& item : c.queue_push) {
-    KVC_ASSIGN_OR_RETURN(auto kv, split(item, "--queue-push"));
-    queue::PushOptions& o = push_options_[kv.first];
-    o.url = kv.second;
-    o.allow_hosts = c.queue_push_allow;
-    o.concurrency = c.queue_push_concurrency;
-    o.timeout_ms = c.queue_push_timeout_ms;
-    o.visibility_ms = std::max(o.visibility_ms, c.queue_push_timeout_ms * 2);
-    o.format = c.queue_push_format;
-  }
-  for (const std::string& item : c.queue_push_secrets) {
-    KVC_ASSIGN_OR_RETURN(auto kv, split(item, "--queue-push-secret"));
-    auto it = push_options_.find(kv.first);
-    if (it == push_options_.end()) {
-      return InvalidArgument("--queue-push-secret names database '" + kv.first +
-                             "', which has no --queue-push URL");
-    }
-    it->second.secrets.push_back(kv.second);
-  }
-  for (const auto& [name, o] : push_options_) {
-    Status s = queue::ValidatePushOptions(o);
-    if (!s.ok()) return InvalidArgument("push delivery of '" + name + "': " + s.message());
-  }
-  return Status::Ok();
-}
-
-void Application::StartPush(const std::string& name, const queue::PushOptions& options,
-                            engine::Engine& engine) {
-  std::shared_ptr<queue::Queue> q = queue::Queue::QueueFor(engine);
-  if (!q) return;
-  std::weak_ptr<queue::Queue> weak = q;  // the queue holds the dispatcher: no cycle
-  const bool v8 = options.format == "v8";
-  auto d = queue::PushDispatcher::Start(
-      options,
-      [weak](queue::SettleRequest r, queue::Queue::SettleCallback cb) {
-        if (auto queue = weak.lock()) {
-          queue->Settle(std::move(r), std::move(cb));
-        } else {
-          cb(Unavailable("The queue stopped."));
-        }
-      },
-      [v8](const queue::Delivery& m) -> Result<std::string> {
-        KVC_ASSIGN_OR_RETURN(std::string value, service::QueueValueOf(m.payload, v8));
-        return queue::PushBody(m, value, NowUnixMs());
-      });
-  if (!d.ok()) {
-    spdlog::error("push delivery of '{}' did not start: {}", name, d.status().ToString());
-    return;
-  }
-  auto sub = q->Subscribe((*d)->consumer_options(), *d);
-  if (!sub.ok()) {
-    spdlog::error("push delivery of '{}' did not start: {}", name, sub.status().ToString());
-    (*d)->Stop();
-    return;
-  }
-  spdlog::info("pushing the queue of '{}' to {}", name, options.url);
-  MutexLock lock(push_mu_);
-  pushes_.push_back(Push{std::move(*d), std::move(*sub)});
-}
-
-void Application::StopPushes() {
-  std::vector<Push> pushes;
-  {
-    MutexLock lock(push_mu_);
-    pushes.swap(pushes_);
-  }
-  for (Push& p : pushes) {
-    p.subscription.reset();
-    p.dispatcher->Stop();
-  }
 }
 
 Status Application::ReloadTls() {
@@ -418,21 +299,15 @@ BoundListeners Application::listeners() const {
     l.tls = BoundListener{config_.net.tls_host, server_->bound_tls_port(), tls_url()};
   }
   if (metrics_server_) {
-    BoundListener m;
-    (void)ParseAddr(config_.metrics_addr, &m.host, &m.port);
-    m.port = metrics_server_->bound_port();
-    m.url = metrics_url();
-    l.metrics = std::move(m);
+    l.metrics =
+        BoundListener{config_.metrics_net->host, metrics_server_->bound_port(), metrics_url()};
   }
   return l;
 }
 
 std::string Application::metrics_url() const {
   if (!metrics_server_) return "";
-  std::string host;
-  uint16_t port = 0;
-  (void)ParseAddr(config_.metrics_addr, &host, &port);
-  return UrlOf(false, host, metrics_server_->bound_port());
+  return UrlOf(false, config_.metrics_net->host, metrics_server_->bound_port());
 }
 
 }  // namespace kvc::cli

@@ -1,34 +1,38 @@
 // Application: everything `kvconnect serve` runs, owned in one place and wired once: the
-// storage (catalog, databases, token-signing secret; storage/storage.h), the directory of engines,
-// the KV Connect service, metrics and health, the router that dispatches to them, and the listeners
-// (the client listener(s) and an optional separate metrics listener). RunServe is only flags,
-// signals and the banner around it.
+// storage (catalog, databases, token-signing secret; storage/storage.h, opened from the storage
+// spec), the components (components/component.h: backup shipping, queue push, node
+// registration), the directory of engines, the authenticator, the services (KV Connect, admin
+// and queue APIs, metrics and health), the router that dispatches to them, and the listeners (the
+// client listener(s) and an optional separate metrics listener). RunServe is only flags, signals
+// and the banner around it.
 //
-// Adding an endpoint is a handler file plus one Router::Add in Application::Init; adding a
-// per-database listener (backups, queues) is one Directory::AddEngineHook.
+// Adding an endpoint is a handler file plus one Router::Add in Application::AddRoutes; adding a
+// subsystem that attaches to every database (backups, queue push) is a component.
 //
 // Ownership: owns everything above; destruction stops what is still running.
 // Thread-safety: Open/Start/Shutdown from one controlling thread; ReloadTls from that thread.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "backup/destinations.h"
 #include "cli/serve.h"
-#include "common/mutex.h"
+#include "components/component.h"
 #include "net/server.h"
-#include "queue/push.h"
 #include "queue/queue.h"
 #include "service/admin_api.h"
 #include "service/admin_ops.h"
+#include "service/authenticator.h"
 #include "service/console.h"
 #include "service/directory.h"
 #include "service/health.h"
 #include "service/kv_service.h"
 #include "service/metrics.h"
 #include "service/queue_api.h"
+#include "service/queue_metrics.h"
 #include "service/root_redirect.h"
 #include "service/router.h"
 #include "storage/storage.h"
@@ -56,12 +60,14 @@ struct BoundListeners {
 
 class Application {
  public:
-  // Opens the storage (storage::OpenStorage) and every database, and builds the services. Listens
-  // nowhere yet. REQUIRES: config.net holds the parsed listen addresses.
+  // Opens the storage (the storage spec of config.storage, --data-dir or --postgres) and every
+  // database, wires the components and builds the services. Listens nowhere yet. Errors:
+  // InvalidArgument (a bad option), the storage's. REQUIRES: config.net and config.metrics_net
+  // hold the parsed listen addresses (ParseListenAddresses).
   static Result<std::unique_ptr<Application>> Open(ServeConfig config);
   ~Application();
 
-  // Binds the listeners and starts serving.
+  // Binds the listeners, starts serving and starts the components.
   Status Start();
   // Readiness 503 at once; after `drain_ms` (so load balancers notice) stops accepting,
   // finishes in-flight requests up to the grace period, ends streams, closes databases.
@@ -81,34 +87,39 @@ class Application {
   bool token_from_file() const { return token_from_file_; }
   bool token_created() const { return token_created_; }
   service::Directory& directory() { return *directory_; }
-  // The continuous backup, or nullptr when --backup-to is not set.
-  backup::ContinuousBackup* continuous_backup() const { return backup_.get(); }
   // Whether the web console is served (at service::ConsoleHandler::kPrefix).
   bool console_enabled() const { return console_handler_ != nullptr; }
 
  private:
   explicit Application(ServeConfig config) : config_(std::move(config)) {}
   Status Init();
-  // --queue-push*: the options of every database that pushes. Errors: InvalidArgument.
-  Status ParsePushOptions();
-  // Starts pushing `name`'s queue (an engine hook: each time the database opens).
-  void StartPush(const std::string& name, const queue::PushOptions& options, engine::Engine& engine)
-      KVC_EXCLUDES(push_mu_);
-  void StopPushes() KVC_EXCLUDES(push_mu_);
+  // The steps of Init, in order.
+  Status OpenStorage();     // the storage, its writer claim, the backup destinations
+  Status LoadSecrets();     // the bootstrap access token, the server secret
+  void MakeComponents();    // the components this configuration turns on
+  Status WireComponents();  // each component's Wire; then the directory with their hooks
+  void MakeServices();      // the authenticator, the handlers
+  void AddRoutes();         // every endpoint on the routers
 
   ServeConfig config_;
+  storage::StorageOptions storage_options_;    // the storage as opened
   std::unique_ptr<storage::Storage> storage_;  // outlives everything that uses its catalog
   // The storage's writer claim, held from Init until everything else is gone, so an offline
   // import (or a second server) never writes beside this one.
   std::unique_ptr<storage::WriterLock> writer_lock_;
-  std::string node_id_;  // in the node registry (several nodes on one storage)
+  backup::BackupDestinations backup_destinations_;  // for the admin API's on-demand backups
   std::string secret_;
   bool token_from_file_ = false;
   bool token_created_ = false;
-  std::unique_ptr<backup::ContinuousBackup> backup_;  // --backup-to
+  // Started in order, stopped in reverse; they outlive the directory and the metrics that call
+  // what they registered.
+  std::vector<std::unique_ptr<components::Component>> components_;
+  components::Wiring wiring_;  // what the components registered
   std::unique_ptr<service::Directory> directory_;
+  std::unique_ptr<service::QueueMetrics> queue_metrics_;  // a collector: outlives metrics_
   std::unique_ptr<service::Metrics> metrics_;
   std::unique_ptr<service::Health> health_;
+  std::unique_ptr<service::Authenticator> auth_;  // shared by every API, so one rate limit
   std::unique_ptr<service::KvService> kv_;
   std::unique_ptr<service::AdminOps> admin_ops_;
   std::unique_ptr<service::AdminApi> admin_api_;
@@ -116,14 +127,6 @@ class Application {
   // Parses metadata and queue API bodies off the I/O threads; after the handlers that post to it,
   // so it finishes their queued work (and joins) before they go away.
   std::unique_ptr<service::WorkPool> body_pool_;
-  // Push delivery per database name (--queue-push), and the dispatchers running.
-  struct Push {
-    std::shared_ptr<queue::PushDispatcher> dispatcher;
-    std::unique_ptr<queue::Queue::Subscription> subscription;
-  };
-  std::map<std::string, queue::PushOptions> push_options_;
-  Mutex push_mu_;
-  std::vector<Push> pushes_ KVC_GUARDED_BY(push_mu_);
   std::unique_ptr<service::HealthHandler> live_handler_;
   // /metrics and /readyz per router (main, metrics listener), each with who may read the
   // operator details there (--metrics-public opens one of them).

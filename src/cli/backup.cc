@@ -20,13 +20,7 @@ std::string Stamp(int64_t version) {
   return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
 }
 
-// The storage of a data directory that must exist (RequireDataDir: opening would make one).
-Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
-  KVC_ASSIGN_OR_RETURN(std::string abs, RequireDataDir(dir));
-  storage::StorageOptions so;
-  so.location = abs;
-  return storage::OpenStorage(so);
-}
+StorageFlags StorageOf(const BackupConfig& c) { return {c.storage, c.data_dir, c.postgres}; }
 
 // A backup target to read from (--from): opening a directory target makes it, so a mistyped
 // path would look like an empty target. Errors: NotFound naming the absolute path tried.
@@ -49,7 +43,7 @@ int Backup(const BackupConfig& c) {
   if (c.all == !c.dbs.empty()) {
     return PrintError(InvalidArgument("name the databases with --db NAME, or give --all"));
   }
-  auto storage = OpenDataDir(c.data_dir);
+  auto storage = OpenStorageOf(StorageOf(c), DataDirUse::kMustExist);
   if (!storage.ok()) return PrintError(storage.status());
   auto target = backup::OpenTarget(c.to, backup::TargetOptions{});
   if (!target.ok()) return PrintError(target.status());
@@ -133,12 +127,13 @@ int Restore(const BackupConfig& c) {
   if (!target.ok()) return PrintError(target.status());
   // Restore is, with serve and db create, a command that may make its data directory: restoring
   // onto a fresh machine is what backups are for. It says so when it does.
-  const std::string abs = AbsolutePath(c.data_dir);
+  auto where = ResolveStorage(StorageOf(c));
+  if (!where.ok()) return PrintError(where.status());
   std::error_code ec;
-  const bool created = !std::filesystem::exists(abs, ec);
-  storage::StorageOptions so;
-  so.location = abs;
-  auto storage = storage::OpenStorage(so);
+  const std::string abs = where->kind == "sqlite" ? AbsolutePath(where->location) : "";
+  const bool created = !abs.empty() && !std::filesystem::exists(abs, ec);
+  if (!abs.empty()) where->location = abs;
+  auto storage = storage::OpenStorage(*where);
   if (!storage.ok()) return PrintError(storage.status());
   if (created) std::cout << "created the data directory " << abs << "\n";
   auto r = backup::RestoreIntoCatalog(**storage, **target, c.db, c.as, *point);
@@ -163,7 +158,7 @@ int Restore(const BackupConfig& c) {
 void AddBackupCommands(CLI::App& app, BackupConfig* c) {
   CLI::App* b = app.add_subcommand(
       "backup", "Snapshot databases into a backup target, online (also while serve runs)");
-  AddDataDirFlag(b, &c->data_dir, "Data directory (must exist)");
+  AddStorageFlags(b, &c->storage, &c->data_dir, &c->postgres, "Data directory (must exist)");
   b->add_option("--db", c->dbs, "Database to back up (repeatable)");
   b->add_flag("--all", c->all, "Back up every database");
   b->add_option("--to", c->to, "Target: a directory or s3://bucket/prefix (AWS_* variables)");
@@ -172,7 +167,7 @@ void AddBackupCommands(CLI::App& app, BackupConfig* c) {
   AddJsonFlag(list, &c->json);
   CLI::App* r = app.add_subcommand(
       "restore", "Restore a database from a backup target, to its latest state or --at a point");
-  AddDataDirFlag(r, &c->data_dir, "Data directory (must exist)");
+  AddStorageFlags(r, &c->storage, &c->data_dir, &c->postgres, "Data directory (made if missing)");
   r->add_option("--from", c->from, "Target: a directory or s3://bucket/prefix")->required();
   r->add_option("--db", c->db, "The database's name in the backup")->required();
   r->add_option("--as", c->as,

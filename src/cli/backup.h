@@ -1,9 +1,10 @@
-// `kvconnect backup`, `kvconnect backup list` and `kvconnect restore`: online snapshots of a data
-// directory's databases into a backup target (a directory or s3://bucket/prefix), what a target
-// can restore, and restores (to the latest state or a point in time) into the data directory,
-// as a new database (--as) or in place. All of them work while `serve` runs on the data
-// directory (backup/operations.h); a running server switches to a restored database within its
-// catalog poll.
+// `kvconnect backup`, `kvconnect backup list` and `kvconnect restore`: online snapshots of a
+// storage's databases into a backup target (a directory or s3://bucket/prefix), what a target
+// can restore, and restores (to the latest state or a point in time) into the storage, as a new
+// database (--as) or in place. All of them work while `serve` runs on the storage
+// (backup/operations.h); a running server switches to a restored database within its catalog
+// poll. The storage is any storage spec (--storage, --data-dir, --postgres); a kind that cannot
+// copy or adopt snapshots refuses with the storage's own reason.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,7 +14,10 @@
 namespace kvc::cli {
 
 struct BackupConfig {
+  // The storage (cli/flags.h StorageFlags): --storage SPEC, --data-dir DIR or --postgres CONNINFO.
+  std::string storage;
   std::string data_dir = "./kvconnect-data";
+  std::string postgres;
   std::vector<std::string> dbs;  // backup --db (repeatable)
   bool all = false;              // backup --all
   std::string to;                // backup --to

@@ -43,19 +43,12 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// The storage of a data directory that must exist already (opening would make a new one).
-Result<std::unique_ptr<storage::Storage>> OpenDataDir(const std::string& dir) {
-  KVC_ASSIGN_OR_RETURN(std::string abs, RequireDataDir(dir));
-  storage::StorageOptions so;
-  so.location = abs;
-  return storage::OpenStorage(so);
-}
+StorageFlags StorageOf(const DumpConfig& c) { return {c.storage, c.data_dir, c.postgres}; }
 
 Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const DumpConfig& c) {
   auto rec = s.catalog().FindDatabase(c.db);
   if (!rec.ok() && rec.status().code() == StatusCode::kNotFound) {
-    const std::string where =
-        c.data_dir == kDefaultDataDir ? std::string() : " --data-dir " + c.data_dir;
+    const std::string where = StorageFlagsHint(StorageOf(c));
     return NotFound("database '" + c.db + "' not found in " + s.Describe() +
                     "; create it with `kvconnect db create " + c.db + where +
                     "` (`kvconnect db list" + where + "` shows the databases)");
@@ -67,7 +60,7 @@ Result<storage::DatabaseRecord> FindDatabase(storage::Storage& s, const DumpConf
 Result<std::unique_ptr<AdminClient>> ConnectAdmin(const DumpConfig& c) {
   AdminClient::Options o;
   o.url = c.url;
-  KVC_ASSIGN_OR_RETURN(o.token, ResolveToken(c.token, c.url, c.data_dir));
+  KVC_ASSIGN_OR_RETURN(o.token, ResolveToken(c.token, c.url, LocalDataDir(StorageOf(c))));
   o.db = c.db;
   o.ca_file = c.ca_file;
   o.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
@@ -80,7 +73,7 @@ Result<std::unique_ptr<AdminClient>> ConnectAdmin(const DumpConfig& c) {
 Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange& range,
                                    std::ostream& out) {
   const auto started = Clock::now();
-  KVC_ASSIGN_OR_RETURN(auto storage, OpenDataDir(c.data_dir));
+  KVC_ASSIGN_OR_RETURN(auto storage, OpenStorageOf(StorageOf(c), DataDirUse::kMustExist));
   KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Reader> reader, backend->OpenReader());
@@ -172,7 +165,7 @@ class ProgressLog {
 
 Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOptions o,
                                           std::istream& in, std::ostream& log) {
-  KVC_ASSIGN_OR_RETURN(auto storage, OpenDataDir(c.data_dir));
+  KVC_ASSIGN_OR_RETURN(auto storage, OpenStorageOf(StorageOf(c), DataDirUse::kMustExist));
   // Only one process may write a database: refuse if a server (or another import) has it.
   auto lock = storage->LockWriters();
   if (!lock.ok()) {
@@ -316,7 +309,8 @@ Result<service::ImportStats> RunImport(const DumpConfig& config, std::istream& i
 void AddDumpCommands(CLI::App& app, DumpConfig* c) {
   auto common = [c](CLI::App* s) {
     AddDbFlag(s, &c->db);
-    AddDataDirFlag(s, &c->data_dir, "Data directory (as for serve), when not --url; must exist");
+    AddStorageFlags(s, &c->storage, &c->data_dir, &c->postgres,
+                    "Data directory (as for serve), when not --url; must exist");
     AddUrlFlag(s, &c->url,
                "Go through this running server's admin API (admin token), e.g. "
                "http://127.0.0.1:4512");

@@ -7,11 +7,12 @@
 //   engine, so versionstamps, watchers and its read cache stay right. A dump larger than one
 //   request (--request-bytes, below the server's --max-body-bytes) goes in several requests,
 //   numbered so errors name the dump's own line.
-// - the data directory (`--data-dir`, the default): export reads the database file at one
-//   snapshot with a storage reader, which is safe while a server runs (SQLite WAL readers never
-//   block its writer). Import opens an engine of its own, which must be the database's only
-//   writer: it takes the data directory's writer claim (storage::Storage::LockWriters, which
-//   `serve` holds while it runs) and refuses, naming the server's pid, when a server has it.
+// - the storage (`--storage SPEC`, `--postgres CONNINFO`, or `--data-dir`, the default): export
+//   reads the database at one snapshot with a storage reader, which is safe while a server runs
+//   (SQLite WAL readers never block its writer; PostgreSQL readers neither). Import opens an
+//   engine of its own under the storage's writer claim (storage::Storage::LockWriters): a SQLite
+//   data directory has one writer, so import refuses, naming the server's pid, while `serve`
+//   holds it; PostgreSQL has many writers and claims nothing, so import runs beside servers.
 //
 // Thread-safety: RunExport/RunImport are called from one thread.
 #pragma once
@@ -30,7 +31,11 @@ namespace kvc::cli {
 struct DumpConfig {
   std::string db = "default";  // name or id
   std::string prefix;          // key syntax or KvKeyJSON (codec/key_text.h); empty: every key
+  // The storage when not --url (cli/flags.h StorageFlags): --storage SPEC, --data-dir DIR
+  // (the default) or --postgres CONNINFO.
+  std::string storage;
   std::string data_dir = "./kvconnect-data";
+  std::string postgres;
   std::string url;    // through this server's admin API; empty: the data directory
   std::string token;  // --url: an admin token; empty: ResolveToken's fallbacks (flags.h)
   std::string ca_file;

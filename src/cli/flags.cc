@@ -10,6 +10,7 @@
 #include "cli/application.h"
 #include "client/url.h"
 #include "codec/key_text.h"
+#include "storage/storage_spec.h"
 
 namespace kvc::cli {
 namespace {
@@ -56,6 +57,52 @@ CLI::Option* AddCaFileFlag(CLI::App* cmd, std::string* ca_file) {
 
 CLI::Option* AddDataDirFlag(CLI::App* cmd, std::string* data_dir, const std::string& what) {
   return cmd->add_option("--data-dir", *data_dir, what)->capture_default_str();
+}
+
+void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir, std::string* postgres,
+                     const std::string& data_dir_help) {
+  cmd->add_option("--storage", *spec,
+                  "Where everything is kept: " + storage::StorageSpecForms() +
+                      " (wins over --data-dir and --postgres, which are its short forms)");
+  AddDataDirFlag(cmd, data_dir, data_dir_help);
+  cmd->add_option("--postgres", *postgres,
+                  "Keep everything in PostgreSQL instead of --data-dir: a libpq conninfo or "
+                  "postgresql:// URI (as --storage postgres:CONNINFO)")
+      ->envname("KVCONNECT_POSTGRES");
+}
+
+Result<storage::StorageOptions> ResolveStorage(const StorageFlags& flags,
+                                               storage::StorageOptions base) {
+  if (!flags.spec.empty()) return storage::ParseStorageSpec(flags.spec, std::move(base));
+  if (!flags.postgres.empty()) {
+    return storage::ParseStorageSpec("postgres:" + flags.postgres, std::move(base));
+  }
+  return storage::ParseStorageSpec("sqlite:" + flags.data_dir, std::move(base));
+}
+
+Result<std::unique_ptr<storage::Storage>> OpenStorageOf(const StorageFlags& flags, DataDirUse use,
+                                                        storage::StorageOptions base) {
+  KVC_ASSIGN_OR_RETURN(storage::StorageOptions o, ResolveStorage(flags, std::move(base)));
+  if (o.kind == "sqlite" && use == DataDirUse::kMustExist) {
+    KVC_ASSIGN_OR_RETURN(o.location, RequireDataDir(o.location));
+  }
+  return storage::OpenStorage(o);
+}
+
+std::string StorageFlagsHint(const StorageFlags& flags) {
+  auto o = ResolveStorage(flags);
+  if (!o.ok()) return {};
+  if (o->kind != "sqlite") {
+    return flags.spec.empty() ? " --postgres CONNINFO" : " --storage " + o->kind + ":CONNINFO";
+  }
+  if (!flags.spec.empty()) return " --storage " + flags.spec;
+  return flags.data_dir == kDefaultDataDir ? std::string() : " --data-dir " + flags.data_dir;
+}
+
+std::string LocalDataDir(const StorageFlags& flags) {
+  auto o = ResolveStorage(flags);
+  if (!o.ok()) return flags.data_dir;
+  return o->kind == "sqlite" ? o->location : std::string();
 }
 
 CLI::Option* AddJsonFlag(CLI::App* cmd, bool* json) {

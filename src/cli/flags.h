@@ -1,6 +1,8 @@
 // The CLI's one vocabulary: the flags every command that takes them declares the same way
-// (`--db`, `--url`, `--token`, `--ca-file`, `--data-dir`, `--json`), what they resolve to (the
-// access token's fallbacks, a data directory that must exist, a key in the console's syntax),
+// (`--db`, `--url`, `--token`, `--ca-file`, `--data-dir`, `--storage`, `--postgres`, `--json`),
+// what they resolve to (the access token's fallbacks, the storage a command works on, parsed by
+// the storage kind table of storage/storage_spec.h, a data directory that must exist, a key in
+// the console's syntax),
 // and the small text helpers of human output (counts with plurals, dates with relative times).
 //
 // Thread-safety: functions of one command's thread; ResolveToken reads the environment.
@@ -12,6 +14,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "storage/storage.h"
 
 namespace kvc::cli {
 
@@ -29,6 +32,38 @@ CLI::Option* AddTokenFlag(CLI::App* cmd, std::string* token);
 CLI::Option* AddCaFileFlag(CLI::App* cmd, std::string* ca_file);
 // --data-dir DIR (default ./kvconnect-data).
 CLI::Option* AddDataDirFlag(CLI::App* cmd, std::string* data_dir, const std::string& what);
+// Where a command's storage is: --storage SPEC (storage/storage_spec.h: sqlite:DIR,
+// postgres:CONNINFO), or its aliases --postgres CONNINFO (env KVCONNECT_POSTGRES) and --data-dir
+// DIR. The fields are the command's own config fields.
+struct StorageFlags {
+  std::string spec;      // --storage; wins over both aliases
+  std::string data_dir;  // --data-dir: sqlite:DIR when neither --storage nor --postgres is given
+  std::string postgres;  // --postgres: postgres:CONNINFO unless --storage is given
+};
+// Declares --storage, --data-dir (capturing its default) and --postgres on `cmd`, writing to the
+// three strings. `data_dir_help` says what --data-dir is for this command.
+void AddStorageFlags(CLI::App* cmd, std::string* spec, std::string* data_dir, std::string* postgres,
+                     const std::string& data_dir_help);
+// The storage `flags` name, parsed by the storage kind table (storage::ParseStorageSpec):
+// --storage, else --postgres, else --data-dir; `base` holds the options a spec does not set.
+// Errors: InvalidArgument (a bad spec, naming the accepted forms).
+Result<storage::StorageOptions> ResolveStorage(const StorageFlags& flags,
+                                               storage::StorageOptions base = {});
+// Whether a command may make the SQLite data directory it names (only `serve`, `db create` and
+// `restore` may: a mistyped path must not become an empty catalog).
+enum class DataDirUse { kMustExist, kMayCreate };
+// Opens the storage of ResolveStorage. A SQLite data directory must exist unless kMayCreate
+// (RequireDataDir; its absolute path is used then). Errors: as ResolveStorage, NotFound (no data
+// directory), the storage's own (IoError, a PostgreSQL server that cannot be reached).
+Result<std::unique_ptr<storage::Storage>> OpenStorageOf(const StorageFlags& flags, DataDirUse use,
+                                                        storage::StorageOptions base = {});
+// The flags that name the same storage again, for a hint such as "`kvconnect db create NAME
+// <these>`": empty for the default data directory; never a conninfo (it may hold a password).
+std::string StorageFlagsHint(const StorageFlags& flags);
+// The data directory whose access-token file a local command may read (ResolveToken): the
+// SQLite directory the flags name, or empty for PostgreSQL.
+std::string LocalDataDir(const StorageFlags& flags);
+
 // --json: the machine form instead of the human one.
 CLI::Option* AddJsonFlag(CLI::App* cmd, bool* json);
 

@@ -490,6 +490,11 @@ Result<std::unique_ptr<ImportSink>> OpenSink(const SinkOptions& o) {
   }
   if (IsHttpUrl(o.to)) return ServerSink::Open(o);
   Result<storage::StorageOptions> so = ParseStorageSpec(o.to);
+  // A storage spec with a bad location says what is wrong with it; anything else is no
+  // destination at all.
+  if (!so.ok() && so.status().message().find("not a storage") == std::string::npos) {
+    return so.status();
+  }
   if (!so.ok()) {
     return InvalidArgument("'" + o.to +
                            "' is not a destination: give sqlite:DATA_DIR, postgres:CONNINFO, "

@@ -341,27 +341,6 @@ bool MigrationReport::ok() const {
   return true;
 }
 
-Result<storage::StorageOptions> ParseStorageSpec(const std::string& spec) {
-  storage::StorageOptions o;
-  auto rest = [&spec](size_t prefix) { return spec.substr(prefix); };
-  if (spec.rfind("sqlite:", 0) == 0) {
-    o.kind = "sqlite";
-    o.location = rest(7);
-  } else if (spec.rfind("postgres://", 0) == 0 || spec.rfind("postgresql://", 0) == 0) {
-    o.kind = "postgres";
-    o.location = spec;
-  } else if (spec.rfind("postgres:", 0) == 0) {
-    o.kind = "postgres";
-    o.location = rest(9);
-  } else {
-    return InvalidArgument("'" + spec +
-                           "' is not a storage: give sqlite:DATA_DIR (or, as the source, "
-                           "sqlite:FILE.sqlite3), postgres:CONNINFO or postgres://...");
-  }
-  if (o.location.empty()) return InvalidArgument("'" + spec + "' names no location");
-  return o;
-}
-
 Result<MigrationReport> Migrate(const storage::StorageOptions& from,
                                 const storage::StorageOptions& to, const MigrateOptions& o,
                                 std::ostream& log) {

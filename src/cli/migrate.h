@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "storage/migration.h"
 #include "storage/storage.h"
+#include "storage/storage_spec.h"
 
 namespace kvc::cli {
 
@@ -89,9 +90,9 @@ struct MigrationReport {
   bool ok() const;                    // every database matches
 };
 
-// `sqlite:PATH`, `postgres:CONNINFO`, `postgres://...`, `postgresql://...` as storage options.
-// Errors: InvalidArgument naming the accepted forms.
-Result<storage::StorageOptions> ParseStorageSpec(const std::string& spec);
+// `sqlite:PATH`, `postgres:CONNINFO`, `postgres://...`, `postgresql://...` as storage options:
+// the storage kind table's parser (storage/storage_spec.h), the one every command uses.
+using storage::ParseStorageSpec;
 
 // Runs a migration (or, with o.verify_only, the comparison) from `from` to `to`, printing what
 // it does to `log` as it goes. A sqlite source must exist (a directory or a Deno KV file); a

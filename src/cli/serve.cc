@@ -19,15 +19,15 @@
 #include "codec/config_json.h"
 #include "codec/json_depth.h"
 #include "common/build_info.h"
+#include "storage/storage_spec.h"
 
 namespace kvc::cli {
 namespace fs = std::filesystem;
 
-CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
-  CLI::App* s = app.add_subcommand("serve", "Run the KV Connect server");
-  // A flag given twice takes its last value, so wrappers (a container's entrypoint, a unit
-  // file) can set defaults that arguments appended later override.
-  s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+namespace {
+
+// Where the server listens, with TLS.
+void AddListenerFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--config", c->config_file,
                 "JSON configuration file (keys: these flags with '_' for '-'; flags win)");
   s->add_option("--addr", c->addr,
@@ -40,46 +40,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
       "--tls-handshake-timeout-ms",
       [c](int64_t v) { c->net.tls_handshake_timeout = std::chrono::milliseconds(v); },
       "A TLS handshake must finish within this time (default 10000)");
-  s->add_option("--data-dir", c->data_dir, "Data directory (databases, token, server secret)")
-      ->capture_default_str();
-  s->add_option("--sqlite-path", c->sqlite_path,
-                "Serve this SQLite file as the default database (e.g. one made by "
-                "Deno.openKv(\"./x.sqlite\"))");
-  s->add_option("--postgres", c->postgres,
-                "Keep everything in PostgreSQL instead of --data-dir: a libpq conninfo or "
-                "postgresql:// URI (several hosts allowed); every node given the same one serves "
-                "the same databases")
-      ->envname("KVCONNECT_POSTGRES");
-  s->add_option("--postgres-read", c->postgres_read,
-                "With --postgres: serve reads from this streaming standby as an eventual endpoint "
-                "(read_is_strongly_consistent=false); writes still go to --postgres");
-  s->add_option("--advertise-url", c->advertise_url,
-                "With --postgres: the URL other nodes list for this node in the metadata "
-                "exchange (default: the URL the client used)");
-  s->add_option("--region", c->region, "With --postgres: a region label for the node registry");
-  s->add_option("--max-replica-lag-ms", c->max_replica_lag_ms,
-                "With --postgres-read: above this replay lag, reads go to the primary instead")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  s->add_option("--node-heartbeat-ms", c->node_heartbeat_ms,
-                "With --postgres: how often this node refreshes its registry row (live for 5x)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  s->add_option("--pg-change-retention-ms", c->pg_change_retention_ms,
-                "With --postgres: keep commit records for other nodes' change feeds this long")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  s->add_option("--pg-feed-poll-ms", c->pg_feed_poll_ms,
-                "With --postgres: re-read the commit records this often when no notification "
-                "came (a safety net)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  s->add_option("--pg-commit-check-ms", c->pg_commit_check_ms,
-                "With --postgres: when the connection breaks during COMMIT, keep asking "
-                "PostgreSQL this long (through a failover) whether it landed before answering "
-                "503")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+}
+
+// The bootstrap token, durability, logs, threads and limits on requests and queues.
+void AddLimitFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--access-token", c->access_token,
                 "Access token clients send (>= 12 characters); also from "
                 "KVCONNECT_ACCESS_TOKEN or DENO_KV_ACCESS_TOKEN; generated if absent. Visible "
@@ -130,10 +94,14 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
   s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
                 "Memory for cached point reads per database (0: no cache)")
       ->capture_default_str();
-  s->add_option("--sqlite-mmap-bytes", c->sqlite_mmap_bytes,
+  s->add_option("--sqlite-mmap-bytes", c->storage_options.mmap_bytes,
                 "Bytes of each database file SQLite reader connections memory-map (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+// HTTP/2 windows, timeouts, tokens and rate limits.
+void AddTimeoutFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--h2-initial-window", c->net.h2_initial_window,
                 "HTTP/2 flow-control window per stream")
       ->capture_default_str();
@@ -191,6 +159,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Metadata exchanges an access token may make at once (at least)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+// Metrics, readiness, the console and the URL clients see.
+void AddOperatorFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--metrics-addr", c->metrics_addr,
                 "Also serve /metrics, /healthz and /readyz on this HOST:PORT (they are always on "
                 "the main listener too)");
@@ -226,6 +198,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Strict-Transport-Security max-age on answers over TLS (0: no header)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+// Backups (continuous and on demand) and the admin API's bounds.
+void AddBackupFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--backup-to", c->backup_to,
                 "Continuous backup: ship every commit (and periodic snapshots) to this directory "
                 "or s3://bucket/prefix (credentials, region and endpoint from AWS_* variables)");
@@ -264,6 +240,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
                 "Keep backups restorable this far back; older snapshots and log are deleted")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+// Queue delivery and push, and V8 values.
+void AddQueueFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--queue-max-undelivered", c->queue.max_undelivered,
                 "Refuse enqueues (429) beyond this many undelivered messages per database")
       ->check(CLI::PositiveNumber)
@@ -314,6 +294,75 @@ CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
               "16 as 15, Node's typed arrays and error field order as V8's, each only when "
               "exact (--portable-v8-values=false: values exactly as sent)")
       ->capture_default_str();
+}
+
+// PostgreSQL's timings (storage::StorageOptions).
+void AddPostgresTimingFlags(CLI::App* s, storage::StorageOptions* o) {
+  s->add_option("--pg-change-retention-ms", o->change_retention_ms,
+                "With --postgres: keep commit records for other nodes' change feeds this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--pg-feed-poll-ms", o->feed_poll_ms,
+                "With --postgres: re-read the commit records this often when no notification "
+                "came (a safety net)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--pg-commit-check-ms", o->commit_outcome_wait_ms,
+                "With --postgres: when the connection breaks during COMMIT, keep asking "
+                "PostgreSQL this long (through a failover) whether it landed before answering "
+                "503")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+// Where everything is kept: the storage spec and its short forms, the options of its kind, and
+// this node in the node registry.
+void AddServeStorageFlags(CLI::App* s, ServeConfig* c) {
+  s->add_option("--storage", c->storage,
+                "Where everything is kept: " + storage::StorageSpecForms() +
+                    " (--data-dir DIR and --postgres CONNINFO are its short forms; this wins)");
+  s->add_option("--data-dir", c->data_dir, "Data directory (databases, token, server secret)")
+      ->capture_default_str();
+  s->add_option("--sqlite-path", c->storage_options.default_database_file,
+                "Serve this SQLite file as the default database (e.g. one made by "
+                "Deno.openKv(\"./x.sqlite\"))");
+  s->add_option("--postgres", c->postgres,
+                "Keep everything in PostgreSQL instead of --data-dir: a libpq conninfo or "
+                "postgresql:// URI (several hosts allowed); every node given the same one serves "
+                "the same databases")
+      ->envname("KVCONNECT_POSTGRES");
+  s->add_option("--postgres-read", c->storage_options.read_location,
+                "With --postgres: serve reads from this streaming standby as an eventual endpoint "
+                "(read_is_strongly_consistent=false); writes still go to --postgres");
+  s->add_option("--advertise-url", c->nodes.advertise_url,
+                "With --postgres: the URL other nodes list for this node in the metadata "
+                "exchange (default: the URL the client used)");
+  s->add_option("--region", c->nodes.region,
+                "With --postgres: a region label for the node registry");
+  s->add_option("--max-replica-lag-ms", c->nodes.max_replica_lag_ms,
+                "With --postgres-read: above this replay lag, reads go to the primary instead")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--node-heartbeat-ms", c->nodes.heartbeat_ms,
+                "With --postgres: how often this node refreshes its registry row (live for 5x)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  AddPostgresTimingFlags(s, &c->storage_options);
+}
+}  // namespace
+
+CLI::App* AddServeCommand(CLI::App& app, ServeConfig* c) {
+  CLI::App* s = app.add_subcommand("serve", "Run the KV Connect server");
+  // A flag given twice takes its last value, so wrappers (a container's entrypoint, a unit
+  // file) can set defaults that arguments appended later override.
+  s->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddListenerFlags(s, c);
+  AddServeStorageFlags(s, c);
+  AddLimitFlags(s, c);
+  AddTimeoutFlags(s, c);
+  AddOperatorFlags(s, c);
+  AddBackupFlags(s, c);
+  AddQueueFlags(s, c);
   return s;
 }
 
@@ -391,9 +440,6 @@ void PrintBanner(const Application& app) {
   spdlog::info("kvconnect listening on {}{}; {} database(s) in {}", url,
                tls_url.empty() ? "" : " and " + tls_url, databases, root);
   if (!app.metrics_url().empty()) spdlog::info("metrics and health on {}", app.metrics_url());
-  if (auto* b = app.continuous_backup()) {
-    spdlog::info("continuous backup to {}", b->target().Describe());
-  }
   std::cout << "\nkvconnect is serving " << databases << " database(s) from " << root << " at "
             << url << (tls_url.empty() ? "" : " and " + tls_url) << "\n";
   if (app.token_from_file()) {
@@ -452,56 +498,89 @@ sigset_t BlockServeSignals() {
   return set;
 }
 
+Status ParseListenAddresses(ServeConfig* c) {
+  if (!ParseAddr(c->addr, &c->net.host, &c->net.port)) {
+    return InvalidArgument("--addr must be HOST:PORT, got '" + c->addr + "'");
+  }
+  if (c->tls_cert.empty() != c->tls_key.empty()) {
+    return InvalidArgument("--tls-cert and --tls-key go together");
+  }
+  if (!c->tls_addr.empty()) {
+    if (c->tls_cert.empty()) return InvalidArgument("--tls-addr needs --tls-cert and --tls-key");
+    if (!ParseAddr(c->tls_addr, &c->net.tls_host, &c->net.tls_port)) {
+      return InvalidArgument("--tls-addr must be HOST:PORT, got '" + c->tls_addr + "'");
+    }
+  } else {
+    c->net.tls = !c->tls_cert.empty();
+  }
+  c->net.tls_cert_file = c->tls_cert;
+  c->net.tls_key_file = c->tls_key;
+  if (!c->metrics_addr.empty()) {
+    net::ServerOptions m;
+    if (!ParseAddr(c->metrics_addr, &m.host, &m.port)) {
+      return InvalidArgument("--metrics-addr must be HOST:PORT, got '" + c->metrics_addr + "'");
+    }
+    m.io_threads = 1;
+    m.max_connections = 64;
+    c->metrics_net = std::move(m);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The flags RunServe checks before anything opens: listen addresses, the public URL. Errors:
+// InvalidArgument.
+Status PrepareServeConfig(ServeConfig* c) {
+  KVC_RETURN_IF_ERROR(ParseListenAddresses(c));
+  if (!c->service.public_url.empty()) {
+    auto url = service::NormalizePublicUrl(c->service.public_url);
+    if (!url.ok()) {
+      return InvalidArgument("--public-url '" + c->service.public_url +
+                             "': " + url.status().message());
+    }
+    c->service.public_url = std::move(*url);
+  }
+  const bool loopback =
+      c->net.host == "localhost" || c->net.host == "::1" || c->net.host.rfind("127.", 0) == 0;
+  if (c->service.public_url.empty() && c->service.allowed_hosts.empty() && !loopback) {
+    spdlog::warn(
+        "metadata answers build endpoint URLs from each request's Host header; set --public-url "
+        "or --allowed-host NAME so a forged Host cannot send clients elsewhere");
+  }
+  return Status::Ok();
+}
+
+// Answers SIGHUP (reloads TLS) until SIGINT or SIGTERM arrives.
+void WaitForShutdownSignal(Application& app, const sigset_t& set) {
+  while (true) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGHUP) {
+      Status r = app.ReloadTls();
+      if (r.ok()) {
+        spdlog::info("SIGHUP: reloaded the TLS certificate and key");
+      } else {
+        spdlog::info("SIGHUP: {}", r.message());
+      }
+      continue;
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return;
+  }
+}
+
+}  // namespace
+
 int RunServe(ServeConfig c) {
   // Logs go to stderr; stdout carries only the start-up banner.
   spdlog::set_default_logger(spdlog::stderr_color_mt("kvconnect"));
   spdlog::set_level(spdlog::level::from_str(c.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  if (!ParseAddr(c.addr, &c.net.host, &c.net.port)) {
-    std::cerr << "error: --addr must be HOST:PORT, got '" << c.addr << "'\n";
+  if (Status s = PrepareServeConfig(&c); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
     return 2;
   }
-  if (c.tls_cert.empty() != c.tls_key.empty()) {
-    std::cerr << "error: --tls-cert and --tls-key go together\n";
-    return 2;
-  }
-  if (!c.tls_addr.empty()) {
-    if (c.tls_cert.empty()) {
-      std::cerr << "error: --tls-addr needs --tls-cert and --tls-key\n";
-      return 2;
-    }
-    if (!ParseAddr(c.tls_addr, &c.net.tls_host, &c.net.tls_port)) {
-      std::cerr << "error: --tls-addr must be HOST:PORT, got '" << c.tls_addr << "'\n";
-      return 2;
-    }
-  } else {
-    c.net.tls = !c.tls_cert.empty();
-  }
-  c.net.tls_cert_file = c.tls_cert;
-  c.net.tls_key_file = c.tls_key;
-  std::string metrics_host;
-  uint16_t metrics_port = 0;
-  if (!c.metrics_addr.empty() && !ParseAddr(c.metrics_addr, &metrics_host, &metrics_port)) {
-    std::cerr << "error: --metrics-addr must be HOST:PORT, got '" << c.metrics_addr << "'\n";
-    return 2;
-  }
-  if (!c.service.public_url.empty()) {
-    auto url = service::NormalizePublicUrl(c.service.public_url);
-    if (!url.ok()) {
-      std::cerr << "error: --public-url '" << c.service.public_url
-                << "': " << url.status().message() << "\n";
-      return 2;
-    }
-    c.service.public_url = std::move(*url);
-  }
-  const bool loopback =
-      c.net.host == "localhost" || c.net.host == "::1" || c.net.host.rfind("127.", 0) == 0;
-  if (c.service.public_url.empty() && c.service.allowed_hosts.empty() && !loopback) {
-    spdlog::warn(
-        "metadata answers build endpoint URLs from each request's Host header; set --public-url "
-        "or --allowed-host NAME so a forged Host cannot send clients elsewhere");
-  }
-
   // A ready file left by an earlier run must not be taken for this one's.
   if (!c.ready_file.empty()) ::unlink(c.ready_file.c_str());
 
@@ -533,22 +612,7 @@ int RunServe(ServeConfig c) {
     }
   }
   PrintBanner(app);
-
-  while (true) {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig == SIGHUP) {
-      Status r = app.ReloadTls();
-      if (r.ok()) {
-        spdlog::info("SIGHUP: reloaded the TLS certificate and key");
-      } else {
-        spdlog::info("SIGHUP: {}", r.message());
-      }
-      continue;
-    }
-    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    break;
-  }
+  WaitForShutdownSignal(app, set);
   app.Shutdown();
   if (!c.ready_file.empty()) ::unlink(c.ready_file.c_str());
   spdlog::info("shutdown complete");

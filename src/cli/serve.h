@@ -4,9 +4,11 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "backup/continuous_backup.h"
+#include "components/node_registry/node_registration.h"
 #include "engine/engine.h"
 #include "net/server.h"
 #include "queue/queue.h"
@@ -15,6 +17,7 @@
 #include "service/kv_service.h"
 #include "service/metrics.h"
 #include "service/queue_api.h"
+#include "storage/storage.h"
 
 namespace kvc::cli {
 
@@ -24,26 +27,33 @@ struct ServeConfig {
   std::string tls_addr;  // a second, TLS listener
   std::string tls_cert;
   std::string tls_key;
+  // Where everything is kept (cli/flags.h StorageFlags): a storage spec (storage/storage_spec.h,
+  // sqlite:DIR or postgres:CONNINFO), or its short forms --data-dir DIR and --postgres CONNINFO
+  // (see README "Scaling out"). --storage wins over both.
+  std::string storage;
   std::string data_dir = "./kvconnect-data";
-  std::string sqlite_path;  // empty: <data_dir>/default.sqlite3
-  // PostgreSQL storage instead of the data directory (a libpq conninfo); see README "Scaling out".
   std::string postgres;
-  std::string postgres_read;  // reads from this streaming standby (an eventual node)
-  std::string advertise_url;  // this node's URL in endpoint lists; empty: as clients reach it
-  std::string region;
-  int64_t max_replica_lag_ms = 5000;
-  int64_t node_heartbeat_ms = 2000;
-  int64_t pg_change_retention_ms = 60 * 1000;
-  int64_t pg_feed_poll_ms = 1000;
-  int64_t pg_commit_check_ms = 10000;
+  // The options of the storage's kind beyond where it is, set by their own flags: the SQLite file
+  // of "default" (--sqlite-path) and memory map, a PostgreSQL standby to read from
+  // (--postgres-read) and PostgreSQL's timings (--pg-*). Kind, location and sync come from the
+  // flags above when the application opens the storage.
+  storage::StorageOptions storage_options = [] {
+    storage::StorageOptions o;
+    o.mmap_bytes = int64_t{4} << 30;
+    return o;
+  }();
+  // This node in the node registry of a storage several nodes serve (components/node_registry).
+  components::NodeRegistryOptions nodes;
   std::string access_token;
   std::string access_token_file;  // the token in a file (cli/secrets.h), kept out of `ps`
   std::string sync = "full";      // full | normal | off
-  int64_t sqlite_mmap_bytes = int64_t{4} << 30;
   std::string log_level = "info";
   int shutdown_grace_ms = 10000;
   int64_t shutdown_drain_ms = 0;  // readiness 503 this long before the listeners close
   std::string metrics_addr;       // a separate listener for /metrics and health (optional)
+  // The listener of metrics_addr, parsed once with the others (ParseListenAddresses); unset:
+  // none.
+  std::optional<net::ServerOptions> metrics_net;
   // Written (atomically, mode 0600) once every listener is bound: the bound addresses as JSON,
   // so whoever started the server with port 0 learns the ports. Empty: none.
   std::string ready_file;
@@ -54,6 +64,7 @@ struct ServeConfig {
   // (the admin API it uses stays).
   bool console = true;
   service::MetricsOptions metrics;
+  // The main (and TLS) listener: addr and tls_addr parsed by ParseListenAddresses.
   net::ServerOptions net;
   engine::EngineOptions engine;
   service::ServiceOptions service;
@@ -80,6 +91,10 @@ struct ServeConfig {
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeConfig* config);
+// Parses addr, tls_addr and metrics_addr (HOST:PORT, IPv6 in brackets) into config->net and
+// config->metrics_net, the one place listen addresses are parsed, and checks that --tls-cert and
+// --tls-key go together. Errors: InvalidArgument naming the flag.
+Status ParseListenAddresses(ServeConfig* config);
 // Applies `config->config_file` (if set) to the options of the `serve` command that were not
 // given on the command line. Returns an error naming the file and the offending key.
 Status ApplyServeConfigFile(CLI::App* serve, const ServeConfig& config);

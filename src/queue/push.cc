@@ -16,6 +16,7 @@
 #include <mutex>
 #include <utility>
 
+#include "codec/json_text.h"
 #include "common/random.h"
 
 namespace kvc::queue {
@@ -122,25 +123,6 @@ bool FromSockaddr(const sockaddr* addr, int family, IpAddress* out) {
     return true;
   }
   return false;
-}
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHex[u >> 4]);
-      out->push_back(kHex[u & 15]);
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
 }
 
 // A webhook-id may not hold '.' (it delimits the signed content) nor anything a header cannot.
@@ -409,9 +391,9 @@ PushOutcome OutcomeOfHttpStatus(long status, std::optional<std::string_view> ret
 
 std::string PushBody(const Delivery& delivery, std::string_view value_json, int64_t timestamp_ms) {
   std::string out = R"({"type":"kvconnect.queue.message","timestamp":)";
-  AppendJsonString(FormatRfc3339Utc(timestamp_ms), &out);
+  codec::AppendJsonQuoted(FormatRfc3339Utc(timestamp_ms), &out);
   out += R"(,"data":{"id":)";
-  AppendJsonString(delivery.id, &out);
+  codec::AppendJsonQuoted(delivery.id, &out);
   out += R"(,"attempt":)" + std::to_string(delivery.attempt) + R"(,"value":)";
   out.append(value_json);
   out += "}}";

@@ -89,7 +89,6 @@ Result<std::string> NormalizePublicUrl(std::string_view url) {
   return out;
 }
 
-namespace {
 AuthOptions AuthOptionsOf(const ServiceOptions& o) {
   AuthOptions a;
   a.bootstrap_token = o.access_token;
@@ -100,13 +99,21 @@ AuthOptions AuthOptionsOf(const ServiceOptions& o) {
   a.metadata_rate_limit_burst = o.metadata_rate_limit_burst;
   return a;
 }
-}  // namespace
 
 KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory,
                      WorkPool* body_pool)
     : options_(std::move(options)),
       directory_(directory),
-      auth_(AuthOptionsOf(options_), std::move(server_secret), directory),
+      owned_auth_(std::make_unique<Authenticator>(AuthOptionsOf(options_), std::move(server_secret),
+                                                  directory)),
+      auth_(owned_auth_.get()),
+      body_pool_(body_pool) {}
+
+KvService::KvService(ServiceOptions options, Authenticator* authenticator, Directory* directory,
+                     WorkPool* body_pool)
+    : options_(std::move(options)),
+      directory_(directory),
+      auth_(authenticator),
       body_pool_(body_pool) {}
 
 // Deno (2.9.6, ext/kv) resolves the URL it POSTs the metadata exchange to by plain string
@@ -251,7 +258,7 @@ void KvService::HandleMetadata(HttpRequest req, std::string database, Responder 
         "versions 1, 2 and 3.")));
     return;
   }
-  auto token = auth_.BearerToken(req);
+  auto token = auth_->BearerToken(req);
   if (!token.ok()) {
     respond(ErrorResponse(token.status()));
     return;
@@ -269,7 +276,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
                                bool may_refresh, Responder respond) {
   const int64_t now = NowUnixMs();
   // Who is asking.
-  auto who = auth_.AuthenticateAccessToken(call->token, *snap, now, may_refresh);
+  auto who = auth_->AuthenticateAccessToken(call->token, *snap, now, may_refresh);
   if (!who.ok()) {
     respond(ErrorResponse(who.status()));
     return;
@@ -293,7 +300,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     respond(ErrorResponse(NotFound("Database '" + call->database + "' not found.")));
     return;
   }
-  if (Status s = auth_.AdmitMetadata(principal, *db, call->database); !s.ok()) {
+  if (Status s = auth_->AdmitMetadata(principal, *db, call->database); !s.ok()) {
     respond(ErrorResponse(s));
     return;
   }
@@ -319,7 +326,7 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
     }
   }
   m.token =
-      auth_.IssueDataPathToken(principal, db->record.id, expires_at + options_.token_grace_ms);
+      auth_->IssueDataPathToken(principal, db->record.id, expires_at + options_.token_grace_ms);
   m.expires_at = FormatRfc3339Utc(expires_at);
   HttpResponse r;
   r.status = 200;
@@ -337,7 +344,7 @@ void KvService::HandleDataPath(const HttpRequest& req, const std::string& method
     respond(ErrorResponse(NotFound("Resource not found.")));
     return;
   }
-  auto db = auth_.AuthorizeDataPath(req, is_write, NowUnixMs());
+  auto db = auth_->AuthorizeDataPath(req, is_write, NowUnixMs());
   if (!db.ok()) {
     respond(ErrorResponse(db.status()));
     return;

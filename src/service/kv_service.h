@@ -103,6 +103,9 @@ std::string MetadataTarget(std::string_view path);
 // with a lowercase scheme and without trailing slashes; kInvalidArgument says what is wrong.
 Result<std::string> NormalizePublicUrl(std::string_view url);
 
+// The authenticator's options among the service's (rate limits, the bootstrap token).
+AuthOptions AuthOptionsOf(const ServiceOptions& options);
+
 // Is `authority` (host[:port] of a request) one of `allowed`? An entry without a port matches
 // that host on any port, one with a port only that pair; names compare case-insensitively,
 // and an IPv6 entry is written in brackets ("[::1]").
@@ -114,14 +117,18 @@ class KvService : public Handler {
   // are handled on `body_pool` (which must outlive the service); null: on the calling thread.
   KvService(ServiceOptions options, std::string server_secret, Directory* directory,
             WorkPool* body_pool = nullptr);
+  // With `authenticator` (the application's, shared with the admin and queue APIs) instead of
+  // one of its own. REQUIRES: authenticator, directory and body_pool outlive the service.
+  KvService(ServiceOptions options, Authenticator* authenticator, Directory* directory,
+            WorkPool* body_pool = nullptr);
   // Refusals by reason go to `observer` (metrics). REQUIRES: before the first request.
-  void SetAuthObserver(AuthObserver* observer) { auth_.SetObserver(observer); }
+  void SetAuthObserver(AuthObserver* observer) { auth_->SetObserver(observer); }
   // Conversions of V8 values go to `observer` (metrics). REQUIRES: before the first request.
   void SetPortableValueObserver(PortableValueObserver* observer) {
     portable_.SetObserver(observer);
   }
   // The authenticator (shared with the admin API, so one rate limit covers both).
-  Authenticator* authenticator() { return &auth_; }
+  Authenticator* authenticator() { return auth_; }
 
   void Handle(HttpRequest request, Responder respond) override;
 
@@ -147,7 +154,8 @@ class KvService : public Handler {
 
   const ServiceOptions options_;
   Directory* const directory_;
-  Authenticator auth_;
+  std::unique_ptr<Authenticator> owned_auth_;  // null when the application's is used
+  Authenticator* const auth_;
   PortableValues portable_;  // used only with options_.portable_v8_values
   WorkPool* const body_pool_;
 };

@@ -12,7 +12,6 @@
 
 #include "common/build_info.h"
 #include "common/process_stats.h"
-#include "queue/queue.h"
 #include "service/http_status.h"
 
 namespace kvc::service {
@@ -50,23 +49,23 @@ const char* OriginName(storage::CommitOrigin o) {
   return "unknown";
 }
 
-// A family of scrape-time values.
-MetricFamily Family(std::string name, std::string help, MetricType type) {
-  MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
-}
-void AddValue(MetricFamily& f, double v, std::vector<ClientMetric::Label> labels = {}) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  if (f.type == MetricType::Counter) {
-    m.counter.value = v;
-  } else {
-    m.gauge.value = v;
+// A scrape-time family as prometheus-cpp's serializer takes it.
+MetricFamily ToPrometheus(ScrapedFamily f) {
+  MetricFamily out;
+  out.name = std::move(f.name);
+  out.help = std::move(f.help);
+  out.type = f.type == ScrapedFamily::Type::kCounter ? MetricType::Counter : MetricType::Gauge;
+  for (ScrapedFamily::Sample& s : f.samples) {
+    ClientMetric m;
+    for (auto& [name, value] : s.labels) m.label.push_back({std::move(name), std::move(value)});
+    if (out.type == MetricType::Counter) {
+      m.counter.value = s.value;
+    } else {
+      m.gauge.value = s.value;
+    }
+    out.metric.push_back(std::move(m));
   }
-  f.metric.push_back(std::move(m));
+  return out;
 }
 
 }  // namespace
@@ -180,14 +179,9 @@ void Metrics::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Metrics::SetBackupSource(std::function<std::vector<backup::BackupStatus>()> source) {
+void Metrics::AddCollector(const MetricsCollector* collector) {
   MutexLock lock(mu_);
-  backup_source_ = std::move(source);
-}
-
-void Metrics::SetNodeSource(std::function<NodeStats()> source) {
-  MutexLock lock(mu_);
-  node_source_ = std::move(source);
+  collectors_.push_back(collector);
 }
 
 void Metrics::AddConnectionSource(std::function<ConnectionStats()> source) {
@@ -300,12 +294,23 @@ void Metrics::StatsLoop() {
 }
 
 std::string Metrics::Render() {
+  std::vector<ScrapedFamily> scraped;
+  CollectConnections(&scraped);
+  CollectDatabases(&scraped);
+  std::vector<const MetricsCollector*> collectors;
+  {
+    MutexLock lock(mu_);
+    collectors = collectors_;
+  }
+  for (const MetricsCollector* c : collectors) c->Collect(&scraped);
+  CollectProcess(&scraped);
   std::vector<MetricFamily> families = registry_->Collect();
+  for (ScrapedFamily& f : scraped) families.push_back(ToPrometheus(std::move(f)));
+  return prometheus::TextSerializer().Serialize(families);
+}
 
+void Metrics::CollectConnections(std::vector<ScrapedFamily>* out) {
   ConnectionStats conn;
-  std::map<std::string, DbStats> db_stats;
-  std::function<std::vector<backup::BackupStatus>()> backup_source;
-  std::function<NodeStats()> node_source;
   {
     MutexLock lock(mu_);
     for (const auto& src : connection_sources_) {
@@ -315,207 +320,106 @@ std::string Metrics::Render() {
       conn.h2_streams_open += s.h2_streams_open;
       conn.h2_streams_total += s.h2_streams_total;
     }
-    db_stats = db_stats_;
-    backup_source = backup_source_;
-    node_source = node_source_;
   }
-  auto open = Family("kvconnect_connections_open", "Client connections open", MetricType::Gauge);
-  AddValue(open, static_cast<double>(conn.connections_open));
-  auto total =
-      Family("kvconnect_connections_total", "Client connections accepted", MetricType::Counter);
-  AddValue(total, static_cast<double>(conn.connections_total));
-  auto streams = Family("kvconnect_http2_streams_open", "HTTP/2 streams open", MetricType::Gauge);
-  AddValue(streams, static_cast<double>(conn.h2_streams_open));
-  auto streams_total =
-      Family("kvconnect_http2_streams_total", "HTTP/2 streams accepted", MetricType::Counter);
-  AddValue(streams_total, static_cast<double>(conn.h2_streams_total));
-  for (auto* f : {&open, &total, &streams, &streams_total}) families.push_back(std::move(*f));
+  using F = ScrapedFamily;
+  out->push_back(F::Gauge("kvconnect_connections_open", "Client connections open"));
+  out->back().Add(static_cast<double>(conn.connections_open));
+  out->push_back(F::Counter("kvconnect_connections_total", "Client connections accepted"));
+  out->back().Add(static_cast<double>(conn.connections_total));
+  out->push_back(F::Gauge("kvconnect_http2_streams_open", "HTTP/2 streams open"));
+  out->back().Add(static_cast<double>(conn.h2_streams_open));
+  out->push_back(F::Counter("kvconnect_http2_streams_total", "HTTP/2 streams accepted"));
+  out->back().Add(static_cast<double>(conn.h2_streams_total));
+}
 
-  auto keys = Family("kvconnect_database_keys",
-                     "Keys stored (expired ones not yet swept "
-                     "included), refreshed in the background",
-                     MetricType::Gauge);
-  auto bytes = Family("kvconnect_database_bytes", "Bytes the database occupies in storage",
-                      MetricType::Gauge);
-  auto version =
-      Family("kvconnect_database_last_version",
-             "The committed version (first 8 bytes of the last versionstamp)", MetricType::Gauge);
-  auto writable =
-      Family("kvconnect_database_writable",
-             "1 while the database accepts writes, 0 after a storage failure", MetricType::Gauge);
-  auto watches = Family("kvconnect_watch_subscriptions", "Open watch streams", MetricType::Gauge);
-  auto qreads =
-      Family("kvconnect_queued_reads", "Reads waiting for a reader thread", MetricType::Gauge);
-  auto qwrites =
-      Family("kvconnect_queued_writes", "Writes waiting for the writer thread", MetricType::Gauge);
-  auto hits = Family("kvconnect_read_cache_hits_total", "Reads answered from the read cache",
-                     MetricType::Counter);
-  auto misses =
-      Family("kvconnect_read_cache_misses_total",
-             "Point reads that went to storage while the cache was on", MetricType::Counter);
-  auto storage_reads = Family("kvconnect_storage_reads_total",
-                              "Snapshot reads that ran on storage (not answered from the cache)",
-                              MetricType::Counter);
-  auto refused =
-      Family("kvconnect_overload_refusals_total",
-             "Requests refused with 503 because a queue was full, by kind", MetricType::Counter);
-  auto q_undelivered = Family("kvconnect_queue_undelivered",
-                              "Queue messages not yet delivered for good (ready, delayed, leased)",
-                              MetricType::Gauge);
-  auto q_dead = Family("kvconnect_queue_dead_letters",
-                       "Dead letters kept (queue messages out of retries), as last counted",
-                       MetricType::Gauge);
-  auto q_consumers = Family("kvconnect_queue_consumers",
-                            "Waiting pulls and subscribed queue consumers", MetricType::Gauge);
-  auto q_events = Family("kvconnect_queue_events_total",
-                         "Queue deliveries and their outcomes, by event", MetricType::Counter);
+void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
+  std::map<std::string, DbStats> db_stats;
+  {
+    MutexLock lock(mu_);
+    db_stats = db_stats_;
+  }
+  using F = ScrapedFamily;
+  F keys = F::Gauge("kvconnect_database_keys",
+                    "Keys stored (expired ones not yet swept included), refreshed in the "
+                    "background");
+  F bytes = F::Gauge("kvconnect_database_bytes", "Bytes the database occupies in storage");
+  F version = F::Gauge("kvconnect_database_last_version",
+                       "The committed version (first 8 bytes of the last versionstamp)");
+  F writable = F::Gauge("kvconnect_database_writable",
+                        "1 while the database accepts writes, 0 after a storage failure");
+  F watches = F::Gauge("kvconnect_watch_subscriptions", "Open watch streams");
+  F qreads = F::Gauge("kvconnect_queued_reads", "Reads waiting for a reader thread");
+  F qwrites = F::Gauge("kvconnect_queued_writes", "Writes waiting for the writer thread");
+  F hits = F::Counter("kvconnect_read_cache_hits_total", "Reads answered from the read cache");
+  F misses = F::Counter("kvconnect_read_cache_misses_total",
+                        "Point reads that went to storage while the cache was on");
+  F storage_reads = F::Counter("kvconnect_storage_reads_total",
+                               "Snapshot reads that ran on storage (not answered from the cache)");
+  F refused = F::Counter("kvconnect_overload_refusals_total",
+                         "Requests refused with 503 because a queue was full, by kind");
   if (directory_) {
-    auto snap = directory_->snapshot();
+    const std::shared_ptr<const Directory::Snapshot> snap = directory_->snapshot();
     for (const auto& [id, db] : snap->by_id) {
       const engine::Engine& e = *db.engine;
-      if (auto q = queue::Queue::QueueFor(*db.engine)) {
-        const std::string& name = db.record.name;
-        AddValue(q_undelivered, static_cast<double>(std::max<int64_t>(0, q->undelivered())),
-                 {{"database", name}});
-        AddValue(q_dead, static_cast<double>(std::max<int64_t>(0, q->dead_letters())),
-                 {{"database", name}});
-        AddValue(q_consumers, static_cast<double>(q->consumers()), {{"database", name}});
-        const queue::QueueCounters& qc = q->counters();
-        const std::pair<const char*, const std::atomic<uint64_t>*> events[] = {
-            {"delivered", &qc.delivered}, {"acked", &qc.acked}, {"nacked", &qc.nacked},
-            {"expired", &qc.expired},     {"dead", &qc.dead},   {"stale", &qc.stale}};
-        for (const auto& [event, value] : events) {
-          AddValue(q_events, static_cast<double>(value->load()),
-                   {{"database", name}, {"event", event}});
-        }
-      }
-      std::vector<ClientMetric::Label> l = {{"database", db.record.name}};
+      const std::string& name = db.record.name;
+      const F::Labels l = {{"database", name}};
       if (auto it = db_stats.find(id); it != db_stats.end()) {
-        if (it->second.keys >= 0) AddValue(keys, static_cast<double>(it->second.keys), l);
-        if (it->second.bytes >= 0) AddValue(bytes, static_cast<double>(it->second.bytes), l);
+        if (it->second.keys >= 0) keys.Add(static_cast<double>(it->second.keys), l);
+        if (it->second.bytes >= 0) bytes.Add(static_cast<double>(it->second.bytes), l);
       }
-      AddValue(version, static_cast<double>(e.committed_version()), l);
-      AddValue(writable, e.writable() ? 1 : 0, l);
-      AddValue(watches, static_cast<double>(e.watch_count()), l);
-      AddValue(qreads, static_cast<double>(e.queued_reads()), l);
-      AddValue(qwrites, static_cast<double>(e.queued_writes()), l);
+      version.Add(static_cast<double>(e.committed_version()), l);
+      writable.Add(e.writable() ? 1 : 0, l);
+      watches.Add(static_cast<double>(e.watch_count()), l);
+      qreads.Add(static_cast<double>(e.queued_reads()), l);
+      qwrites.Add(static_cast<double>(e.queued_writes()), l);
       const engine::EngineCounters& c = e.counters();
-      AddValue(hits, static_cast<double>(c.cache_hits.load()), l);
-      AddValue(misses, static_cast<double>(c.cache_misses.load()), l);
-      AddValue(storage_reads, static_cast<double>(c.storage_reads.load()), l);
-      AddValue(refused, static_cast<double>(c.reads_refused.load()),
-               {{"database", db.record.name}, {"kind", "read"}});
-      AddValue(refused, static_cast<double>(c.writes_refused.load()),
-               {{"database", db.record.name}, {"kind", "write"}});
+      hits.Add(static_cast<double>(c.cache_hits.load()), l);
+      misses.Add(static_cast<double>(c.cache_misses.load()), l);
+      storage_reads.Add(static_cast<double>(c.storage_reads.load()), l);
+      refused.Add(static_cast<double>(c.reads_refused.load()),
+                  {{"database", name}, {"kind", "read"}});
+      refused.Add(static_cast<double>(c.writes_refused.load()),
+                  {{"database", name}, {"kind", "write"}});
     }
   }
-  for (auto* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-                  &storage_reads, &refused, &q_undelivered, &q_dead, &q_consumers, &q_events}) {
-    families.push_back(std::move(*f));
-  }
-  if (backup_source) RenderBackup(backup_source(), &families);
-  RenderProcess(&families);
-  if (node_source) {
-    const NodeStats n = node_source();
-    auto live =
-        Family("kvconnect_nodes_live",
-               "Live nodes in the node registry (PostgreSQL storage), by role", MetricType::Gauge);
-    AddValue(live, static_cast<double>(n.strong_live), {{"role", "strong"}});
-    AddValue(live, static_cast<double>(n.eventual_live), {{"role", "eventual"}});
-    families.push_back(std::move(live));
-    if (n.replica_lag_ms >= 0) {
-      auto lag = Family("kvconnect_replica_lag_seconds",
-                        "Replay lag of the standby this node reads from, as last measured",
-                        MetricType::Gauge);
-      AddValue(lag, static_cast<double>(n.replica_lag_ms) / 1000.0);
-      families.push_back(std::move(lag));
-      auto on = Family("kvconnect_reading_from_replica",
-                       "1 while reads go to the standby, 0 while they go to the primary",
-                       MetricType::Gauge);
-      AddValue(on, n.reading_from_replica ? 1.0 : 0.0);
-      families.push_back(std::move(on));
-    }
-  }
-  return prometheus::TextSerializer().Serialize(families);
-}
-
-void Metrics::RenderBackup(const std::vector<backup::BackupStatus>& statuses,
-                           std::vector<prometheus::MetricFamily>* families) {
-  auto shipped = Family("kvconnect_backup_shipped_version",
-                        "The last version shipped to the backup target", MetricType::Gauge);
-  auto snapshot_time = Family("kvconnect_backup_last_snapshot_timestamp_seconds",
-                              "When the newest snapshot in the backup target was taken (Unix time)",
-                              MetricType::Gauge);
-  auto lag_commits = Family("kvconnect_backup_lag_commits",
-                            "Commits not yet shipped to the backup target", MetricType::Gauge);
-  auto lag_seconds =
-      Family("kvconnect_backup_lag_seconds",
-             "Age of the oldest commit not yet shipped (0: none pending)", MetricType::Gauge);
-  auto errors =
-      Family("kvconnect_backup_errors_total",
-             "Failed shipping attempts (each is retried with backoff)", MetricType::Counter);
-  auto segments =
-      Family("kvconnect_backup_segments_total", "Log segments shipped", MetricType::Counter);
-  auto bytes = Family("kvconnect_backup_bytes_total", "Log bytes shipped", MetricType::Counter);
-  auto snapshots =
-      Family("kvconnect_backup_snapshots_total", "Snapshots taken and stored", MetricType::Counter);
-  for (const backup::BackupStatus& s : statuses) {
-    std::vector<ClientMetric::Label> l = {{"database", s.database}};
-    AddValue(shipped, static_cast<double>(s.shipped_version), l);
-    if (s.last_snapshot_ms > 0) {
-      AddValue(snapshot_time, static_cast<double>(s.last_snapshot_ms) / 1000.0, l);
-    }
-    AddValue(lag_commits, static_cast<double>(s.lag_entries), l);
-    AddValue(lag_seconds, static_cast<double>(s.lag_ms) / 1000.0, l);
-    AddValue(errors, static_cast<double>(s.errors), l);
-    AddValue(segments, static_cast<double>(s.segments_shipped), l);
-    AddValue(bytes, static_cast<double>(s.bytes_shipped), l);
-    AddValue(snapshots, static_cast<double>(s.snapshots_taken), l);
-  }
-  for (auto* f : {&shipped, &snapshot_time, &lag_commits, &lag_seconds, &errors, &segments, &bytes,
-                  &snapshots}) {
-    families->push_back(std::move(*f));
+  for (F* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
+               &storage_reads, &refused}) {
+    out->push_back(std::move(*f));
   }
 }
 
-void Metrics::RenderProcess(std::vector<prometheus::MetricFamily>* families) {
-  auto build = Family("kvconnect_build_info",
-                      "Always 1; the version and the git commit the server was built from",
-                      MetricType::Gauge);
-  AddValue(build, 1, {{"version", BuildVersion()}, {"commit", BuildCommit()}});
-  families->push_back(std::move(build));
+void Metrics::CollectProcess(std::vector<ScrapedFamily>* out) {
+  using F = ScrapedFamily;
+  out->push_back(F::Gauge("kvconnect_build_info",
+                          "Always 1; the version and the git commit the server was built from"));
+  out->back().Add(1, {{"version", BuildVersion()}, {"commit", BuildCommit()}});
   // Prometheus' standard process metrics (the names its client libraries use), from /proc.
   const std::optional<ProcessStats> p = ReadProcessStats();
   if (!p) return;
-  auto cpu = Family("process_cpu_seconds_total",
-                    "CPU time this process used, user and system, in seconds", MetricType::Counter);
-  AddValue(cpu, p->cpu_seconds);
-  auto rss = Family("process_resident_memory_bytes", "Resident set size of this process, in bytes",
-                    MetricType::Gauge);
-  AddValue(rss, static_cast<double>(p->resident_bytes));
-  auto vsz = Family("process_virtual_memory_bytes", "Virtual memory size of this process, in bytes",
-                    MetricType::Gauge);
-  AddValue(vsz, static_cast<double>(p->virtual_bytes));
-  for (auto* f : {&cpu, &rss, &vsz}) families->push_back(std::move(*f));
+  auto add = [out](F f, double value) {
+    f.Add(value);
+    out->push_back(std::move(f));
+  };
+  add(F::Counter("process_cpu_seconds_total",
+                 "CPU time this process used, user and system, in seconds"),
+      p->cpu_seconds);
+  add(F::Gauge("process_resident_memory_bytes", "Resident set size of this process, in bytes"),
+      static_cast<double>(p->resident_bytes));
+  add(F::Gauge("process_virtual_memory_bytes", "Virtual memory size of this process, in bytes"),
+      static_cast<double>(p->virtual_bytes));
   if (p->open_fds >= 0) {
-    auto open =
-        Family("process_open_fds", "File descriptors this process has open", MetricType::Gauge);
-    AddValue(open, static_cast<double>(p->open_fds));
-    families->push_back(std::move(open));
+    add(F::Gauge("process_open_fds", "File descriptors this process has open"),
+        static_cast<double>(p->open_fds));
   }
   if (p->max_fds >= 0) {
-    auto max_fds = Family("process_max_fds",
-                          "The most file descriptors this process may open (soft RLIMIT_NOFILE)",
-                          MetricType::Gauge);
-    AddValue(max_fds, static_cast<double>(p->max_fds));
-    families->push_back(std::move(max_fds));
+    add(F::Gauge("process_max_fds",
+                 "The most file descriptors this process may open (soft RLIMIT_NOFILE)"),
+        static_cast<double>(p->max_fds));
   }
   if (p->start_time_seconds > 0) {
-    auto start =
-        Family("process_start_time_seconds",
-               "When this process started, in seconds since the Unix epoch", MetricType::Gauge);
-    AddValue(start, p->start_time_seconds);
-    families->push_back(std::move(start));
+    add(F::Gauge("process_start_time_seconds",
+                 "When this process started, in seconds since the Unix epoch"),
+        p->start_time_seconds);
   }
 }
 

@@ -4,14 +4,15 @@
 // Sources: the router's RequestObserver (requests by route, status class and protocol, latency
 // per route); every engine's commit stream (a CommitListener: group sizes, transaction and
 // commit/fsync latency by origin); counters the service calls (auth failures and rate-limit
-// refusals by reason, V8 values made portable by path and outcome); and values read at scrape time
-// (connections and HTTP/2 streams from the server, per-database queue depths, watch subscriptions,
-// read-cache hits and misses, last version, writability, queue dead letters), this process's
-// figures from /proc under Prometheus' standard `process_*` names (CPU, memory, file
-// descriptors, start time) and kvconnect_build_info{version,commit}; plus per-database key
-// counts and sizes that a background thread refreshes every `stats_interval_ms` on the engines'
-// reader threads (counting keys is too slow for a scrape). Labels never carry tokens or token ids:
-// database names, routes, reasons.
+// refusals by reason, V8 values made portable by path and outcome); values read at scrape time
+// (connections and HTTP/2 streams from the server; per database: queued reads and writes, watch
+// subscriptions, read-cache hits and misses, last version, writability), this process's figures
+// from /proc under Prometheus' standard `process_*` names (CPU, memory, file descriptors, start
+// time) and kvconnect_build_info{version,commit}; per-database key counts and sizes that a
+// background thread refreshes every `stats_interval_ms` on the engines' reader threads (counting
+// keys is too slow for a scrape); and the registered collectors (service/metrics_collector.h:
+// queues, continuous backup, the node registry), in the order they were added. Labels never
+// carry tokens or token ids: database names, routes, reasons.
 //
 // Ownership: does not own the directory (it must outlive Stop()).
 // Thread-safety: all public methods are thread-safe.
@@ -29,11 +30,11 @@
 #include <string_view>
 #include <thread>
 
-#include "backup/continuous_backup.h"
 #include "common/mutex.h"
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
+#include "service/metrics_collector.h"
 #include "service/operator_gate.h"
 #include "service/portable_values.h"
 #include "service/router.h"
@@ -71,16 +72,9 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   void Stop();  // idempotent
   // Adds a connection source (one per listener set); summed at scrape time.
   void AddConnectionSource(std::function<ConnectionStats()> source);
-  // The continuous backup's per-database state, read at scrape time (kvconnect_backup_*).
-  void SetBackupSource(std::function<std::vector<backup::BackupStatus>()> source);
-  // Several nodes on one storage (PostgreSQL): the node registry's view, read at each scrape.
-  struct NodeStats {
-    int64_t strong_live = 0;
-    int64_t eventual_live = 0;
-    int64_t replica_lag_ms = -1;  // -1: this node reads from no standby
-    bool reading_from_replica = false;
-  };
-  void SetNodeSource(std::function<NodeStats()> source);
+  // Adds a collector, read at every scrape after the built-in families. REQUIRES: `collector`
+  // outlives the last Render.
+  void AddCollector(const MetricsCollector* collector);
 
   void OnRequest(const RequestInfo& info) override;
   // Reasons are short fixed words (e.g. "revoked", "expired", "wrong_database").
@@ -106,9 +100,10 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   using DbStats = DatabaseSize;
   struct StatsRound;
   void StatsLoop() KVC_EXCLUDES(mu_);
-  static void RenderBackup(const std::vector<backup::BackupStatus>& statuses,
-                           std::vector<prometheus::MetricFamily>* families);
-  static void RenderProcess(std::vector<prometheus::MetricFamily>* families);
+  // The scrape-time families of the listeners and of every database's engine.
+  void CollectConnections(std::vector<ScrapedFamily>* out) KVC_EXCLUDES(mu_);
+  void CollectDatabases(std::vector<ScrapedFamily>* out) KVC_EXCLUDES(mu_);
+  static void CollectProcess(std::vector<ScrapedFamily>* out);
 
   const MetricsOptions options_;
   uint64_t instance_ = 0;  // tells instances apart in per-thread caches
@@ -124,8 +119,7 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
 
   mutable Mutex mu_;
   std::vector<std::function<ConnectionStats()>> connection_sources_ KVC_GUARDED_BY(mu_);
-  std::function<std::vector<backup::BackupStatus>()> backup_source_ KVC_GUARDED_BY(mu_);
-  std::function<NodeStats()> node_source_ KVC_GUARDED_BY(mu_);
+  std::vector<const MetricsCollector*> collectors_ KVC_GUARDED_BY(mu_);
   std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
   Directory* directory_ = nullptr;                               // set once by Start
   bool stop_ KVC_GUARDED_BY(mu_) = false;

@@ -3,7 +3,8 @@
 // database's storage, and named secrets (the token-signing key, the bootstrap token).
 //
 // OpenStorage is the one factory. A second kind of storage is a folder under storage/ with a
-// class implementing Storage, plus one line in the table in storage.cc.
+// class implementing Storage, plus one row in the table of kinds in storage.cc, which also parses
+// and checks the kind's specs (storage_spec.h).
 //
 // A database's location (DatabaseRecord::location) is opaque outside the Storage that made it:
 // callers pass records back to OpenBackend and Destroy, compare locations for equality, and show

@@ -1496,3 +1496,50 @@ describe("hostile input: admin entries/children (the console's folders)", { time
     assert.equal(own.status, 200, short(own));
   });
 });
+
+// Hostile storage specs (issue 23, one storage spec): every command that opens a storage
+// (`serve --storage`, its short forms --postgres and --data-dir, `db`, `export`, `backup`) refuses
+// them as bad input (exit 2) before anything is opened, connected to or created, and never
+// echoes what may be a password.
+describe("hostile storage specs", { timeout: 120_000 }, () => {
+  const secret = "hunter2-never-in-logs";
+  const specs = [
+    `mysql:host=db password=${secret}`,
+    `host=db password=${secret}`,
+    `postgres:host=db password=${secret} bogus`,
+    `postgres:host='db password=${secret}`,
+    `postgres:password ${secret}`,
+    "sqlite:",
+    "postgres:",
+  ];
+  let kvc;
+  let work;
+  before(async () => {
+    const harness = await import("./harness.mjs");
+    work = await harness.makeTempDir("kvconnect-spec-");
+    kvc = (args) => harness.runKvconnect(args, { cwd: work, env: { KVCONNECT_POSTGRES: "" } });
+  });
+
+  test("refused with exit 2, no secret echoed, nothing created", async () => {
+    for (const spec of specs) {
+      for (const args of [
+        ["serve", "--addr", "127.0.0.1:0", "--storage", spec],
+        ["db", "list", "--storage", spec],
+        ["export", "--storage", spec],
+        ["backup", "--all", "--to", `${work}/bk`, "--storage", spec],
+      ]) {
+        const res = await kvc(args);
+        const what = `${res.command}: code=${res.code}\n${res.stderr}`;
+        assert.equal(res.code, 2, what);
+        assert.ok(!res.stderr.includes(secret) && !res.stdout.includes(secret), what);
+        assert.deepEqual(fs.readdirSync(work), [], what);
+      }
+    }
+    // The short form --postgres goes through the same check: a conninfo libpq cannot parse is
+    // refused without a connection attempt.
+    const res = await kvc(["db", "list", "--postgres", `host=db password=${secret} bogus`]);
+    assert.equal(res.code, 2, res.stderr);
+    assert.ok(!res.stderr.includes(secret), res.stderr);
+    assert.match(res.stderr, /conninfo does not parse/);
+  });
+});

@@ -4,7 +4,9 @@
 // The client stack (client/: HTTP/1.1 and HTTP/2 connections) and the load generator on it
 // (loadgen/, used by `kvconnect bench`) sit beside net: they may use Asio/Beast/nghttp2, and
 // loadgen reaches the wire formats only through codec/. queue/ (queue delivery) sits on engine
-// like backup/; libcurl (outbound HTTP) is only for backup/ and queue/.
+// like backup/; libcurl (outbound HTTP) is only for backup/ and queue/. components/ (subsystems
+// the application attaches: backup shipping, queue push, node registration) sit between service
+// and cli.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,9 +42,12 @@ TEST(Layering, IncludesFollowTheDependencyDirection) {
       {"net", {"net", "service", "common"}},
       {"client", {"client", "common"}},
       {"loadgen", {"loadgen", "client", "codec", "storage", "common"}},
+      {"components",
+       {"components", "service", "backup", "queue", "auth", "codec", "engine", "storage",
+        "common"}},
       {"cli",
-       {"cli", "net", "loadgen", "client", "service", "backup", "queue", "auth", "codec", "engine",
-        "storage", "common"}},
+       {"cli", "components", "net", "loadgen", "client", "service", "backup", "queue", "auth",
+        "codec", "engine", "storage", "common"}},
   };
   int files = 0;
   for (const auto& entry : fs::recursive_directory_iterator(fs::path(KVC_SOURCE_DIR) / "src")) {

@@ -28,24 +28,24 @@ void PgNodeRegistry::Start(NodeInfo self, int64_t heartbeat_ms, int64_t max_repl
   heartbeat_ms_ = heartbeat_ms;
   max_lag_ms_ = max_replica_lag_ms;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     live_ = {self_};
   }
   thread_ = std::thread([this] { Loop(); });
 }
 
 std::vector<NodeInfo> PgNodeRegistry::LiveNodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return live_;
 }
 
 void PgNodeRegistry::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (self_.id.empty()) return;
   Connection c(conninfo_, {{"target_session_attrs", "read-write"}, {"connect_timeout", "2"}},
@@ -87,7 +87,7 @@ void PgNodeRegistry::Loop() {
           nodes.push_back(std::move(n));
         }
         if (!has_self) nodes.push_back(self_);
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         live_ = std::move(nodes);
       }
       // Rows of nodes gone for a long time.
@@ -121,11 +121,17 @@ void PgNodeRegistry::Loop() {
       }
       use_replica_->store(ok);
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, std::chrono::milliseconds(heartbeat_ms_), [this] { return stop_; })) {
-      return;
-    }
+    if (WaitForNextBeat()) return;
   }
+}
+
+bool PgNodeRegistry::WaitForNextBeat() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(heartbeat_ms_);
+  MutexLock lock(mu_);
+  while (!stop_) {
+    if (!cv_.WaitUntil(mu_, deadline)) break;
+  }
+  return stop_;
 }
 
 }  // namespace kvc::storage

@@ -8,13 +8,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "storage/node_registry.h"
 
 namespace kvc::storage {
@@ -30,10 +29,12 @@ class PgNodeRegistry : public NodeRegistry {
   std::vector<NodeInfo> LiveNodes() const override;
   int64_t ReplicaLagMs() const override { return lag_ms_.load(); }
   bool ReadingFromReplica() const override { return use_replica_->load(); }
-  void Stop() override;
+  void Stop() override KVC_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() KVC_EXCLUDES(mu_);
+  // Waits one heartbeat, or until Stop. Returns true if Stop was called.
+  bool WaitForNextBeat() KVC_EXCLUDES(mu_);
 
   const std::string conninfo_;
   const std::string read_conninfo_;
@@ -42,10 +43,10 @@ class PgNodeRegistry : public NodeRegistry {
   int64_t heartbeat_ms_ = 2000;
   int64_t max_lag_ms_ = 5000;
   std::atomic<int64_t> lag_ms_{-1};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::vector<NodeInfo> live_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ KVC_GUARDED_BY(mu_) = false;
+  std::vector<NodeInfo> live_ KVC_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -1,0 +1,213 @@
+// The CLI's commands on a storage spec (cli/flags.h, storage/storage_spec.h): `db`, `token`,
+// `export` and `import` work on PostgreSQL (a real server, testutil/pg_shared.h) given
+// `--storage postgres:CONNINFO` or `--postgres CONNINFO`, exactly as on a data directory, and an
+// offline import runs beside a server there (PostgreSQL has many writers); `backup` reaches the
+// PostgreSQL storage rather than a data directory; `serve --storage` opens the storage the spec
+// names (SQLite or PostgreSQL, --data-dir then unused), and refuses a bad spec or an option of
+// another kind before anything is opened.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/admin.h"
+#include "cli/application.h"
+#include "cli/backup.h"
+#include "cli/dump.h"
+#include "common/random.h"
+#include "storage/storage.h"
+#include "testutil/pg_shared.h"
+
+namespace kvc {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr char kToken[] = "kvc_cli_storage_test_token";
+
+// A line of a dump: `name` -> a string value.
+std::string DumpLine(const std::string& name, const std::string& value) {
+  return R"({"key":[{"type":"string","value":")" + name +
+         R"("}],"value":{"type":"string","value":")" + value +
+         R"("},"versionstamp":"00000000000000010000"})" + "\n";
+}
+
+// Runs `kvconnect db|token ...` as main() does; returns the exit code and what it printed.
+struct CliRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+CliRun RunAdminCli(std::vector<std::string> args) {
+  CLI::App app;
+  cli::AdminConfig config;
+  cli::AddAdminCommands(app, &config);
+  args.insert(args.begin(), "kvconnect");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  CliRun r;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  r.code = cli::RunAdmin(app, config);
+  r.out = testing::internal::GetCapturedStdout();
+  r.err = testing::internal::GetCapturedStderr();
+  return r;
+}
+
+class CliStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Every command runs where a stray ./kvconnect-data would show a wrong turn to SQLite.
+    cwd_ = fs::current_path();
+    dir_ = fs::temp_directory_path() / ("kvc-cli-storage-" + HexEncode(RandomBytes(6)));
+    fs::create_directories(dir_);
+    fs::current_path(dir_);
+    auto conninfo = testutil::FreshPgDatabase();
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+    conninfo_ = *conninfo;
+  }
+  void TearDown() override {
+    app_.reset();
+    if (!conninfo_.empty()) testutil::DropPgDatabase(conninfo_);
+    fs::current_path(cwd_);
+    fs::remove_all(dir_);
+  }
+  std::string Spec() const { return "postgres:" + conninfo_; }
+  bool MadeADataDirectory() const { return fs::exists(dir_ / "kvconnect-data"); }
+
+  fs::path cwd_;
+  fs::path dir_;
+  std::string conninfo_;
+  std::unique_ptr<cli::Application> app_;
+};
+
+TEST_F(CliStorageTest, DbTokenExportImportOnPostgres) {
+  CliRun r = RunAdminCli({"db", "create", "sales", "--storage", Spec()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = RunAdminCli({"db", "list", "--json", "--postgres", conninfo_});  // the short form
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"sales\""), std::string::npos) << r.out;
+  r = RunAdminCli({"token", "create", "--db", "sales", "--scope", "read", "--storage", Spec()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(r.out.size(), 12u) << r.out;  // the token, printed once
+  // The rows are in PostgreSQL, not in a data directory.
+  {
+    auto pg = storage::OpenStorage({.kind = "postgres", .location = conninfo_});
+    ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+    EXPECT_TRUE((*pg)->catalog().FindDatabase("sales").ok());
+  }
+  cli::DumpConfig c;
+  c.db = "sales";
+  c.storage = Spec();
+  c.quiet = true;
+  std::istringstream dump(DumpLine("ann", "one") + DumpLine("bob", "two"));
+  std::ostringstream log;
+  auto imported = cli::RunImport(c, dump, log);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_EQ(imported->entries, 2);
+  std::ostringstream out;
+  auto exported = cli::RunExport(c, out);
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(exported->entries, 2);
+  EXPECT_NE(out.str().find("\"ann\""), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("\"two\""), std::string::npos) << out.str();
+  // A database that is not there: the hint names the storage again, never the conninfo.
+  c.db = "absent";
+  auto missing = cli::RunExport(c, out);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("--storage postgres:CONNINFO"), std::string::npos)
+      << missing.status().message();
+  EXPECT_EQ(missing.status().message().find(conninfo_), std::string::npos);
+  EXPECT_FALSE(MadeADataDirectory());
+}
+
+TEST_F(CliStorageTest, ServeOnAPostgresSpecAndAnImportBesideIt) {
+  cli::ServeConfig s;
+  s.storage = Spec();
+  s.data_dir = (dir_ / "unused").string();
+  s.access_token = kToken;
+  s.net.host = "127.0.0.1";
+  s.net.port = 0;
+  auto app = cli::Application::Open(s);
+  ASSERT_TRUE(app.ok()) << app.status().ToString();
+  app_ = std::move(*app);
+  ASSERT_TRUE(app_->Start().ok());
+  EXPECT_EQ(app_->storage().Describe().rfind("postgres:", 0), 0u) << app_->storage().Describe();
+  EXPECT_FALSE(fs::exists(dir_ / "unused"));
+  // PostgreSQL has many writers: an offline import does not wait for the server to stop.
+  cli::DumpConfig c;
+  c.postgres = conninfo_;
+  c.quiet = true;
+  std::istringstream dump(DumpLine("k", "v"));
+  std::ostringstream log;
+  auto imported = cli::RunImport(c, dump, log);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_EQ(imported->entries, 1);
+}
+
+TEST_F(CliStorageTest, BackupReachesThePostgresStorage) {
+  cli::BackupConfig b;
+  b.storage = Spec();
+  b.all = true;
+  b.to = (dir_ / "backups").string();
+  CLI::App app;
+  cli::BackupConfig unused;
+  cli::AddBackupCommands(app, &unused);
+  std::vector<std::string> args = {"kvconnect", "backup"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  const int code = cli::RunBackup(app, b);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string out = testing::internal::GetCapturedStdout();
+  // Whether this storage can snapshot is its own answer; either way the command worked on
+  // PostgreSQL's databases, not on a data directory.
+  if (code == 0) {
+    EXPECT_NE(out.find("backed up 'default'"), std::string::npos) << out;
+  } else {
+    EXPECT_NE(err.find("backup of 'default' failed"), std::string::npos) << err;
+  }
+  EXPECT_EQ(err.find("data directory"), std::string::npos) << err;
+  EXPECT_FALSE(MadeADataDirectory());
+}
+
+TEST_F(CliStorageTest, ServeOnASqliteSpecAndRefusalsBeforeOpening) {
+  cli::ServeConfig s;
+  s.storage = "sqlite:" + (dir_ / "spec-data").string();
+  s.data_dir = (dir_ / "unused").string();
+  s.access_token = kToken;
+  s.net.host = "127.0.0.1";
+  s.sync = "normal";
+  {
+    auto app = cli::Application::Open(s);
+    ASSERT_TRUE(app.ok()) << app.status().ToString();
+    EXPECT_TRUE(fs::is_directory(dir_ / "spec-data"));
+    EXPECT_FALSE(fs::exists(dir_ / "unused"));
+  }
+  // A spec libpq cannot parse, an option of another kind, backups on PostgreSQL: refused as bad
+  // input before any connection or directory is made.
+  cli::ServeConfig bad = s;
+  bad.storage = "postgres:host='never";
+  auto r = cli::Application::Open(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  bad = s;
+  bad.storage = "sqlite:" + (dir_ / "fresh").string();
+  bad.storage_options.read_location = "host=standby";
+  r = cli::Application::Open(bad);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(dir_ / "fresh"));
+  bad = s;
+  bad.storage = Spec();
+  bad.backup_to = (dir_ / "backups").string();
+  r = cli::Application::Open(bad);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace kvc
