@@ -105,22 +105,12 @@ Result<RestorePoint> ParseRestorePoint(const std::string& text) {
   return p;
 }
 
-Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage,
-                                       const RestoreOptions& o) {
-  const auto started = std::chrono::steady_clock::now();
-  if (o.at.version && o.at.time_ms)
-    return InvalidArgument("restore to a version or a time, not both");
-  KVC_ASSIGN_OR_RETURN(auto objects, target.List(o.source + "/"));
-  auto index = IndexBackups(objects);
-  auto found = index.find(o.source);
-  if (found == index.end()) {
-    return NotFound("the backup target " + target.Describe() + " has no backup of database '" +
-                    o.source + "'");
-  }
-  KVC_ASSIGN_OR_RETURN(auto plan, Plan(found->second, o.at));
-  const SnapshotRef& snap = plan.first;
+namespace {
 
-  // The snapshot: its manifest, then the file, checked against it.
+// Fetches the snapshot `snap` (its manifest, then the file, checked against it) and makes new
+// storage from it for the database `o.name` with id `o.id`.
+Result<storage::DatabaseRecord> FetchSnapshot(Target& target, storage::Storage& storage,
+                                              const RestoreOptions& o, const SnapshotRef& snap) {
   KVC_ASSIGN_OR_RETURN(std::string manifest_json, target.Get(snap.manifest));
   KVC_ASSIGN_OR_RETURN(codec::SnapshotManifest manifest,
                        codec::DecodeSnapshotManifest(manifest_json));
@@ -147,85 +137,115 @@ Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage
     return Corruption("snapshot " + snap.data + " does not match its manifest's SHA-256");
   }
   Result<storage::DatabaseRecord> rec = storage.CreateFromSnapshot(o.name, file, o.id);
-  if (!rec.ok()) {
-    remove_file();
-    return rec.status();
+  if (!rec.ok()) remove_file();
+  return rec;
+}
+
+// Applies the entries of the segment `seg` (named `name`) that follow version *cur, up to the
+// point `at`, in one transaction of `writer`; sets *reached at the first entry beyond the
+// point. Advances *cur and out's version, time and count.
+Status ApplySegment(storage::Writer& writer, const DecodedSegment& seg, const std::string& name,
+                    const RestorePoint& at, int64_t* cur, bool* reached, RestoreOutcome* out) {
+  KVC_ASSIGN_OR_RETURN(int64_t base, writer.Begin());
+  (void)base;
+  int64_t applied = 0;
+  for (const storage::LoggedCommit& e : seg.entries) {
+    if (e.record.version <= *cur) continue;
+    if ((at.version && e.record.version > *at.version) || (at.time_ms && e.time_ms > *at.time_ms)) {
+      *reached = true;
+      break;
+    }
+    if (e.prev_version != *cur) {
+      writer.Rollback();
+      return Corruption("the log does not continue version " + std::to_string(*cur) + " (segment " +
+                        name + ")");
+    }
+    for (const storage::KeyChange& c : e.record.changes) {
+      KVC_RETURN_IF_ERROR(c.row ? writer.Put(c.key, *c.row) : writer.Delete(c.key));
+    }
+    for (const storage::QueueRow& q : e.record.enqueues) {
+      if (writer.queue_store() == nullptr) return Internal("the storage has no queue store");
+      KVC_RETURN_IF_ERROR(writer.queue_store()->AddQueueMessage(q));
+    }
+    *cur = e.record.version;
+    out->time_ms = e.time_ms;
+    ++applied;
   }
+  if (applied == 0) {
+    writer.Rollback();
+    return Status::Ok();
+  }
+  KVC_RETURN_IF_ERROR(writer.SetDataVersion(*cur));
+  KVC_RETURN_IF_ERROR(writer.Commit());
+  out->entries_applied += applied;
+  out->version = *cur;
+  return Status::Ok();
+}
+
+// Applies the log `segments` (of `backups`) to the restored snapshot out->record, up to o.at,
+// then raises the version to o.floor_version, and counts the keys.
+Status ApplyLog(Target& target, storage::Storage& storage, const RestoreOptions& o,
+                const DatabaseBackups& backups, const std::vector<SegmentRef>& segments,
+                RestoreOutcome* out) {
+  KVC_ASSIGN_OR_RETURN(auto backend, storage.OpenBackend(out->record));
+  {
+    KVC_ASSIGN_OR_RETURN(auto writer, backend->OpenWriter());
+    int64_t cur = out->snapshot_version;
+    bool reached = false;
+    for (const SegmentRef& ref : segments) {
+      if (reached) break;
+      KVC_ASSIGN_OR_RETURN(std::string bytes, target.Get(ref.name));
+      KVC_ASSIGN_OR_RETURN(DecodedSegment seg, DecodeSegment(bytes));
+      if (seg.prev_version != ref.prev_version || seg.last_version != ref.last_version) {
+        return Corruption("log segment " + ref.name + " holds versions " +
+                          std::to_string(seg.prev_version) + ".." +
+                          std::to_string(seg.last_version) + ", not what its name says");
+      }
+      ++out->segments_read;
+      KVC_RETURN_IF_ERROR(ApplySegment(*writer, seg, ref.name, o.at, &cur, &reached, out));
+    }
+    if (o.at.version && out->version < *o.at.version && !reached &&
+        backups.HeadFrom(out->snapshot_version).first < *o.at.version) {
+      return Corruption("the log ends at version " + std::to_string(out->version) +
+                        " before the requested version");
+    }
+    if (o.floor_version > out->version) {
+      KVC_ASSIGN_OR_RETURN(int64_t base, writer->Begin());
+      (void)base;
+      KVC_RETURN_IF_ERROR(writer->SetDataVersion(o.floor_version));
+      KVC_RETURN_IF_ERROR(writer->Commit());
+    }
+  }
+  KVC_ASSIGN_OR_RETURN(auto reader, backend->OpenReader());
+  KVC_ASSIGN_OR_RETURN(storage::StorageStats stats, reader->Stats());
+  out->key_count = stats.key_count;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage,
+                                       const RestoreOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  if (o.at.version && o.at.time_ms)
+    return InvalidArgument("restore to a version or a time, not both");
+  KVC_ASSIGN_OR_RETURN(auto objects, target.List(o.source + "/"));
+  auto index = IndexBackups(objects);
+  auto found = index.find(o.source);
+  if (found == index.end()) {
+    return NotFound("the backup target " + target.Describe() + " has no backup of database '" +
+                    o.source + "'");
+  }
+  KVC_ASSIGN_OR_RETURN(auto plan, Plan(found->second, o.at));
+  const SnapshotRef& snap = plan.first;
+  KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FetchSnapshot(target, storage, o, snap));
   RestoreOutcome out;
-  out.record = *rec;
+  out.record = std::move(rec);
   out.snapshot_version = snap.version;
   out.snapshot_time_ms = snap.time_ms;
   out.version = snap.version;
   out.time_ms = snap.time_ms;
-
-  auto apply = [&]() -> Status {
-    KVC_ASSIGN_OR_RETURN(auto backend, storage.OpenBackend(out.record));
-    {
-      KVC_ASSIGN_OR_RETURN(auto writer, backend->OpenWriter());
-      int64_t cur = snap.version;
-      bool reached = false;
-      for (const SegmentRef& ref : plan.second) {
-        if (reached) break;
-        KVC_ASSIGN_OR_RETURN(std::string bytes, target.Get(ref.name));
-        KVC_ASSIGN_OR_RETURN(DecodedSegment seg, DecodeSegment(bytes));
-        if (seg.prev_version != ref.prev_version || seg.last_version != ref.last_version) {
-          return Corruption("log segment " + ref.name + " holds versions " +
-                            std::to_string(seg.prev_version) + ".." +
-                            std::to_string(seg.last_version) + ", not what its name says");
-        }
-        ++out.segments_read;
-        KVC_ASSIGN_OR_RETURN(int64_t base, writer->Begin());
-        (void)base;
-        int64_t applied = 0;
-        for (const storage::LoggedCommit& e : seg.entries) {
-          if (e.record.version <= cur) continue;
-          if ((o.at.version && e.record.version > *o.at.version) ||
-              (o.at.time_ms && e.time_ms > *o.at.time_ms)) {
-            reached = true;
-            break;
-          }
-          if (e.prev_version != cur) {
-            writer->Rollback();
-            return Corruption("the log does not continue version " + std::to_string(cur) +
-                              " (segment " + ref.name + ")");
-          }
-          for (const storage::KeyChange& c : e.record.changes) {
-            KVC_RETURN_IF_ERROR(c.row ? writer->Put(c.key, *c.row) : writer->Delete(c.key));
-          }
-          for (const storage::QueueRow& q : e.record.enqueues) {
-            KVC_RETURN_IF_ERROR(writer->AddQueueMessage(q));
-          }
-          cur = e.record.version;
-          out.time_ms = e.time_ms;
-          ++applied;
-        }
-        if (applied == 0) {
-          writer->Rollback();
-          continue;
-        }
-        KVC_RETURN_IF_ERROR(writer->SetDataVersion(cur));
-        KVC_RETURN_IF_ERROR(writer->Commit());
-        out.entries_applied += applied;
-        out.version = cur;
-      }
-      if (o.at.version && out.version < *o.at.version && !reached &&
-          found->second.HeadFrom(snap.version).first < *o.at.version) {
-        return Corruption("the log ends at version " + std::to_string(out.version) +
-                          " before the requested version");
-      }
-      if (o.floor_version > out.version) {
-        KVC_ASSIGN_OR_RETURN(int64_t base, writer->Begin());
-        (void)base;
-        KVC_RETURN_IF_ERROR(writer->SetDataVersion(o.floor_version));
-        KVC_RETURN_IF_ERROR(writer->Commit());
-      }
-    }
-    KVC_ASSIGN_OR_RETURN(auto reader, backend->OpenReader());
-    KVC_ASSIGN_OR_RETURN(storage::StorageStats stats, reader->Stats());
-    out.key_count = stats.key_count;
-    return Status::Ok();
-  };
-  Status s = apply();
+  Status s = ApplyLog(target, storage, o, found->second, plan.second, &out);
   if (!s.ok()) {
     (void)storage.Destroy(out.record);
     return Status(s.code(),

@@ -5,7 +5,7 @@
 // metrics are another; backups, queue waiters and cross-node feeds plug in the same way.
 //
 // Thread-safety: OnCommit and OnRetire run on one engine thread at a time (the writer thread,
-// or the change-feed thread of a backend that is not the sole writer), never while an engine
+// or the change-feed thread of a backend that is not the exclusive writer), never while an engine
 // lock other than the listener-list lock is held. They must be quick, must not block and must
 // not add or remove listeners.
 #pragma once

@@ -30,6 +30,38 @@ bool AllPointReads(const std::vector<ReadRange>& ranges) {
   return !ranges.empty();
 }
 
+// Refuses, before anything is opened, a backend that lacks what an engine with options `o`
+// needs; a capability missing here would otherwise fail the first write that uses it.
+Status CheckCapabilities(const storage::BackendCapabilities& c, const EngineOptions& o) {
+  if (!c.queue_store) {
+    return Internal(
+        "the storage backend has no queue store, which the engine needs for the enqueues of "
+        "atomic writes");
+  }
+  if (!c.exclusive_writer && !c.change_feed) {
+    return Internal(
+        "the storage backend has other writers but no change feed, so the engine could not "
+        "learn of their commits");
+  }
+  if (!c.exclusive_writer && c.change_feed_reads_log && !c.change_log) {
+    return Internal("the storage backend's change feed reads a change log it does not have");
+  }
+  if (o.change_log && !c.change_log) {
+    return InvalidArgument(
+        "the storage backend has no change log, which continuous backup needs (every commit is "
+        "logged in its own transaction)");
+  }
+  const size_t max_bytes = c.transaction_limits.max_bytes;
+  if (max_bytes > 0 && o.limits.max_total_mutation_bytes > max_bytes) {
+    return InvalidArgument("an atomic write may hold " +
+                           std::to_string(o.limits.max_total_mutation_bytes) +
+                           " bytes (max_total_mutation_bytes), more than one transaction of the "
+                           "storage backend holds (" +
+                           std::to_string(max_bytes) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The writer-task view of the engine.
@@ -66,10 +98,11 @@ Engine::Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& o
     : options_(options),
       clock_(options.clock ? options.clock : SystemClock()),
       backend_(std::move(backend)),
-      sole_writer_(backend_->sole_writer()),
+      caps_(backend_->capabilities()),
       hub_(std::make_shared<WatchHub>()),
-      // Another writer's commits would make cached rows stale without the bracket.
-      cache_(sole_writer_ ? options.read_cache_bytes : 0),
+      // exclusive_writer: another writer's commits would make cached rows stale without the
+      // bracket around our commits.
+      cache_(caps_.exclusive_writer ? options.read_cache_bytes : 0),
       listeners_(std::make_shared<const std::vector<std::shared_ptr<CommitListener>>>()) {
   std::string seed = RandomBytes(8);
   uint64_t s = 0;
@@ -85,10 +118,19 @@ Result<std::unique_ptr<Engine>> Engine::Open(std::unique_ptr<storage::Backend> b
 }
 
 Status Engine::Start() {
+  KVC_RETURN_IF_ERROR(CheckCapabilities(caps_, options_));
+  const size_t backend_writes = caps_.transaction_limits.max_writes;
+  max_group_writes_ = backend_writes > 0 ? std::min(options_.max_batch_writes, backend_writes)
+                                         : options_.max_batch_writes;
   database_id_ = backend_->database_id();
   KVC_ASSIGN_OR_RETURN(int64_t version, backend_->LoadDataVersion());
   committed_version_ = version;
   KVC_ASSIGN_OR_RETURN(writer_, backend_->OpenWriter());
+  queue_ = writer_->queue_store();
+  log_ = writer_->change_log();
+  if (queue_ == nullptr || (LogsCommits() && log_ == nullptr)) {
+    return Internal("the storage backend's writer lacks a part its capabilities promise");
+  }
   AddListener(hub_);
   auto expiry = std::make_shared<ExpiryTask>(Now(), options_.max_sweep_interval_ms);
   AddListener(expiry);
@@ -100,7 +142,7 @@ Status Engine::Start() {
     task->Bind(task_host_.get());
     tasks_.push_back(std::move(task));
   }
-  if (!sole_writer_) {
+  if (FeedPublishes()) {  // other writers' commits and ours arrive here
     KVC_ASSIGN_OR_RETURN(feed_, backend_->OpenChangeFeed([this](storage::CommitGroup g) {
       OnFeedCommit(std::move(g));
     }));
@@ -488,7 +530,8 @@ void Engine::RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch)
   const bool strong = reader->snapshot_is_strong();
   if (!version.ok()) {
     spdlog::error("snapshot read failed: {}", version.status().ToString());
-    const Status s = version.status().code() == StatusCode::kIoError
+    // A backend that reconnects by itself (PostgreSQL), e.g. after a failover: try again.
+    const Status s = !FailStop() && version.status().code() == StatusCode::kIoError
                          ? Unavailable("The database is temporarily unreachable, try again later.")
                          : version.status();
     for (ReadJob& j : batch) j.done(s);
@@ -519,9 +562,10 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       if (read_queue_.empty()) return;  // stopping and drained
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
-      // Without a read cache (a shared backend), point reads waiting together are answered
-      // from one snapshot in one storage call: each was pending when that snapshot was taken.
-      if (!sole_writer_ && IsSinglePoint(job)) {
+      // Without a read cache (off for a backend with other writers, or by configuration), point
+      // reads waiting together are answered from one snapshot in one storage call: each was
+      // pending when that snapshot was taken.
+      if (!cache_.enabled() && IsSinglePoint(job)) {
         while (batch.size() + 1 < options_.max_read_batch && !read_queue_.empty() &&
                IsSinglePoint(read_queue_.front())) {
           batch.push_back(std::move(read_queue_.front()));
@@ -571,8 +615,8 @@ void Engine::ReaderLoop(storage::Reader* reader) {
     Result<ReadResult> r = points ? ReadPoints(reader, job.ranges, now) : run();
     if (!r.ok() && r.status().code() != StatusCode::kInvalidArgument) {
       spdlog::error("snapshot read failed: {}", r.status().ToString());
-      // A shared backend (PostgreSQL) reconnects by itself, e.g. after a failover: try again.
-      if (!sole_writer_ && r.status().code() == StatusCode::kIoError) {
+      // A backend that reconnects by itself (PostgreSQL), e.g. after a failover: try again.
+      if (!FailStop() && r.status().code() == StatusCode::kIoError) {
         r = Unavailable("The database is temporarily unreachable, try again later.");
       }
     }
@@ -586,6 +630,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
     done(s);
     return;
   }
+  const size_t bytes = caps_.transaction_limits.max_bytes > 0 ? AtomicWriteBytes(write) : 0;
   Status refused;
   {
     MutexLock lock(write_mu_);
@@ -596,6 +641,7 @@ void Engine::Write(AtomicWrite write, WriteCallback done) {
       refused = Unavailable("The server is overloaded, try again later.");
     } else {
       write_queue_.push_back(WriteJob{std::move(write), std::move(done)});
+      write_queue_.back().bytes = bytes;
     }
   }
   if (!refused.ok()) {
@@ -629,12 +675,8 @@ void Engine::WriterLoop() {
       }
       wake_ = false;
       if (write_stop_ && write_queue_.empty()) break;
-      const size_t n = std::min(write_queue_.size(), options_.max_batch_writes);
       batch.clear();
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(write_queue_.front()));
-        write_queue_.pop_front();
-      }
+      TakeQueuedWrites(&batch);
     }
     if (!batch.empty()) {
       CommitBatch(batch);
@@ -660,33 +702,114 @@ void Engine::MarkFailed(const char* what, const Status& s) {
   counters_.commit_failures.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Engine::TakeQueuedWrites(std::vector<WriteJob>* batch) {
+  const size_t max_bytes = caps_.transaction_limits.max_bytes;
+  size_t bytes = 0;
+  for (const WriteJob& j : *batch) bytes += j.bytes;
+  while (batch->size() < max_group_writes_ && !write_queue_.empty()) {
+    const size_t next = write_queue_.front().bytes;
+    if (max_bytes > 0 && !batch->empty() && bytes + next > max_bytes) break;
+    bytes += next;
+    batch->push_back(std::move(write_queue_.front()));
+    write_queue_.pop_front();
+  }
+}
+
 void Engine::CommitBatch(std::vector<WriteJob>& batch) {
-  auto fail_all = [&](const Status& s) {
-    for (WriteJob& j : batch) j.done(s);
-  };
   if (failed_) {
-    fail_all(
-        Unavailable("The database is unavailable after a storage failure; restart the server."));
+    for (WriteJob& j : batch) {
+      j.done(
+          Unavailable("The database is unavailable after a storage failure; restart the server."));
+    }
     return;
   }
   const auto started = std::chrono::steady_clock::now();
+  for (size_t attempt = 0;; ++attempt) {
+    const Status conflict = TryCommitGroup(batch, started);
+    if (conflict.ok()) break;
+    // An optimistic backend refused the group; nothing of it applied.
+    counters_.commit_conflicts.fetch_add(1, std::memory_order_relaxed);
+    if (attempt >= options_.max_commit_retries) {
+      spdlog::warn("group commit of {} write(s) conflicted {} times; answering 503: {}",
+                   batch.size(), attempt + 1, conflict.ToString());
+      for (WriteJob& j : batch) {
+        if (j.result.ok()) {
+          j.result = Unavailable("The write conflicted with other writers, try again later.");
+        }
+      }
+      break;
+    }
+    for (WriteJob& j : batch) {  // run every write again: its checks may fail now
+      j.result = Internal("not run");
+      j.changes.clear();
+      j.enqueues.clear();
+    }
+  }
+  if (!FailStop()) {
+    // A backend that reconnects by itself (PostgreSQL) and lost its connection mid-batch: the
+    // write was not applied and may be sent again.
+    for (WriteJob& j : batch) {
+      if (!j.result.ok() && j.result.status().code() == StatusCode::kIoError) {
+        j.result = Unavailable("The write could not be committed, try again later.");
+      }
+    }
+  }
+  for (WriteJob& j : batch) j.done(std::move(j.result));
+}
+
+Status Engine::TryCommitGroup(std::vector<WriteJob>& batch,
+                              std::chrono::steady_clock::time_point started) {
+  auto set_all = [&](const Status& s) {
+    for (WriteJob& j : batch) j.result = s;
+  };
   Result<int64_t> base = writer_->Begin();
   if (!base.ok()) {
     spdlog::error("begin write transaction failed: {}", base.status().ToString());
-    fail_all(Unavailable("The server is temporarily unavailable, try again later."));
-    return;
+    set_all(Unavailable("The server is temporarily unavailable, try again later."));
+    return Status::Ok();
   }
-  if (!sole_writer_) {
+  if (!caps_.exclusive_writer) {
     // Writes that arrived while we waited for the shared lock (another node's transaction) join
     // this transaction: the more nodes contend, the larger each one's group commit.
     MutexLock lock(write_mu_);
-    while (batch.size() < options_.max_batch_writes && !write_queue_.empty()) {
-      batch.push_back(std::move(write_queue_.front()));
-      write_queue_.pop_front();
-    }
+    TakeQueuedWrites(&batch);
   }
   const int64_t now = Now();
   int64_t version = *base;
+  Result<bool> any_applied = ApplyGroup(batch, now, &version);
+  if (!any_applied.ok()) {
+    set_all(any_applied.status());
+    return Status::Ok();
+  }
+  if (!*any_applied) {
+    writer_->Rollback();
+    return Status::Ok();
+  }
+  std::vector<storage::CommitRecord> records;
+  for (WriteJob& j : batch) {
+    if (j.result.ok() && j.result->ok) {
+      records.push_back(
+          storage::CommitRecord{j.result->version, std::move(j.changes), std::move(j.enqueues)});
+    }
+  }
+  Status s = CommitAndPublish(storage::CommitOrigin::kWrite, *base, version, std::move(records),
+                              started, now);
+  if (IsConflict(s)) return s;
+  if (!s.ok()) {
+    for (WriteJob& j : batch) {
+      if (j.result.ok() && j.result->ok) {
+        // on_commit_error: fail-stop keeps refusing until restart; a reconnecting backend
+        // tries again with the next group.
+        j.result =
+            Unavailable(FailStop() ? "The write could not be made durable; restart the server."
+                                   : "The write could not be committed, try again later.");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<bool> Engine::ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms, int64_t* version) {
   bool any_applied = false;
   for (WriteJob& job : batch) {
     Status sp = writer_->Savepoint();
@@ -694,8 +817,8 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       job.result = sp;
       continue;
     }
-    const int64_t v_before_job = version;
-    job.result = ApplyWrite(job, now, &version);
+    const int64_t v_before_job = *version;
+    job.result = ApplyWrite(job, now_ms, version);
     if (job.result.ok() && job.result->ok) {
       Status rel = writer_->ReleaseSavepoint();
       if (rel.ok()) {
@@ -705,49 +828,17 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       job.result = rel;
     }
     // Check failure or error: undo everything this write did.
-    version = v_before_job;
+    *version = v_before_job;
     job.changes.clear();
     job.enqueues.clear();
     Status rb = writer_->RollbackToSavepoint();
     if (!rb.ok()) {
       writer_->Rollback();
       MarkFailed("rollback to savepoint", rb);
-      fail_all(Unavailable("The database is unavailable after a storage failure."));
-      return;
+      return Unavailable("The database is unavailable after a storage failure.");
     }
   }
-  if (!any_applied) {
-    writer_->Rollback();
-  } else {
-    std::vector<storage::CommitRecord> records;
-    for (WriteJob& j : batch) {
-      if (j.result.ok() && j.result->ok) {
-        records.push_back(
-            storage::CommitRecord{j.result->version, std::move(j.changes), std::move(j.enqueues)});
-      }
-    }
-    Status s = CommitAndPublish(storage::CommitOrigin::kWrite, *base, version, std::move(records),
-                                started, now);
-    if (!s.ok()) {
-      for (WriteJob& j : batch) {
-        if (j.result.ok() && j.result->ok) {
-          j.result =
-              Unavailable(sole_writer_ ? "The write could not be made durable; restart the server."
-                                       : "The write could not be committed, try again later.");
-        }
-      }
-    }
-  }
-  if (!sole_writer_) {
-    // A shared backend (PostgreSQL) that lost its connection mid-batch reconnects by itself:
-    // the write was not applied and may be sent again.
-    for (WriteJob& j : batch) {
-      if (!j.result.ok() && j.result.status().code() == StatusCode::kIoError) {
-        j.result = Unavailable("The write could not be committed, try again later.");
-      }
-    }
-  }
-  for (WriteJob& j : batch) j.done(std::move(j.result));
+  return any_applied;
 }
 
 Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version_io) {
@@ -811,7 +902,7 @@ Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* 
     q.backoff_schedule = e.backoff_schedule.empty() && !e.backoff_given ? kDefaultBackoffSchedule
                                                                         : e.backoff_schedule;
     q.keys_if_undelivered = e.keys_if_undelivered;
-    KVC_RETURN_IF_ERROR(writer_->AddQueueMessage(q));
+    KVC_RETURN_IF_ERROR(queue_->AddQueueMessage(q));
     job.enqueues.push_back(std::move(q));
   }
   result.ok = true;
@@ -835,8 +926,7 @@ std::string Engine::NextMessageId(int64_t now_ms) {
 
 Status Engine::LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,
                           int64_t now_ms) {
-  // A backend with other writers learns of every commit from its change log.
-  if (!options_.change_log && sole_writer_) return Status::Ok();
+  if (!LogsCommits()) return Status::Ok();
   int64_t prev = base;
   for (const storage::CommitRecord& r : records) {
     storage::ChangeLogRow row;
@@ -844,12 +934,12 @@ Status Engine::LogCommits(int64_t base, const std::vector<storage::CommitRecord>
     row.prev_version = prev;
     row.time_ms = now_ms;
     row.bytes = storage::EncodeLoggedCommit(r, prev, now_ms);
-    KVC_RETURN_IF_ERROR(writer_->AppendChangeLog(row));
+    KVC_RETURN_IF_ERROR(log_->AppendChangeLog(row));
     prev = r.version;
   }
   const int64_t prune = log_prune_through_.load(std::memory_order_acquire);
   if (prune > log_pruned_through_) {
-    KVC_RETURN_IF_ERROR(writer_->PruneChangeLog(prune));
+    KVC_RETURN_IF_ERROR(log_->PruneChangeLog(prune));
     log_pruned_through_ = prune;
   }
   return Status::Ok();
@@ -874,6 +964,13 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::S
   if (failed_) {
     return Unavailable("The database is unavailable after a storage failure; restart the server.");
   }
+  // A task's transaction that an optimistic backend refused for a conflict is not run again
+  // here (its body may have acted on what it read): the task sees Unavailable and runs again
+  // on its next schedule.
+  auto answer = [this](Status s) {
+    if (!IsConflict(s)) return s;
+    return Unavailable("The storage refused the transaction for a conflict; try again later.");
+  };
   const auto started = std::chrono::steady_clock::now();
   KVC_ASSIGN_OR_RETURN(int64_t base, writer_->Begin());
   const int64_t version = base + 1;
@@ -885,12 +982,12 @@ Status Engine::Transact(storage::CommitOrigin origin, const WriterTaskContext::S
   if (w->changes.empty()) {
     // State outside the key space only: durable, but no new version and nothing to publish.
     Status s = writer_->Commit();  // rolls back itself on failure
-    if (!s.ok() && sole_writer_) MarkFailed("commit", s);
-    return s;
+    if (!s.ok() && !IsConflict(s) && FailStop()) MarkFailed("commit", s);
+    return answer(s);
   }
   std::vector<storage::CommitRecord> records;
   records.push_back(storage::CommitRecord{version, std::move(w->changes)});
-  return CommitAndPublish(origin, base, version, std::move(records), started, Now());
+  return answer(CommitAndPublish(origin, base, version, std::move(records), started, Now()));
 }
 
 Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int64_t version,
@@ -899,7 +996,7 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
   Status logged = LogCommits(base, records, now_ms);
   if (!logged.ok()) {
     writer_->Rollback();
-    if (sole_writer_) MarkFailed("change log", logged);
+    if (FailStop()) MarkFailed("change log", logged);
     return logged;
   }
   // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
@@ -920,11 +1017,13 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
     writer_->Rollback();
   }
   cache_.EndWrite(keys);
+  if (IsConflict(s)) return s;  // nothing applied; the caller may run it again
   if (!s.ok()) {
-    // The transaction is gone; nothing of it is visible. We cannot know whether a failed fsync
-    // left data in the OS cache, so refuse further writes until restart. A shared backend
-    // (PostgreSQL) keeps its own durability: its writer reconnects and the next batch retries.
-    if (sole_writer_) {
+    // The transaction is gone; nothing of it is visible. A fail-stop backend (SQLite) cannot
+    // know whether a failed fsync left data in the OS cache, so refuse further writes until
+    // restart. A reconnecting backend (PostgreSQL) keeps its own durability: its writer
+    // reconnects and the next batch retries.
+    if (FailStop()) {
       MarkFailed("commit", s);
     } else {
       spdlog::error("commit failed: {}", s.ToString());
@@ -934,7 +1033,7 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
   int64_t v = committed_version_.load();
   while (v < version && !committed_version_.compare_exchange_weak(v, version)) {
   }
-  if (sole_writer_) {  // otherwise the change feed publishes it
+  if (!FeedPublishes()) {  // otherwise the change feed publishes it
     storage::CommitGroup group;
     group.origin = origin;
     group.time_ms = now_ms;

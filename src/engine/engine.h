@@ -3,19 +3,29 @@
 // - Reads run on a pool of reader threads, each with its own connection; all ranges of one
 //   request come from one snapshot. Expired rows are invisible at once.
 // - Writes go to one writer thread that commits them in groups: every write queued at the
-//   moment the writer wakes shares one transaction and one fsync, yet each keeps its own checks,
+//   moment the writer wakes (up to max_batch_writes and the backend's transaction limits)
+//   shares one transaction and one fsync, yet each keeps its own checks,
 //   its own strictly increasing versionstamp and all-or-nothing effect (one savepoint each).
 //   Nothing waits to fill a batch, so a lone write has no added latency.
 // - Versionstamps are allocated here, above the committed version that the storage writer's
 //   Begin() reads under the storage write lock: each committed write advances the version by a
 //   random step in [1, 9]; a writer task's transaction by 1.
+// - The backend's capabilities (storage/capabilities.h) are read by name: Open refuses a
+//   backend that lacks what the options need (a queue store always; a change log for
+//   EngineOptions::change_log; a change feed when others write too).
 // - Every durable commit is published once, in version order, as a storage::CommitGroup to
 //   the registered CommitListeners (the WatchHub among them), after the commit and before the
-//   writes are acknowledged. A backend that is not the sole writer publishes instead, through
-//   its change feed, every commit including ours; the read cache is then off.
-// - Writer tasks (WriterTask) run on the writer thread between groups: the expiry sweep is one.
+//   writes are acknowledged. For a backend that is not the exclusive writer, its change feed
+//   publishes instead every commit including ours; the read cache is then off.
+// - A failed commit of a fail-stop backend (SQLite) stops writes until restart; with a
+//   reconnecting backend (PostgreSQL) the writes answer Unavailable and the next group tries
+//   again. An optimistic backend's commit conflict runs the group again, checks re-evaluated,
+//   at most EngineOptions::max_commit_retries times, then answers Unavailable.
+// - Writer tasks (WriterTask) run on the writer thread between groups: the expiry sweep and
+//   queue delivery (queue/queue.h) are such tasks.
 // - Point reads are served from a ReadCache kept coherent by the writer; a read whose every
-//   range is one key and whose keys all hit completes inline, on the caller's thread.
+//   range is one key and whose keys all hit completes inline, on the caller's thread. Without
+//   a cache, point reads waiting together are answered from one snapshot in one storage call.
 // - Long snapshot scans (SnapshotScan, for exports) page through a range at one snapshot on one
 //   reader thread, as fast as their consumer takes the pages.
 //
@@ -56,11 +66,16 @@ struct EngineOptions {
   // Back-pressure: beyond these many queued requests new ones fail fast with Unavailable (503,
   // which clients retry) instead of growing memory without bound.
   size_t max_queued_reads = 10000;
-  // A shared backend (no read cache) answers up to this many waiting single-key reads from one
+  // Without a read cache, up to this many waiting single-key reads are answered from one
   // snapshot in one storage call.
   size_t max_read_batch = 64;
   size_t max_queued_writes = 10000;
-  size_t read_cache_bytes = 64u << 20;  // 0: no read cache (also off for shared backends)
+  // 0: no read cache (also off when the backend is not the exclusive writer of its database).
+  size_t read_cache_bytes = 64u << 20;
+  // An optimistic backend (BackendCapabilities::optimistic_conflicts) that refuses a group
+  // commit for a conflict gets it again, checks re-evaluated, up to this many times; then its
+  // writes answer Unavailable (503, which clients retry).
+  size_t max_commit_retries = 8;
   // SnapshotScans running at once; each holds a reader thread (and its snapshot) throughout.
   size_t max_snapshot_scans = 1;
   Limits limits;
@@ -69,6 +84,7 @@ struct EngineOptions {
   std::vector<std::function<std::unique_ptr<WriterTask>()>> task_factories;
   // Record every commit in the backend's change log, in the commit's own transaction
   // (storage/change_log.h), for continuous backup. The log grows until PruneChangeLogThrough.
+  // Needs a backend with BackendCapabilities::change_log (Open refuses others).
   bool change_log = false;
 };
 
@@ -80,6 +96,7 @@ struct EngineCounters {
   std::atomic<uint64_t> reads_refused{0};   // read queue full
   std::atomic<uint64_t> writes_refused{0};  // write queue full
   std::atomic<uint64_t> commit_failures{0};
+  std::atomic<uint64_t> commit_conflicts{0};  // group commits an optimistic backend refused
 };
 
 struct ReadResult {
@@ -101,7 +118,11 @@ class Engine {
   using ReadCallback = std::function<void(Result<ReadResult>)>;
   using WriteCallback = std::function<void(Result<CommitResult>)>;
 
-  // Starts the engine's threads. REQUIRES: backend is not used by anyone else.
+  // Checks the backend's capabilities against `options` and starts the engine's threads.
+  // Errors: Internal (the backend lacks a queue store, or has other writers but no change
+  // feed), InvalidArgument (the options ask for what the backend cannot do: a change log, or
+  // atomic writes larger than one of its transactions holds), storage errors.
+  // REQUIRES: backend is not used by anyone else.
   static Result<std::unique_ptr<Engine>> Open(std::unique_ptr<storage::Backend> backend,
                                               const EngineOptions& options);
   // Calls Shutdown(). The last reference must not be dropped on one of the engine's own threads
@@ -175,9 +196,10 @@ class Engine {
   int64_t now_ms() const { return Now(); }
   // The last committed version (for tests and metrics).
   int64_t committed_version() const;
-  // False after a failed commit (writes are refused until restart).
+  // False after a failed commit of a fail-stop backend (writes are refused until restart).
   bool writable() const { return !failed_.load(std::memory_order_acquire); }
-  bool sole_writer() const { return sole_writer_; }
+  // What the backend can do (storage/capabilities.h), as read at construction.
+  const storage::BackendCapabilities& capabilities() const { return caps_; }
   // Retire() was called: another engine (or none) serves the database now.
   bool retired() const { return retired_flag_.load(std::memory_order_acquire); }
   size_t watch_count() const { return hub_->subscription_count(); }
@@ -198,6 +220,7 @@ class Engine {
     Result<CommitResult> result = Internal("not run");
     std::vector<storage::KeyChange> changes;
     std::vector<storage::QueueRow> enqueues;
+    size_t bytes = 0;  // AtomicWriteBytes, when the backend bounds a transaction's bytes
   };
   class TaskContext;
   class TaskHost;
@@ -216,8 +239,23 @@ class Engine {
   void RunScan(storage::Reader& reader, const std::string& start, const std::string& end,
                int32_t page, const ScanCallback& on_page);
   void WriterLoop();
+  // Moves queued writes to *batch while the group stays within max_batch_writes and the
+  // backend's transaction limits; the first write always goes (a group is never empty).
+  void TakeQueuedWrites(std::vector<WriteJob>* batch) KVC_REQUIRES(write_mu_);
   void RunDueTasks();
+  // Commits `batch` as one group (again after an optimistic backend's conflict) and answers
+  // every write.
   void CommitBatch(std::vector<WriteJob>& batch);
+  // One attempt at committing `batch` in one transaction: sets every job's result. Returns the
+  // commit's conflict (storage::CommitConflict: nothing applied, the group may run again) or
+  // OK; other errors are in the results.
+  Status TryCommitGroup(std::vector<WriteJob>& batch,
+                        std::chrono::steady_clock::time_point started);
+  // Applies each write of `batch` under its own savepoint in the open transaction, from
+  // *version up; a write whose checks fail or that errs is rolled back to its savepoint.
+  // Returns whether any write applied. Errors: a rollback to a savepoint failed (the
+  // transaction is rolled back and the engine has failed).
+  Result<bool> ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms, int64_t* version);
   // Applies one write inside the open transaction at a version above *version, which it
   // advances. On error or check failure the caller rolls back to the write's savepoint.
   Result<CommitResult> ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version);
@@ -225,12 +263,14 @@ class Engine {
   std::string NextMessageId(int64_t now_ms);
   // Writer-task transactions (see WriterTaskContext::Transact).
   Status Transact(storage::CommitOrigin origin, const WriterTaskContext::StateBody& body);
-  // Logs `records` (change_log; the first one follows `base`), sets the data version, commits
-  // the open transaction (the read cache bracketed around it) and publishes `records` as one
-  // group. On failure the engine refuses writes from then on.
-  // Appends `records` to the change log (when on) and applies a pending prune.
+  // Appends `records` to the change log (when LogsCommits(); the first one follows `base`) and
+  // applies a pending prune.
   Status LogCommits(int64_t base, const std::vector<storage::CommitRecord>& records,
                     int64_t now_ms);
+  // Logs `records`, sets the data version, commits the open transaction (the read cache
+  // bracketed around it) and publishes `records` as one group (unless the change feed does).
+  // On failure the transaction is gone; a fail-stop backend's engine refuses writes from then
+  // on. Returns a commit conflict as it is (nothing applied).
   Status CommitAndPublish(storage::CommitOrigin origin, int64_t base, int64_t version,
                           std::vector<storage::CommitRecord> records,
                           std::chrono::steady_clock::time_point started, int64_t now_ms);
@@ -245,11 +285,24 @@ class Engine {
   void ResyncWatchers(storage::CommitGroup* group);
   void MarkFailed(const char* what, const Status& s);
   int64_t Now() const { return clock_->NowMs(); }
+  // Capability questions, each named for what it decides.
+  // Our own commits reach the listeners through the backend's change feed (others write too).
+  bool FeedPublishes() const { return !caps_.exclusive_writer; }
+  // A failed commit may have left storage in an unknown state: stop writing until restart.
+  bool FailStop() const { return caps_.on_commit_error == storage::CommitErrorPolicy::kFailStop; }
+  // `s` is an optimistic backend's commit conflict (to run again, not a failure).
+  bool IsConflict(const Status& s) const {
+    return caps_.optimistic_conflicts && storage::IsCommitConflict(s);
+  }
+  // Every commit goes to the change log: for backups, or because the change feed reads it.
+  bool LogsCommits() const {
+    return options_.change_log || (FeedPublishes() && caps_.change_feed_reads_log);
+  }
 
   const EngineOptions options_;
   const Clock* const clock_;
   std::unique_ptr<storage::Backend> backend_;
-  const bool sole_writer_;
+  const storage::BackendCapabilities caps_;
   std::string database_id_;
   std::shared_ptr<WatchHub> hub_;
   ReadCache cache_;
@@ -275,6 +328,9 @@ class Engine {
   bool read_stop_ KVC_GUARDED_BY(read_mu_) = false;
 
   std::unique_ptr<storage::Writer> writer_;  // writer thread only
+  storage::QueueStore* queue_ = nullptr;     // writer_'s queue store; writer thread only
+  storage::ChangeLogWriter* log_ = nullptr;  // writer_'s change log, if any; writer thread only
+  size_t max_group_writes_ = 0;              // max_batch_writes within the backend's limit
   std::thread writer_thread_;
   mutable Mutex write_mu_;
   CondVar write_cv_;

@@ -28,6 +28,17 @@ Status ValidateSnapshotRead(const std::vector<ReadRange>& ranges, const Limits& 
   return Status::Ok();
 }
 
+size_t AtomicWriteBytes(const AtomicWrite& w) {
+  size_t total = 0;
+  for (const Check& c : w.checks) total += c.key.size();
+  for (const Mutation& m : w.mutations) total += m.key.size() + m.value.data.size();
+  for (const Enqueue& e : w.enqueues) {
+    for (const std::string& k : e.keys_if_undelivered) total += k.size();
+    total += e.payload.size() + 4 * e.backoff_schedule.size();
+  }
+  return total;
+}
+
 Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t now_ms) {
   if (w.checks.size() > limits.max_checks) {
     return InvalidArgument("Too many checks included in atomic write.");
@@ -35,13 +46,11 @@ Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t n
   if (w.mutations.size() + w.enqueues.size() > limits.max_mutations) {
     return InvalidArgument("Too many mutations / enqueues included in atomic write.");
   }
-  size_t total = 0;
   for (const Check& c : w.checks) {
     if (c.key.size() > limits.max_read_key_bytes) return InvalidArgument(kKeyTooLarge);
     if (!c.versionstamp.empty() && c.versionstamp.size() != 10) {
       return InvalidArgument("Invalid versionstamp.");
     }
-    total += c.key.size();
   }
   for (const Mutation& m : w.mutations) {
     if (m.key.empty()) return InvalidArgument("Keys must not be empty.");
@@ -50,7 +59,6 @@ Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t n
       return InvalidArgument(kValueTooLarge);
     }
     if (m.expire_at_ms < -1) return InvalidArgument("Invalid mutation expire at.");
-    total += m.key.size() + m.value.data.size();
   }
   for (const Enqueue& e : w.enqueues) {
     if (e.payload.size() > limits.max_value_bytes) return InvalidArgument(kValueTooLarge);
@@ -62,7 +70,6 @@ Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t n
     }
     for (const std::string& k : e.keys_if_undelivered) {
       if (k.size() > limits.max_write_key_bytes) return InvalidArgument(kKeyTooLarge);
-      total += k.size();
     }
     if (e.backoff_schedule.size() > limits.max_queue_backoff_intervals) {
       return InvalidArgument("Too many backoff intervals for a single queue message.");
@@ -72,9 +79,8 @@ Status ValidateAtomicWrite(const AtomicWrite& w, const Limits& limits, int64_t n
         return InvalidArgument("A backoff interval exceeds the maximum allowed backoff interval.");
       }
     }
-    total += e.payload.size() + 4 * e.backoff_schedule.size();
   }
-  if (total > limits.max_total_mutation_bytes) {
+  if (AtomicWriteBytes(w) > limits.max_total_mutation_bytes) {
     return InvalidArgument("The total size of the atomic write is too large.");
   }
   return Status::Ok();

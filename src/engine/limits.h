@@ -37,6 +37,9 @@ inline const std::vector<uint32_t> kDefaultBackoffSchedule = {100, 1000, 5000, 3
 
 // Returns InvalidArgument with the reference text for the first violated limit.
 Status ValidateSnapshotRead(const std::vector<ReadRange>& ranges, const Limits& limits);
+// The bytes of `write` as counted against max_total_mutation_bytes: check keys, mutation keys
+// and values, enqueue payloads, their keys_if_undelivered and 4 per backoff interval.
+size_t AtomicWriteBytes(const AtomicWrite& write);
 // REQUIRES: mutation kinds and value encodings were already decoded (codec/).
 Status ValidateAtomicWrite(const AtomicWrite& write, const Limits& limits, int64_t now_ms);
 // Also refuses a watch of no keys (ours: the reference has no text for it).

@@ -10,9 +10,9 @@
 // A task that is also a CommitListener is registered as one by the engine.
 //
 // Thread-safety: NextRunMs and Run are called on the writer thread only. A task that is also a
-// CommitListener gets OnCommit on the publishing thread, which is the writer thread for a
-// sole-writer backend and the change-feed thread otherwise; state shared between the two
-// must be atomic.
+// CommitListener gets OnCommit on the publishing thread, which is the writer thread for an
+// exclusive-writer backend (storage/capabilities.h) and the change-feed thread otherwise; state
+// shared between the two must be atomic.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +43,11 @@ class WriterTaskContext {
       std::function<Result<std::vector<storage::KeyChange>>(storage::Writer& w, int64_t version)>;
   // Runs `body` in one storage transaction whose writes carry `version` (the committed version
   // + 1), commits it and publishes it as one record of `origin`. Errors: Unavailable after an
-  // earlier storage failure (the engine refuses writes until restart), or the body's or the
-  // commit's error; a failed commit puts the engine in that failed state.
+  // earlier storage failure (the engine refuses writes until restart) or when an optimistic
+  // backend refused the commit for a conflict (nothing applied; not run again here), or the
+  // body's or the commit's error; a failed commit of a fail-stop backend puts the engine in
+  // that failed state. The body reaches the queue tables through w.queue_store(), which the
+  // engine guarantees (it refuses backends without one).
   virtual Status Transact(storage::CommitOrigin origin, const Body& body) = 0;
   // For state outside the key space (queue deliveries): the body returns the key changes it
   // made and whether it wrote anything at all. With key changes, as Transact; with none but

@@ -80,6 +80,7 @@ struct Queue::State {
   // What one Run's transaction sees and produces.
   struct Txn {
     storage::Writer* w = nullptr;
+    storage::QueueStore* q = nullptr;  // w's queue store (the engine refuses backends without)
     int64_t now = 0;
     int64_t version = 0;
     bool wrote = false;
@@ -331,7 +332,7 @@ Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions op
 void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
   state_->AddAdminFor<QueueCounts>(
       [](State::Txn& t, QueueCounts* out) -> Status {
-        KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.w->QueueCounts(t.now));
+        KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.q->QueueCounts(t.now));
         *out = QueueCounts{c.ready, c.delayed, c.running, c.dead};
         return Status::Ok();
       },
@@ -342,7 +343,7 @@ void Queue::ListDead(std::string after, size_t limit,
                      std::function<void(Result<std::vector<DeadLetter>>)> done) {
   state_->AddAdminFor<std::vector<DeadLetter>>(
       [after = std::move(after), limit](State::Txn& t, std::vector<DeadLetter>* out) -> Status {
-        KVC_ASSIGN_OR_RETURN(*out, t.w->QueueListDead(after, limit));
+        KVC_ASSIGN_OR_RETURN(*out, t.q->QueueListDead(after, limit));
         return Status::Ok();
       },
       std::move(done), /*look_again=*/false);
@@ -354,7 +355,7 @@ Status ForDead(Queue::State::Txn& t, const std::vector<std::string>& ids, bool a
                const std::function<Status(const DeadLetter&)>& fn, int64_t* count) {
   if (!all) {
     for (const std::string& id : ids) {
-      KVC_ASSIGN_OR_RETURN(std::optional<DeadLetter> d, t.w->QueueTakeDead(id));
+      KVC_ASSIGN_OR_RETURN(std::optional<DeadLetter> d, t.q->QueueTakeDead(id));
       if (!d) continue;
       KVC_RETURN_IF_ERROR(fn(*d));
       ++*count;
@@ -363,10 +364,10 @@ Status ForDead(Queue::State::Txn& t, const std::vector<std::string>& ids, bool a
   }
   std::string after;
   while (true) {
-    KVC_ASSIGN_OR_RETURN(std::vector<DeadLetter> page, t.w->QueueListDead(after, 1000));
+    KVC_ASSIGN_OR_RETURN(std::vector<DeadLetter> page, t.q->QueueListDead(after, 1000));
     if (page.empty()) return Status::Ok();
     for (const DeadLetter& d : page) {
-      KVC_RETURN_IF_ERROR(t.w->QueueTakeDead(d.id).status());
+      KVC_RETURN_IF_ERROR(t.q->QueueTakeDead(d.id).status());
       KVC_RETURN_IF_ERROR(fn(d));
       ++*count;
     }
@@ -389,7 +390,7 @@ void Queue::RequeueDead(std::vector<std::string> ids, bool all,
               row.backoff_schedule = kDefaultBackoff;
               row.keys_if_undelivered = d.keys_if_undelivered;
               ++t.undelivered_delta;
-              return t.w->AddQueueMessage(row);
+              return t.q->AddQueueMessage(row);
             },
             n));
         t.dead_removed += *n;
@@ -437,7 +438,7 @@ Result<SettleStatus> FailDelivery(Queue::State::Txn& t, storage::QueuedMessage m
     m.row.ts = t.now + (delay_ms ? *delay_ms : step);
     m.state.lease.clear();
     m.state.last_error = error;
-    KVC_RETURN_IF_ERROR(t.w->QueueRequeue(m.row, m.state));
+    KVC_RETURN_IF_ERROR(t.q->QueueRequeue(m.row, m.state));
     return SettleStatus::kOk;
   }
   // No step left: keys_if_undelivered, the dead letter and the removal, in this transaction.
@@ -453,8 +454,8 @@ Result<SettleStatus> FailDelivery(Queue::State::Txn& t, storage::QueuedMessage m
   dead.attempts = m.state.attempts;
   dead.last_error = error;
   dead.dead_at_ms = t.now;
-  KVC_RETURN_IF_ERROR(t.w->QueueRemoveRunning(dead.id));
-  KVC_RETURN_IF_ERROR(t.w->QueueAddDead(dead));
+  KVC_RETURN_IF_ERROR(t.q->QueueRemoveRunning(dead.id));
+  KVC_RETURN_IF_ERROR(t.q->QueueAddDead(dead));
   --t.undelivered_delta;
   ++t.dead;
   return SettleStatus::kDead;
@@ -520,6 +521,8 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
       storage::CommitOrigin::kQueue,
       [&](storage::Writer& w, int64_t version) -> Result<engine::WriterTaskContext::StateWrite> {
         txn.w = &w;
+        txn.q = w.queue_store();
+        storage::QueueStore& q = *txn.q;
         txn.version = version;
         txn.wrote = false;
         txn.changes.clear();
@@ -531,9 +534,9 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         delivered.clear();
         // 1. Expired leases: back to ready after the next step, or dead.
         KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
-                             w.QueueRunningDue(now_ms, options_.max_transitions_per_run));
+                             q.QueueRunningDue(now_ms, options_.max_transitions_per_run));
         for (const std::string& id : expired) {
-          KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, w.QueueGetRunning(id));
+          KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, q.QueueGetRunning(id));
           if (!m) continue;
           if (!m->state.lease.empty()) txn.freed_leases.push_back(m->state.lease);
           ++txn.expired;
@@ -550,7 +553,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
             const std::string_view id = LeaseMessageId(lease);
             std::optional<storage::QueuedMessage> m;
             if (!id.empty()) {
-              KVC_ASSIGN_OR_RETURN(m, w.QueueGetRunning(id));
+              KVC_ASSIGN_OR_RETURN(m, q.QueueGetRunning(id));
             }
             // A lease past its deadline is stale even if step 1 has not expired it yet (more
             // expiries than one run takes).
@@ -561,7 +564,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
             }
             switch (job.request.kind) {
               case SettleKind::kAck:
-                KVC_RETURN_IF_ERROR(w.QueueRemoveRunning(m->row.id));
+                KVC_RETURN_IF_ERROR(q.QueueRemoveRunning(m->row.id));
                 txn.wrote = true;
                 --txn.undelivered_delta;
                 txn.freed_leases.push_back(lease);
@@ -577,7 +580,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
               }
               case SettleKind::kExtend:
                 r.lease_expires_ms = now_ms + job.request.visibility_ms;
-                KVC_RETURN_IF_ERROR(w.QueueSetDeadline(m->row.id, r.lease_expires_ms));
+                KVC_RETURN_IF_ERROR(q.QueueSetDeadline(m->row.id, r.lease_expires_ms));
                 txn.wrote = true;
                 r.status = SettleStatus::kOk;
                 break;
@@ -597,7 +600,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         // then to consumers.
         if (total_want > 0) {
           KVC_ASSIGN_OR_RETURN(std::vector<storage::QueuedMessage> due,
-                               w.QueueDue(now_ms, total_want));
+                               q.QueueDue(now_ms, total_want));
           size_t wi = 0;
           size_t given = 0;
           for (storage::QueuedMessage& m : due) {
@@ -610,7 +613,7 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
             state.attempts += 1;
             state.lease = NewLease(m.row.id);
             const int64_t deadline = now_ms + wants[wi].visibility_ms;
-            KVC_RETURN_IF_ERROR(w.QueueLease(m.row, deadline, state));
+            KVC_RETURN_IF_ERROR(q.QueueLease(m.row, deadline, state));
             txn.wrote = true;
             delivered.emplace_back(wi, Delivery{m.row.id, state.lease, std::move(m.row.payload),
                                                 state.attempts, deadline});
@@ -620,17 +623,17 @@ void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
         // 5. Housekeeping: dead letters past retention, and the counts.
         if (prune) {
           KVC_ASSIGN_OR_RETURN(int64_t pruned,
-                               w.QueuePruneDead(now_ms - options_.dead_letter_retention_ms));
+                               q.QueuePruneDead(now_ms - options_.dead_letter_retention_ms));
           if (pruned > 0) txn.wrote = true;
           txn.dead_removed += pruned;
         }
         if (recount) {
-          KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, w.QueueCounts(now_ms));
+          KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, q.QueueCounts(now_ms));
           recounted = c.ready + c.delayed + c.running;
           recounted_dead = c.dead;
         }
-        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, w.QueueEarliest(false));
-        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, w.QueueEarliest(true));
+        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, q.QueueEarliest(false));
+        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, q.QueueEarliest(true));
         earliest_ready = er.value_or(kNever);
         earliest_deadline = ed.value_or(kNever);
         return engine::WriterTaskContext::StateWrite{std::move(txn.changes), txn.wrote};

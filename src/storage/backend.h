@@ -5,15 +5,17 @@
 // Versions: Writer::Begin() returns the committed data version as seen under the backend's own
 // write lock, and the engine allocates the versions of that transaction above it. So several
 // writers (processes or nodes) of one database stay in commit order, as long as the backend's
-// lock serializes them.
+// lock serializes them (or, for an optimistic backend, its commit refuses the losers).
 //
-// Sole writer or not: a backend says whether this process is the only writer of its database
-// (SQLite: yes). When it is not, the engine turns its inline read cache off (other writers'
-// commits would make it stale) and learns of every commit, its own included, from the
-// backend's change feed, in version order.
+// Capabilities: a backend describes itself in one record (capabilities.h): whether this
+// process is the only writer of its database, what a failed commit means, optimistic
+// conflicts, transaction limits, and which optional parts it offers: a change feed
+// (OpenChangeFeed), a change log (Writer::change_log(), Reader::ReadChangeLog) and a queue store
+// (Writer::queue_store()). The engine reads it by name and refuses at open what it lacks.
 //
 // Errors: storage failures are IoError (could not read or write) or Corruption (stored bytes
-// are not valid); never client text.
+// are not valid); never client text. Writer::Commit() of an optimistic backend may also return
+// CommitConflict (capabilities.h).
 //
 // Ownership: a Backend hands out Reader, Writer and ChangeFeed objects, each owning its
 // connection; the caller owns them and must destroy them before the Backend.
@@ -31,10 +33,13 @@
 #include <vector>
 
 #include "common/status.h"
+#include "storage/capabilities.h"
 #include "storage/change_log.h"
+#include "storage/change_log_writer.h"
 #include "storage/commit_record.h"
 #include "storage/kv_types.h"
 #include "storage/queue_rows.h"
+#include "storage/queue_store.h"
 
 namespace kvc::storage {
 
@@ -123,15 +128,16 @@ class Reader {
   virtual void End() = 0;
   // Counts keys and bytes (outside any snapshot; may take a while on a large database).
   virtual Result<StorageStats> Stats() = 0;
-  // The queue's messages and dead letters in the open snapshot (as Writer::QueueCounts), for
+  // The queue's messages and dead letters in the open snapshot (as QueueStore::QueueCounts), for
   // operators (`kvconnect migrate` warns that it leaves them behind). Internal if the backend
   // cannot count them from a reader.
   virtual Result<QueueTableCounts> QueueCounts(int64_t /*now_ms*/) {
     return Internal("this storage backend cannot count queue messages from a reader");
   }
 
-  // The change log (change_log.h), outside any snapshot. Appends the entries with version >
-  // after_version to *out in ascending order, at most max_entries of them.
+  // The change log (change_log.h; capabilities().change_log), outside any snapshot. Appends the
+  // entries with version > after_version to *out in ascending order, at most max_entries of
+  // them. Internal if the backend has no change log.
   virtual Status ReadChangeLog(int64_t /*after_version*/, size_t /*max_entries*/,
                                std::vector<ChangeLogRow>* /*out*/) {
     return Internal("this storage backend has no change log");
@@ -151,7 +157,8 @@ class Reader {
 };
 
 // The read-write connection. Begin() takes the write lock; Commit() makes the whole
-// transaction durable (per the configured sync mode) or fails leaving nothing applied.
+// transaction durable (per the configured sync mode) or fails leaving nothing applied. The
+// optional parts (queue store, change log) work in the same transaction.
 class Writer {
  public:
   virtual ~Writer() = default;
@@ -162,7 +169,6 @@ class Writer {
   virtual Result<std::optional<StoredRow>> Get(std::string_view key) = 0;
   virtual Status Put(std::string_view key, const StoredRow& row) = 0;
   virtual Status Delete(std::string_view key) = 0;
-  virtual Status AddQueueMessage(const QueueRow& row) = 0;
   virtual Status SetDataVersion(int64_t version) = 0;
   // Nested-write support: one savepoint at a time.
   virtual Status Savepoint() = 0;
@@ -172,65 +178,17 @@ class Writer {
   virtual Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) = 0;
   // The smallest expire_at_ms >= 0 in the database, if any.
   virtual Result<std::optional<int64_t>> EarliestExpiry() = 0;
-  // Adds an entry to the change log, in the open transaction.
-  virtual Status AppendChangeLog(const ChangeLogRow& /*row*/) {
-    return Internal("this storage backend has no change log");
-  }
-  // Removes the change-log entries with version <= through_version, in the open transaction.
-  virtual Status PruneChangeLog(int64_t /*through_version*/) {
-    return Internal("this storage backend has no change log");
-  }
+  // Errors: as above; CommitConflict only if capabilities().optimistic_conflicts. On any error
+  // the transaction is gone (rolled back, or its outcome handled per on_commit_error).
   virtual Status Commit() = 0;
   virtual void Rollback() = 0;
 
-  // Queue delivery (queue/queue.h; rows in queue_rows.h), in the open transaction. Message ids
-  // are unique across the ready and the running table.
-  // Ready messages with ts <= now_ms, by (ts, id), at most `limit`.
-  virtual Result<std::vector<QueuedMessage>> QueueDue(int64_t /*now_ms*/, size_t /*limit*/) {
-    return NoQueue();
-  }
-  // The smallest ts of the ready table, or of the running table (`running`), if any.
-  virtual Result<std::optional<int64_t>> QueueEarliest(bool /*running*/) { return NoQueue(); }
-  // Moves the ready message `row` (as QueueDue returned it) to running until `deadline_ms`, with
-  // `state`.
-  virtual Status QueueLease(const QueueRow& /*row*/, int64_t /*deadline_ms*/,
-                            const QueueDeliveryState& /*state*/) {
-    return NoQueue();
-  }
-  // The running message `id`, if any (a default state when kvconnect has none for it).
-  virtual Result<std::optional<QueuedMessage>> QueueGetRunning(std::string_view /*id*/) {
-    return NoQueue();
-  }
-  // Ids of running messages whose deadline <= now_ms, earliest first, at most `limit`.
-  virtual Result<std::vector<std::string>> QueueRunningDue(int64_t /*now_ms*/, size_t /*limit*/) {
-    return NoQueue();
-  }
-  virtual Status QueueSetDeadline(std::string_view /*id*/, int64_t /*deadline_ms*/) {
-    return NoQueue();
-  }
-  // Removes the running message `id` and its delivery state.
-  virtual Status QueueRemoveRunning(std::string_view /*id*/) { return NoQueue(); }
-  // Moves the running message row.id back to ready as `row` (due at row.ts, with the remaining
-  // backoff schedule), keeping `state`.
-  virtual Status QueueRequeue(const QueueRow& /*row*/, const QueueDeliveryState& /*state*/) {
-    return NoQueue();
-  }
-  virtual Status QueueAddDead(const DeadLetterRow& /*dead*/) { return NoQueue(); }
-  // Dead letters with id > after, by id, at most `limit`.
-  virtual Result<std::vector<DeadLetterRow>> QueueListDead(std::string_view /*after*/,
-                                                           size_t /*limit*/) {
-    return NoQueue();
-  }
-  // Removes the dead letter `id`; returns it if it was there.
-  virtual Result<std::optional<DeadLetterRow>> QueueTakeDead(std::string_view /*id*/) {
-    return NoQueue();
-  }
-  // Removes dead letters with dead_at_ms < before_ms; returns how many.
-  virtual Result<int64_t> QueuePruneDead(int64_t /*before_ms*/) { return NoQueue(); }
-  virtual Result<QueueTableCounts> QueueCounts(int64_t /*now_ms*/) { return NoQueue(); }
-
- private:
-  static Status NoQueue() { return Internal("this storage backend has no queue delivery"); }
+  // The queue tables in this writer's transaction (queue_store.h), or nullptr when the backend
+  // has none (capabilities().queue_store is false). Owned by this Writer.
+  virtual QueueStore* queue_store() { return nullptr; }
+  // The change log in this writer's transaction (change_log_writer.h), or nullptr when the
+  // backend has none (capabilities().change_log is false). Owned by this Writer.
+  virtual ChangeLogWriter* change_log() { return nullptr; }
 };
 
 // An open subscription to a backend's commits; closing it (destruction) stops the callbacks:
@@ -245,12 +203,11 @@ class Backend {
   virtual ~Backend() = default;
   // The UUID of the database (lowercase, hyphenated); created with the database.
   virtual const std::string& database_id() const = 0;
-  // True if nobody but this process's one Writer changes the database.
-  virtual bool sole_writer() const = 0;
-  // For backends that are not the sole writer: calls `on_commit` with every committed
-  // transaction from now on (this process's included), one at a time, in version order, on a
-  // thread of the backend's (which keeps a copy of the callback). Sole-writer backends need
-  // not support it (Internal).
+  // What this backend can do (capabilities.h); the same answer for the backend's lifetime.
+  virtual BackendCapabilities capabilities() const = 0;
+  // If capabilities().change_feed: calls `on_commit` with every committed transaction from now
+  // on (this process's included), one at a time, in version order, on a thread of the
+  // backend's (which keeps a copy of the callback). Otherwise Internal.
   using CommitCallback = std::function<void(CommitGroup)>;
   virtual Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(const CommitCallback& /*on_commit*/) {
     return Internal("this storage backend has no change feed");

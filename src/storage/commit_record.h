@@ -1,6 +1,6 @@
 // Commit records: what one durable commit changed, as the engine publishes it to its listeners
 // (watch hub, metrics, and later the backup log, queue waiters and cross-node feeds) and as a
-// backend that is not the sole writer of its database reports other writers' commits.
+// backend that is not the exclusive writer of its database reports other writers' commits.
 //
 // Thread-safety: value types.
 #pragma once

@@ -102,7 +102,7 @@ class Storage : public DatabaseProvisioner {
   // Where the secret `name` is kept, as shown to operators.
   virtual std::string SecretLocation(const std::string& name) const = 0;
   // Claims the storage for this process's writers, so that two processes never write one
-  // database at once (the engine assumes it is the only writer of a sole-writer backend):
+  // database at once (the engine assumes it is the only writer of an exclusive-writer backend):
   // `serve` holds the claim while it runs, and offline writers (`kvconnect import` without
   // --url) take it so they never write beside a server. Readers need no claim. Released when
   // the returned object is destroyed or the process ends. Errors: Unavailable if another

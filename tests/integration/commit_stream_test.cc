@@ -57,7 +57,7 @@ class CountingBackend : public storage::Backend {
  public:
   explicit CountingBackend(std::unique_ptr<storage::Backend> inner) : inner_(std::move(inner)) {}
   const std::string& database_id() const override { return inner_->database_id(); }
-  bool sole_writer() const override { return inner_->sole_writer(); }
+  storage::BackendCapabilities capabilities() const override { return inner_->capabilities(); }
   Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
   Result<std::unique_ptr<storage::Reader>> OpenReader() override {
     KVC_ASSIGN_OR_RETURN(auto r, inner_->OpenReader());
@@ -356,7 +356,7 @@ TEST_F(CommitStreamTest, EnginesSharingADatabaseAllocateVersionsUnderTheStorageL
   };
   auto a = open();
   auto b = open();
-  EXPECT_FALSE(a->sole_writer());
+  EXPECT_FALSE(a->capabilities().exclusive_writer);
   EXPECT_FALSE(a->read_cache().enabled()) << "another writer would make cached rows stale";
   auto rec_a = std::make_shared<Recorder>();
   auto rec_b = std::make_shared<Recorder>();

@@ -90,20 +90,31 @@ class FaultTest : public ::testing::Test {
   std::string path() const { return (dir_ / "db.sqlite3").string(); }
 
   void Open(std::shared_ptr<FaultPlan> plan) {
+    Status s = OpenEdited(std::move(plan), {});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  // As Open, with the backend's capabilities changed by `edit` and the engine's options by
+  // `adjust`; returns Engine::Open's refusal.
+  Status OpenEdited(std::shared_ptr<FaultPlan> plan, testutil::FaultyBackend::CapabilityEdit edit,
+                    const std::function<void(engine::EngineOptions*)>& adjust = {}) {
     engine_.reset();
-    auto b = storage::SqliteBackend::Open(path(), {});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    std::unique_ptr<storage::Backend> backend = std::move(*b);
-    if (plan) backend = std::make_unique<testutil::FaultyBackend>(std::move(backend), plan);
+    KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(path(), {}));
+    std::unique_ptr<storage::Backend> backend = std::move(b);
+    if (plan || edit) {
+      if (!plan) plan = std::make_shared<FaultPlan>();
+      backend =
+          std::make_unique<testutil::FaultyBackend>(std::move(backend), plan, std::move(edit));
+    }
     engine::EngineOptions options;
     options.task_factories.emplace_back([this] {
       auto gate = std::make_unique<WriterGate>();
       gate_ = gate.get();  // owned by the engine, which outlives every use below
       return gate;
     });
-    auto e = engine::Engine::Open(std::move(backend), options);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    engine_ = std::move(*e);
+    if (adjust) adjust(&options);
+    KVC_ASSIGN_OR_RETURN(engine_, engine::Engine::Open(std::move(backend), options));
+    return Status::Ok();
   }
 
   // Submits all writes while the writer is held, so that they commit as one batch, and waits
@@ -269,6 +280,122 @@ TEST_F(FaultTest, FailedFsyncKeepingTheData) {
   auto all = ReadAll();
   EXPECT_EQ(all.size(), 3u);
   for (const char* part : {"a", "b", "c"}) EXPECT_TRUE(all.count(std::string("1/0/") + part));
+}
+
+// An optimistic backend (storage/capabilities.h): SQLite told to say so, with conflicts injected
+// at Commit. The read cache is off: the "other writer" below writes behind the engine's back.
+void Optimistic(storage::BackendCapabilities* c) { c->optimistic_conflicts = true; }
+void NoCache(engine::EngineOptions* o) { o->read_cache_bytes = 0; }
+
+TEST_F(FaultTest, CommitConflictsRunTheGroupAgainWithItsChecksReevaluated) {
+  auto plan = std::make_shared<FaultPlan>();
+  ASSERT_TRUE(OpenEdited(plan, Optimistic, NoCache).ok());
+  // Refused three times, then committed: applied once, and the engine is not failed.
+  plan->FailNextOps(WriterOp::kCommit, 3, FaultKind::kConflict);
+  auto r = WriteAll({Triple(1, 0)});
+  ASSERT_TRUE(r[0].ok()) << r[0].status().ToString();
+  EXPECT_TRUE(r[0]->ok);
+  EXPECT_EQ(plan->fired(), 3);
+  EXPECT_EQ(engine_->counters().commit_conflicts.load(), 3u);
+  EXPECT_EQ(engine_->counters().commit_failures.load(), 0u);
+  EXPECT_TRUE(engine_->writable());
+  EXPECT_EQ(ReadAll().size(), 3u);
+  // The conflict was another writer setting the checked key: run again, the check fails and
+  // nothing of the write applies.
+  plan->set_conflict_hook([](storage::Writer& other) {
+    Result<int64_t> base = other.Begin();
+    ASSERT_TRUE(base.ok());
+    const storage::StoredRow row{"theirs", ValueEncoding::kBytes, *base + 1, -1};
+    ASSERT_TRUE(other.Put("guard", row).ok());
+    ASSERT_TRUE(other.SetDataVersion(*base + 1).ok());
+    ASSERT_TRUE(other.Commit().ok());
+  });
+  plan->FailNextOps(WriterOp::kCommit, 1, FaultKind::kConflict);
+  AtomicWrite w;
+  w.checks.push_back(Check{"guard", ""});  // must be absent
+  w.mutations.push_back(SetBytes("guard", "ours"));
+  w.mutations.push_back(SetBytes("mine", "x"));
+  auto c = WriteAll({std::move(w)});
+  ASSERT_TRUE(c[0].ok()) << c[0].status().ToString();
+  EXPECT_FALSE(c[0]->ok);
+  EXPECT_EQ(c[0]->failed_checks, std::vector<uint32_t>{0});
+  auto all = ReadAll();
+  EXPECT_EQ(all["guard"], "theirs");
+  EXPECT_EQ(all.count("mine"), 0u);
+}
+
+TEST_F(FaultTest, CommitConflictsBeyondTheBoundAnswerUnavailable) {
+  EXPECT_GT(engine::EngineOptions{}.max_commit_retries, 0u) << "a default that retries";
+  auto plan = std::make_shared<FaultPlan>();
+  ASSERT_TRUE(OpenEdited(plan, Optimistic, [](engine::EngineOptions* o) {
+                o->max_commit_retries = 2;
+              }).ok());
+  plan->FailNextOps(WriterOp::kCommit, 3, FaultKind::kConflict);
+  auto r = WriteAll({Triple(1, 0), Triple(1, 1)});
+  for (const auto& x : r) {
+    ASSERT_FALSE(x.ok());
+    EXPECT_EQ(x.status().code(), StatusCode::kUnavailable) << x.status().ToString();
+  }
+  EXPECT_EQ(plan->fired(), 3) << "the first try and two more";
+  EXPECT_TRUE(ReadAll().empty());
+  // A conflict is not a storage failure: the next write goes through.
+  EXPECT_TRUE(engine_->writable());
+  EXPECT_TRUE(WriteAll({Triple(2, 0)})[0].ok());
+  EXPECT_EQ(ReadAll().size(), 3u);
+}
+
+// A missing capability is refused when the engine opens, with a Status that names it, not when
+// the first write needs it.
+TEST_F(FaultTest, OpenRefusesABackendWithoutWhatTheOptionsNeed) {
+  auto expect_refused = [](const Status& s, StatusCode code, const char* words) {
+    EXPECT_EQ(s.code(), code) << s.ToString();
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.ToString();
+  };
+  expect_refused(OpenEdited(nullptr, [](auto* c) { c->queue_store = false; }),
+                 StatusCode::kInternal, "no queue store");
+  auto no_log = [](storage::BackendCapabilities* c) { c->change_log = false; };
+  expect_refused(OpenEdited(nullptr, no_log, [](auto* o) { o->change_log = true; }),
+                 StatusCode::kInvalidArgument, "no change log");
+  EXPECT_TRUE(OpenEdited(nullptr, no_log).ok()) << "without backups no change log is needed";
+  expect_refused(OpenEdited(nullptr, [](auto* c) { c->exclusive_writer = false; }),
+                 StatusCode::kInternal, "no change feed");
+  expect_refused(OpenEdited(nullptr, [](auto* c) { c->transaction_limits.max_bytes = 1000; }),
+                 StatusCode::kInvalidArgument, "max_total_mutation_bytes");
+  EXPECT_TRUE(engine_ == nullptr);
+  ASSERT_TRUE(OpenEdited(nullptr, {}).ok());
+  EXPECT_TRUE(WriteAll({Triple(1, 0)})[0].ok());
+}
+
+// Counts the writes of every group commit.
+class GroupSizes : public engine::CommitListener {
+ public:
+  void OnCommit(const storage::CommitGroup& g) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (g.origin == storage::CommitOrigin::kWrite) sizes.push_back(g.records.size());
+  }
+  std::mutex mu;
+  std::vector<size_t> sizes;
+};
+
+TEST_F(FaultTest, GroupCommitsStayWithinTheBackendsTransactionLimits) {
+  // Each Triple write counts 24 bytes (three 5-byte keys with 3-byte values).
+  const std::vector<std::pair<const char*, testutil::FaultyBackend::CapabilityEdit>> cases = {
+      {"max_writes", [](auto* c) { c->transaction_limits.max_writes = 2; }},
+      {"max_bytes", [](auto* c) { c->transaction_limits.max_bytes = 50; }},
+  };
+  for (const auto& [name, edit] : cases) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(OpenEdited(nullptr, edit, [](engine::EngineOptions* o) {
+                  o->limits.max_total_mutation_bytes = 50;
+                }).ok());
+    auto sizes = std::make_shared<GroupSizes>();
+    engine_->AddListener(sizes);
+    std::vector<AtomicWrite> writes;
+    for (int i = 0; i < 5; ++i) writes.push_back(Triple(1, i));
+    for (const auto& r : WriteAll(std::move(writes))) EXPECT_TRUE(r.ok());
+    std::lock_guard<std::mutex> lock(sizes->mu);
+    EXPECT_EQ(sizes->sizes, (std::vector<size_t>{2, 2, 1}));
+  }
 }
 
 }  // namespace

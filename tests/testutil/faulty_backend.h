@@ -8,11 +8,20 @@
 //   kCommitLost Commit() rolls back and returns an error (a failed fsync whose data is gone);
 //   kCommitKept Commit() commits and then returns an error (a failed fsync whose data reached
 //               the disk anyway: the outcome the caller cannot know).
+//   kConflict   Commit() rolls back, runs the plan's conflict hook (another writer committing
+//               in between, if the test says so) and returns storage::CommitConflict, as an
+//               optimistic backend does; pair it with FaultyBackend's capability edit that sets
+//               optimistic_conflicts.
 //
-// Thread-safety: FaultPlan is thread-safe; the wrapped objects keep the wrapped ones' rules.
+// FaultyBackend reports the wrapped backend's capabilities, changed by an optional edit (a
+// backend without a change log, optimistic, with transaction limits).
+//
+// Thread-safety: FaultPlan is thread-safe but for set_conflict_hook (set it before arming);
+// the wrapped objects keep the wrapped ones' rules.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,7 +29,7 @@
 
 namespace kvc::testutil {
 
-enum class FaultKind { kError, kDiskFull, kCommitLost, kCommitKept };
+enum class FaultKind { kError, kDiskFull, kCommitLost, kCommitKept, kConflict };
 enum class WriterOp {
   kBegin,
   kGet,
@@ -45,8 +54,21 @@ class FaultPlan {
     kind_ = kind;
     only_op_ = -1;
     calls_ = 0;
+    times_ = 1;
     target_ = n;
   }
+  // Fails the next `times` calls of `op` in a row.
+  void FailNextOps(WriterOp op, int64_t times, FaultKind kind) {
+    kind_ = kind;
+    calls_ = 0;
+    only_op_ = static_cast<int>(op);
+    times_ = times;
+    target_ = 1;
+  }
+  // Runs with the wrapped writer (no transaction open) each time a kConflict fault fires.
+  using ConflictHook = std::function<void(storage::Writer& inner)>;
+  void set_conflict_hook(ConflictHook hook) { conflict_hook_ = std::move(hook); }
+  const ConflictHook& conflict_hook() const { return conflict_hook_; }
   // Fails the next call of `op`, once.
   void FailNextOp(WriterOp op, FaultKind kind) { FailNthOp(op, 1, kind); }
   // Fails the n-th (1-based) call of `op` from now on, once.
@@ -54,6 +76,7 @@ class FaultPlan {
     kind_ = kind;
     calls_ = 0;
     only_op_ = static_cast<int>(op);
+    times_ = 1;
     target_ = n;
   }
   void Disarm() { target_ = -1; }
@@ -65,8 +88,12 @@ class FaultPlan {
     if (target_ < 0) return false;
     if (only_op_ >= 0 && only_op_ != static_cast<int>(op)) return false;
     if (++calls_ != target_) return false;
-    target_ = -1;
     ++fired_;
+    if (--times_ > 0) {
+      ++target_;  // the next call fails too
+    } else {
+      target_ = -1;
+    }
     return true;
   }
   FaultKind kind() const { return kind_; }
@@ -77,12 +104,17 @@ class FaultPlan {
   std::atomic<int> only_op_{-1};
   std::atomic<FaultKind> kind_{FaultKind::kError};
   std::atomic<int64_t> fired_{0};
+  std::atomic<int64_t> times_{1};
+  ConflictHook conflict_hook_;
 };
 
-class FaultyWriter : public storage::Writer {
+class FaultyWriter : public storage::Writer, public storage::QueueStore {
  public:
   FaultyWriter(std::unique_ptr<storage::Writer> inner, std::shared_ptr<FaultPlan> plan)
-      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+      : inner_(std::move(inner)), plan_(std::move(plan)), queue_(inner_->queue_store()) {}
+
+  storage::QueueStore* queue_store() override { return queue_ ? this : nullptr; }
+  storage::ChangeLogWriter* change_log() override { return inner_->change_log(); }
 
   Result<int64_t> Begin() override {
     if (plan_->ShouldFail(WriterOp::kBegin)) return Injected();
@@ -99,7 +131,7 @@ class FaultyWriter : public storage::Writer {
     return Guard(WriterOp::kDelete, [&] { return inner_->Delete(key); });
   }
   Status AddQueueMessage(const storage::QueueRow& row) override {
-    return Guard(WriterOp::kQueue, [&] { return inner_->AddQueueMessage(row); });
+    return Guard(WriterOp::kQueue, [&] { return queue_->AddQueueMessage(row); });
   }
   Status SetDataVersion(int64_t v) override {
     return Guard(WriterOp::kSetDataVersion, [&] { return inner_->SetDataVersion(v); });
@@ -128,6 +160,10 @@ class FaultyWriter : public storage::Writer {
         Status s = inner_->Commit();
         return s.ok() ? Internal("injected: fsync failed after the data was written") : s;
       }
+      case FaultKind::kConflict:
+        inner_->Rollback();
+        if (plan_->conflict_hook()) plan_->conflict_hook()(*inner_);
+        return storage::CommitConflict("injected: another transaction committed first");
       case FaultKind::kCommitLost:
       default:
         inner_->Rollback();
@@ -136,59 +172,59 @@ class FaultyWriter : public storage::Writer {
   }
   void Rollback() override { inner_->Rollback(); }
 
-  // Queue delivery: forwarded (the base class has none), each call one kQueueDelivery (or
-  // kQueueAddDead) call.
+  // Queue delivery: forwarded to the wrapped writer's queue store, each call one
+  // kQueueDelivery (or kQueueAddDead) call.
   Result<std::vector<storage::QueuedMessage>> QueueDue(int64_t now_ms, size_t limit) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueDue(now_ms, limit);
+    return queue_->QueueDue(now_ms, limit);
   }
   Result<std::optional<int64_t>> QueueEarliest(bool running) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueEarliest(running);
+    return queue_->QueueEarliest(running);
   }
   Status QueueLease(const storage::QueueRow& row, int64_t deadline_ms,
                     const storage::QueueDeliveryState& state) override {
     return Guard(WriterOp::kQueueDelivery,
-                 [&] { return inner_->QueueLease(row, deadline_ms, state); });
+                 [&] { return queue_->QueueLease(row, deadline_ms, state); });
   }
   Result<std::optional<storage::QueuedMessage>> QueueGetRunning(std::string_view id) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueGetRunning(id);
+    return queue_->QueueGetRunning(id);
   }
   Result<std::vector<std::string>> QueueRunningDue(int64_t now_ms, size_t limit) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueRunningDue(now_ms, limit);
+    return queue_->QueueRunningDue(now_ms, limit);
   }
   Status QueueSetDeadline(std::string_view id, int64_t deadline_ms) override {
     return Guard(WriterOp::kQueueDelivery,
-                 [&] { return inner_->QueueSetDeadline(id, deadline_ms); });
+                 [&] { return queue_->QueueSetDeadline(id, deadline_ms); });
   }
   Status QueueRemoveRunning(std::string_view id) override {
-    return Guard(WriterOp::kQueueDelivery, [&] { return inner_->QueueRemoveRunning(id); });
+    return Guard(WriterOp::kQueueDelivery, [&] { return queue_->QueueRemoveRunning(id); });
   }
   Status QueueRequeue(const storage::QueueRow& row,
                       const storage::QueueDeliveryState& state) override {
-    return Guard(WriterOp::kQueueDelivery, [&] { return inner_->QueueRequeue(row, state); });
+    return Guard(WriterOp::kQueueDelivery, [&] { return queue_->QueueRequeue(row, state); });
   }
   Status QueueAddDead(const storage::DeadLetterRow& dead) override {
-    return Guard(WriterOp::kQueueAddDead, [&] { return inner_->QueueAddDead(dead); });
+    return Guard(WriterOp::kQueueAddDead, [&] { return queue_->QueueAddDead(dead); });
   }
   Result<std::vector<storage::DeadLetterRow>> QueueListDead(std::string_view after,
                                                             size_t limit) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueListDead(after, limit);
+    return queue_->QueueListDead(after, limit);
   }
   Result<std::optional<storage::DeadLetterRow>> QueueTakeDead(std::string_view id) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueTakeDead(id);
+    return queue_->QueueTakeDead(id);
   }
   Result<int64_t> QueuePruneDead(int64_t before_ms) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueuePruneDead(before_ms);
+    return queue_->QueuePruneDead(before_ms);
   }
   Result<storage::QueueTableCounts> QueueCounts(int64_t now_ms) override {
     if (plan_->ShouldFail(WriterOp::kQueueDelivery)) return Injected();
-    return inner_->QueueCounts(now_ms);
+    return queue_->QueueCounts(now_ms);
   }
 
  private:
@@ -204,14 +240,21 @@ class FaultyWriter : public storage::Writer {
 
   std::unique_ptr<storage::Writer> inner_;
   std::shared_ptr<FaultPlan> plan_;
+  storage::QueueStore* const queue_;  // inner_'s, or nullptr
 };
 
 class FaultyBackend : public storage::Backend {
  public:
-  FaultyBackend(std::unique_ptr<storage::Backend> inner, std::shared_ptr<FaultPlan> plan)
-      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+  using CapabilityEdit = std::function<void(storage::BackendCapabilities*)>;
+  FaultyBackend(std::unique_ptr<storage::Backend> inner, std::shared_ptr<FaultPlan> plan,
+                CapabilityEdit edit = {})
+      : inner_(std::move(inner)), plan_(std::move(plan)), edit_(std::move(edit)) {}
   const std::string& database_id() const override { return inner_->database_id(); }
-  bool sole_writer() const override { return inner_->sole_writer(); }
+  storage::BackendCapabilities capabilities() const override {
+    storage::BackendCapabilities c = inner_->capabilities();
+    if (edit_) edit_(&c);
+    return c;
+  }
   Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
   Result<std::unique_ptr<storage::Reader>> OpenReader() override { return inner_->OpenReader(); }
   Result<std::unique_ptr<storage::Writer>> OpenWriter() override {
@@ -222,6 +265,7 @@ class FaultyBackend : public storage::Backend {
  private:
   std::unique_ptr<storage::Backend> inner_;
   std::shared_ptr<FaultPlan> plan_;
+  CapabilityEdit edit_;
 };
 
 }  // namespace kvc::testutil

@@ -1,4 +1,4 @@
-// A test backend that is NOT the sole writer of its database: several SharedBackends opened on
+// A test backend that is NOT the exclusive writer of its database: several SharedBackends opened on
 // one SQLite file (one per engine, as several nodes would share one database) serialize their
 // transactions through a CommitBus and publish every commit to every engine's change feed, in
 // commit order, the way a shared backend (PostgreSQL) with a notification channel does.
@@ -57,10 +57,13 @@ class CommitBus {
   int next_id_ KVC_GUARDED_BY(subs_mu_) = 0;
 };
 
-class SharedWriter : public storage::Writer {
+class SharedWriter : public storage::Writer, public storage::ChangeLogWriter {
  public:
   SharedWriter(std::unique_ptr<storage::Writer> inner, std::shared_ptr<CommitBus> bus)
       : inner_(std::move(inner)), bus_(std::move(bus)) {}
+
+  storage::QueueStore* queue_store() override { return inner_->queue_store(); }
+  storage::ChangeLogWriter* change_log() override { return this; }
 
   // Begin takes the bus's writer_mu and Commit or Rollback releases it: the lock spans calls
   // of the storage::Writer interface, which the analysis cannot follow, so these three are
@@ -85,9 +88,6 @@ class SharedWriter : public storage::Writer {
     changes_.push_back(storage::KeyChange{std::string(key), std::nullopt});
     return Status::Ok();
   }
-  Status AddQueueMessage(const storage::QueueRow& row) override {
-    return inner_->AddQueueMessage(row);
-  }
   Status SetDataVersion(int64_t v) override {
     version_ = v;
     return inner_->SetDataVersion(v);
@@ -107,13 +107,13 @@ class SharedWriter : public storage::Writer {
     return keys;
   }
   Result<std::optional<int64_t>> EarliestExpiry() override { return inner_->EarliestExpiry(); }
-  // The engine logs every commit of a backend that is not the sole writer (PostgreSQL's change
+  // The engine logs every commit of this backend (change_feed_reads_log, as PostgreSQL's change
   // feed reads that log); here it lands in the SQLite change log.
   Status AppendChangeLog(const storage::ChangeLogRow& row) override {
-    return inner_->AppendChangeLog(row);
+    return inner_->change_log()->AppendChangeLog(row);
   }
   Status PruneChangeLog(int64_t through_version) override {
-    return inner_->PruneChangeLog(through_version);
+    return inner_->change_log()->PruneChangeLog(through_version);
   }
   Status Commit() override KVC_NO_THREAD_SAFETY_ANALYSIS {
     Status s = inner_->Commit();
@@ -147,7 +147,16 @@ class SharedBackend : public storage::Backend {
   SharedBackend(std::unique_ptr<storage::Backend> inner, std::shared_ptr<CommitBus> bus)
       : inner_(std::move(inner)), bus_(std::move(bus)) {}
   const std::string& database_id() const override { return inner_->database_id(); }
-  bool sole_writer() const override { return false; }
+  // Shared like PostgreSQL: other writers, a change feed, every commit logged, and a failed
+  // commit is not fatal.
+  storage::BackendCapabilities capabilities() const override {
+    storage::BackendCapabilities c = inner_->capabilities();
+    c.exclusive_writer = false;
+    c.on_commit_error = storage::CommitErrorPolicy::kReconnect;
+    c.change_feed = true;
+    c.change_feed_reads_log = true;
+    return c;
+  }
   Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
   Result<std::unique_ptr<storage::Reader>> OpenReader() override { return inner_->OpenReader(); }
   Result<std::unique_ptr<storage::Writer>> OpenWriter() override {

@@ -302,8 +302,11 @@ class PgReader : public Reader {
   int64_t version_ = 0;
 };
 
-class PgWriter : public Writer {
+class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
  public:
+  QueueStore* queue_store() override { return this; }
+  ChangeLogWriter* change_log() override { return this; }
+
   explicit PgWriter(const PgBackendOptions& o)
       : o_(o),
         db_(o.database_id),
@@ -645,18 +648,7 @@ class PgWriter : public Writer {
             // "committed" may then speak of another transaction (crash_pg saw a write answered
             // as landed that was lost). The record is asked again, after the status, in case
             // the transaction committed between the two questions.
-            int64_t records = 1;
-            if (commit_version_ > 0) {
-              auto again = probe.Query(
-                  "select count(*) from kvc_changes where db = $1::uuid and version = $2 and "
-                  "time_ms = $3 and record = $4",
-                  Params()
-                      .Text(db_)
-                      .Int64(commit_version_)
-                      .Int64(commit_time_ms_)
-                      .Bytes(commit_record_));
-              records = again.ok() && again->rows() == 1 ? again->Int(0, 0) : -1;
-            }
+            const int64_t records = CommitRecordCount(probe);
             if (records > 0) {
               spdlog::warn("database {}: the connection broke during COMMIT, which landed (xid {})",
                            db_, xid_);
@@ -685,6 +677,17 @@ class PgWriter : public Writer {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(asked ? 100 : 250));
     }
+  }
+
+  // How many change records of the commit CommittedAnyway asks about PostgreSQL holds (0 or
+  // 1), asked on `probe`: 1 when the transaction wrote none, -1 when it could not be asked.
+  int64_t CommitRecordCount(Connection& probe) {
+    if (commit_version_ <= 0) return 1;
+    auto again = probe.Query(
+        "select count(*) from kvc_changes where db = $1::uuid and version = $2 and time_ms = $3 "
+        "and record = $4",
+        Params().Text(db_).Int64(commit_version_).Int64(commit_time_ms_).Bytes(commit_record_));
+    return again.ok() && again->rows() == 1 ? again->Int(0, 0) : -1;
   }
 
   // The final state of the keys changed since the last flush: one upsert and one delete.

@@ -18,11 +18,12 @@
 // Savepoints are client-side marks (the overlay's undo log); statements that must run at once
 // (queue, expiry) flush the batch first and are never used inside a savepoint.
 //
-// Not the sole writer: the engine learns of every commit (its own included) from OpenChangeFeed:
-// each commit stores its records in kvc_changes and NOTIFYs the database's channel with its
-// version; the feed LISTENs, reads the new records in version order, re-reads from where it was
-// after reconnecting, and polls slowly as a safety net. Records older than the retention are
-// pruned; a feed that fell further behind reports a gap (CommitGroup::resync).
+// Not the only writer (capabilities(): exclusive_writer false, change_feed_reads_log): the
+// engine learns of every commit (its own included) from OpenChangeFeed: each commit stores its
+// records in kvc_changes and NOTIFYs the database's channel with its version; the feed LISTENs,
+// reads the new records in version order, re-reads from where it was after reconnecting, and
+// polls slowly as a safety net. Records older than the retention are pruned; a feed that fell
+// further behind reports a gap (CommitGroup::resync).
 //
 // Expired rows: every node's reads hide them at once (by time); one node at a time deletes them,
 // the holder of a session advisory lock, which PostgreSQL releases when that node's session ends,
@@ -67,7 +68,19 @@ class PgBackend : public Backend {
   static Result<std::unique_ptr<PgBackend>> Open(const PgBackendOptions& options);
 
   const std::string& database_id() const override { return options_.database_id; }
-  bool sole_writer() const override { return false; }
+  // One of many writers (every node), learning of commits from a change feed read back from
+  // the change log; connections re-made by themselves, so a failed commit or an IoError is
+  // transient (503); the queue in tables of its own (pg_queue.h).
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities c;
+    c.exclusive_writer = false;
+    c.on_commit_error = CommitErrorPolicy::kReconnect;
+    c.change_feed = true;
+    c.change_feed_reads_log = true;
+    c.change_log = true;
+    c.queue_store = true;
+    return c;
+  }
   Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(const CommitCallback& on_commit) override;
   Result<int64_t> LoadDataVersion() override;
   Result<std::unique_ptr<Reader>> OpenReader() override;

@@ -1,4 +1,4 @@
-// The queue primitives of the PostgreSQL writer (Writer::Queue*, backend.h) over kvc_queue,
+// The queue primitives of the PostgreSQL writer (its QueueStore, queue_store.h) over kvc_queue,
 // kvc_queue_running, kvc_queue_state and kvc_queue_dead (pg_schema.h): the same rows and text
 // forms (queue_text.h) as the SQLite backend, each table keyed by database. They run inside the
 // writer's transaction, which holds its database's counter row, so queue transitions of every

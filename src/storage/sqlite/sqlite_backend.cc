@@ -344,8 +344,11 @@ class SqliteReader : public Reader {
   int64_t snapshot_version_ = 0;
 };
 
-class SqliteWriter : public Writer {
+class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
  public:
+  QueueStore* queue_store() override { return this; }
+  ChangeLogWriter* change_log() override { return this; }
+
   Status Init(const std::string& path, const SqliteOptions& o) {
     KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false));
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin immediate"));

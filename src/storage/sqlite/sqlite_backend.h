@@ -37,7 +37,17 @@ class SqliteBackend : public Backend {
   ~SqliteBackend() override;
 
   const std::string& database_id() const override { return database_id_; }
-  bool sole_writer() const override { return true; }  // one writer connection per file
+  // The only writer (one writer connection per file; Storage::LockWriters keeps other
+  // processes out), fail-stop on a failed commit (a failed fsync leaves the outcome unknown),
+  // with Deno's queue tables and our change log; no change feed (nobody else writes).
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities c;
+    c.exclusive_writer = true;
+    c.on_commit_error = CommitErrorPolicy::kFailStop;
+    c.change_log = true;
+    c.queue_store = true;
+    return c;
+  }
   Result<int64_t> LoadDataVersion() override;
   Result<std::unique_ptr<Reader>> OpenReader() override;
   Result<std::unique_ptr<Writer>> OpenWriter() override;
