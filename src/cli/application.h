@@ -4,7 +4,7 @@
 // (the client listener(s) and an optional separate metrics listener). RunServe is only flags,
 // signals and the banner around it.
 //
-// Adding an endpoint is a handler file plus one Router::Add in Application::Init; adding a
+// Adding an endpoint is its handler plus one registration in its service's AddRoutes; adding a
 // per-database listener (backups, queues) is one Directory::AddEngineHook.
 //
 // Ownership: owns everything above; destruction stops what is still running.
