@@ -70,7 +70,8 @@ class OnceResponder {
 
 std::vector<Router::Segment> Router::ParsePattern(const std::string& pattern) {
   std::vector<Segment> out;
-  for (std::string_view seg : PathSegments(NormalizePath(pattern))) {
+  const std::string normalized = NormalizePath(pattern);  // the segments point into it
+  for (std::string_view seg : PathSegments(normalized)) {
     if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
       std::string_view name = seg.substr(1, seg.size() - 2);
       const bool rest = name.size() > 3 && name.substr(name.size() - 3) == "...";
