@@ -210,22 +210,11 @@ void Application::MakeServices() {
 }
 
 void Application::AddRoutes() {
-  // KV Connect answers its own 405s ("KV Connect uses POST").
+  // Each service registers its endpoints (method, pattern, one metrics route each).
   using M = service::Router::Match;
-  const std::string data_path = config_.service.endpoint_path;
-  router_.Add("metadata", M::kExact, "/", {}, root_handler_.get());
-  // Every metadata shape (service::MetadataTarget) is the one route "connect"; the queue API's
-  // /databases/*/queue/v1/ is a longer prefix and wins, /v2/databases/ wins over the data path.
-  router_.Add("connect", M::kPrefix, "/databases/", {}, kv_.get());
-  router_.Add("connect", M::kPrefix, "/v2/databases/", {}, kv_.get());
-  for (const char* method : {"snapshot_read", "atomic_write", "watch"}) {
-    router_.Add(method, M::kExact, data_path + "/" + method, {}, kv_.get());
-  }
-  router_.Add("datapath", M::kPrefix, data_path + "/", {}, kv_.get());
-  router_.Add("queue", M::kPrefix, service::QueueApi::kPath, {}, queue_api_.get());
-  router_.Add("queue", M::kPrefix, service::QueueApi::kDatabasePattern, {}, queue_api_.get());
-  router_.Add("admin", M::kPrefix, std::string(service::AdminApi::kPrefix) + "/", {},
-              admin_api_.get());
+  kv_->AddRoutes(&router_, root_handler_.get());
+  queue_api_->AddRoutes(&router_);
+  admin_api_->AddRoutes(&router_);
   // The web console's files; it answers its own 404s and 405s, with its security headers.
   if (console_handler_) {
     router_.Add("console", M::kPrefix, service::ConsoleHandler::kPrefix, {},

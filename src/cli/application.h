@@ -6,7 +6,7 @@
 // client listener(s) and an optional separate metrics listener). RunServe is only flags, signals
 // and the banner around it.
 //
-// Adding an endpoint is a handler file plus one Router::Add in Application::AddRoutes; adding a
+// Adding an endpoint is its handler plus one registration in its service's AddRoutes; adding a
 // subsystem that attaches to every database (backups, queue push) is a component.
 //
 // Ownership: owns everything above; destruction stops what is still running.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -37,40 +36,6 @@ std::string NumberJson(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
-}
-
-HttpResponse JsonResponse(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.headers.emplace_back("cache-control", "no-store");
-  r.body = std::move(body);
-  return r;
-}
-
-// The error code name: StatusCodeName in lower case, except that storage failures are
-// "internal" (their detail stays in the log, as for every client).
-std::string CodeName(StatusCode code) {
-  if (code == StatusCode::kCorruption || code == StatusCode::kIoError) code = StatusCode::kInternal;
-  std::string name = StatusCodeName(code);
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name;
-}
-
-// Splits "/a/b/c" into {"a", "b", "c"}.
-std::vector<std::string> Segments(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < path.size()) {
-    if (path[i] == '/') {
-      ++i;
-      continue;
-    }
-    const size_t j = path.find('/', i);
-    out.push_back(path.substr(i, j == std::string::npos ? std::string::npos : j - i));
-    i = j == std::string::npos ? path.size() : j;
-  }
-  return out;
 }
 
 std::string VersionstampJson(int64_t version) {
@@ -185,18 +150,6 @@ class PrefixWatch : public StreamSource,
 
 }  // namespace
 
-HttpResponse AdminErrorResponse(const Status& status) {
-  HttpResponse r = ErrorResponse(status);  // the status table, and storage details kept out
-  std::string body = "{\"error\":";
-  AppendJsonQuoted(r.body, &body);
-  body += ",\"code\":\"";
-  body += CodeName(status.code());
-  body += "\"}";
-  r.body = std::move(body);
-  r.content_type = "application/json";
-  return r;
-}
-
 std::string TokenJson(const TokenInfo& info) {
   const storage::AccessTokenRecord& t = info.record;
   // "database" and "database_id" name its first database, for clients of one-database tokens.
@@ -224,22 +177,33 @@ std::string TokenJson(const TokenInfo& info) {
   return out;
 }
 
-struct AdminApi::Call {
-  HttpRequest req;
-  Responder respond;
-  std::string token;
-  Principal who;
+namespace {
 
-  void Fail(const Status& s) const { respond(AdminErrorResponse(s)); }
-  void Ok(std::string body, int status = 200) const {
-    respond(JsonResponse(status, std::move(body)));
-  }
-};
+JsonApiPolicy AdminPolicy(Authenticator* auth, Directory* directory,
+                          std::function<Status(std::function<void()>)> post) {
+  JsonApiPolicy p;
+  p.auth = auth;
+  p.directory = directory;
+  p.admit = [auth](const Principal& who) { return auth->AdmitAdmin(who); };
+  p.post = std::move(post);
+  p.admit_database = [auth](const Principal& who, const Directory::Database& db,
+                            const std::string& name) { return auth->CheckDatabase(who, db, name); };
+  p.log_name = "admin API";
+  return p;
+}
+
+}  // namespace
 
 AdminApi::AdminApi(AdminApiOptions options, Directory* directory, Authenticator* auth,
                    AdminOps* ops, const Metrics* metrics)
-    : options_(options), directory_(directory), auth_(auth), ops_(ops), metrics_(metrics) {
+    : env_{options, directory, ops, metrics,
+           [this](Work work, bool bounded) { return Post(std::move(work), bounded); }},
+      json_(AdminPolicy(auth, directory, [this](Work work) { return Post(std::move(work)); })) {
   worker_ = std::thread([this] { WorkerLoop(); });
+  AddServerRoutes(&routes_);
+  AddEntryRoutes(&routes_);
+  AddQueueAdminRoutes(json_, &routes_, kDatabasePattern);
+  AddFallbackRoutes(&routes_);
 }
 
 AdminApi::~AdminApi() {
@@ -253,24 +217,28 @@ AdminApi::~AdminApi() {
   if (backup_thread_.joinable()) backup_thread_.join();
 }
 
-void AdminApi::Backup(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+void AdminApi::Handle(HttpRequest request, Responder respond) {
+  routes_.Handle(std::move(request), std::move(respond));
+}
+
+void AdminApi::Backup(const JsonCallPtr& call) {
   auto requested = codec::ParseAdminBackupRequest(call->req.body);
   if (!requested.ok()) return call->Fail(requested.status());
   // Resolving the destination reads the file system (symlinks): on the worker.
-  Status s = Post([this, call, rec = db.record, requested = std::move(*requested)] {
+  Status s = Post([this, call, rec = call->db->record, requested = std::move(*requested)] {
     StartBackup(call, rec, requested);
   });
   if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
+void AdminApi::StartBackup(const JsonCallPtr& call, const storage::DatabaseRecord& rec,
                            const std::string& requested) {
   // Only where the operator allowed; a token bound to this database only to the default.
   auto to = backup_destinations_.Resolve(requested, call->who.server_wide);
   if (!to.ok()) return call->Fail(to.status());
   if (storage_ == nullptr) return call->Fail(Internal("this server cannot take backups"));
   const auto now = std::chrono::steady_clock::now();
-  const std::chrono::milliseconds min_interval(options_.backup_min_interval_ms);
+  const std::chrono::milliseconds min_interval(env_.options.backup_min_interval_ms);
   {
     MutexLock lock(backup_mu_);
     auto last = last_backup_.find(rec.id);
@@ -279,7 +247,7 @@ void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::Dat
           std::chrono::ceil<std::chrono::milliseconds>(last->second + min_interval - now);
       return call->Fail(
           Throttled("Database '" + rec.name + "' was backed up less than " +
-                        std::to_string(options_.backup_min_interval_ms) +
+                        std::to_string(env_.options.backup_min_interval_ms) +
                         " ms ago; on-demand backups are limited to one per database in that time "
                         "(--backup-min-interval-ms). Retry after the time Retry-After gives.",
                     std::max<int64_t>(1, wait.count())));
@@ -293,7 +261,7 @@ void AdminApi::StartBackup(const std::shared_ptr<Call>& call, const storage::Dat
   if (min_interval.count() > 0) last_backup_[rec.id] = now;
   if (backup_thread_.joinable()) backup_thread_.join();  // finished: it cleared backup_busy_
   backup_thread_ = std::thread([this, call, rec, to = *to] {
-    auto finish = [this](const std::shared_ptr<Call>& c, Result<std::string> r) {
+    auto finish = [this](const JsonCallPtr& c, Result<std::string> r) {
       backup_busy_.store(false);
       if (r.ok()) {
         c->Ok(std::move(*r));
@@ -323,7 +291,7 @@ Status AdminApi::Post(Work work, bool bounded) {
   {
     MutexLock lock(mu_);
     if (stopping_) return Unavailable("The server is shutting down.");
-    if (bounded && queue_.size() >= options_.max_queued_operations) {
+    if (bounded && queue_.size() >= env_.options.max_queued_operations) {
       return Unavailable("Too many admin operations are waiting; try again shortly.");
     }
     queue_.push_back(std::move(work));
@@ -349,172 +317,10 @@ void AdminApi::WorkerLoop() {
   }
 }
 
-void AdminApi::Handle(HttpRequest request, Responder respond) {
-  auto call = std::make_shared<Call>();
-  call->respond = std::move(respond);
-  auto token = auth_->BearerToken(request);
-  if (!token.ok()) {
-    call->Fail(token.status());
-    return;
-  }
-  call->token = std::move(*token);
-  call->req = std::move(request);
-  Authenticate(call);
-}
+// --- Server-wide operations -------------------------------------------------------------------
 
-void AdminApi::Authenticate(const std::shared_ptr<Call>& call) {
-  std::string token = call->token;
-  auth_->AuthenticateThen(std::move(token), [this, call](Result<Principal> who, const auto& snap) {
-    if (!who.ok()) {
-      call->Fail(who.status());
-      return;
-    }
-    call->who = std::move(*who);
-    if (Status s = auth_->AdmitAdmin(call->who); !s.ok()) {
-      call->Fail(s);
-      return;
-    }
-    // Routing parses and validates the body: CPU work for the worker, not an I/O thread.
-    Status posted = Post([this, call, snap] {
-      try {
-        Route(call, *snap);
-      } catch (const std::exception& e) {
-        spdlog::error("admin handler failed: {}", e.what());
-        call->Fail(Internal("An internal server error occurred."));
-      }
-    });
-    if (!posted.ok()) call->Fail(posted);
-  });
-}
-
-void AdminApi::Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap) {
-  const std::string& path = call->req.path;
-  const std::vector<std::string> seg =
-      Segments(path.size() > std::string(kPrefix).size() ? path.substr(std::string(kPrefix).size())
-                                                         : std::string());
-  const std::string& method = call->req.method;
-  auto not_allowed = [&](const char* allowed) {
-    call->Fail(Status(StatusCode::kMethodNotAllowed,
-                      "Method " + method + " is not allowed here; use " + allowed + "."));
-  };
-  // Server-wide operations need the bootstrap token; no catalog token, whatever it opens.
-  auto server_wide = [&]() -> bool {
-    Status s = auth_->AdmitServerWide(call->who);
-    if (!s.ok()) call->Fail(s);
-    return s.ok();
-  };
-  if (seg.size() == 1 && seg[0] == "databases") {
-    if (method == "GET" || method == "HEAD") {
-      ListDatabases(call);
-    } else if (method == "POST") {
-      if (server_wide()) CreateDatabase(call);
-    } else {
-      not_allowed("GET or POST");
-    }
-    return;
-  }
-  if (seg.size() >= 2 && seg[0] == "databases") {
-    std::string rest;
-    for (size_t i = 2; i < seg.size(); ++i) rest += (i > 2 ? "/" : "") + seg[i];
-    if (rest.empty() && method == "PATCH") {
-      if (server_wide()) RenameDatabase(call, seg[1]);
-      return;
-    }
-    if (rest.empty() && method == "DELETE") {
-      if (server_wide()) DeleteDatabase(call, seg[1]);
-      return;
-    }
-    RouteDatabase(call, snap, seg[1], rest, /*may_refresh=*/true);
-    return;
-  }
-  if (seg.size() == 1 && seg[0] == "tokens") {
-    if (method != "GET" && method != "HEAD" && method != "POST") {
-      not_allowed("GET or POST");
-    } else if (server_wide()) {
-      if (method == "POST") {
-        CreateToken(call);
-      } else {
-        ListTokens(call);
-      }
-    }
-    return;
-  }
-  if (seg.size() == 2 && seg[0] == "tokens") {
-    if (method != "DELETE") {
-      not_allowed("DELETE");
-    } else if (server_wide()) {
-      RevokeToken(call, seg[1]);
-    }
-    return;
-  }
-  call->Fail(NotFound("No admin API resource at " + path + "."));
-}
-
-void AdminApi::RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                             const std::string& name, const std::string& rest, bool may_refresh) {
-  const Directory::Database* db = snap.Find(name);
-  if (db == nullptr) {
-    // Perhaps created since the last catalog poll: look again once.
-    if (may_refresh) {
-      directory_->RefreshThen(
-          [this, call, name, rest](const std::shared_ptr<const Directory::Snapshot>& fresh) {
-            RouteDatabase(call, *fresh, name, rest, /*may_refresh=*/false);
-          });
-      return;
-    }
-    call->Fail(NotFound("Database '" + name + "' not found."));
-    return;
-  }
-  if (Status s = auth_->CheckDatabase(call->who, *db, name); !s.ok()) {
-    call->Fail(s);
-    return;
-  }
-  const std::string& method = call->req.method;
-  if (HandleQueueAdmin(*db, rest, call->req, call->respond)) return;
-  if (rest.empty()) {
-    if (method != "GET" && method != "HEAD") {
-      call->Fail(Status(StatusCode::kMethodNotAllowed,
-                        "Method " + method + " is not allowed here; use GET, PATCH or DELETE."));
-      return;
-    }
-    const DatabaseInfo info{db->record, ""};
-    call->Ok(DatabaseJson(info, snap));
-    return;
-  }
-  if (method != "POST") {
-    call->Fail(Status(StatusCode::kMethodNotAllowed,
-                      "Method " + method + " is not allowed here; use POST with a JSON body."));
-    return;
-  }
-  if (rest == "entries/list") {
-    ListEntries(call, *db);
-  } else if (rest == "entries/children") {
-    ListChildren(call, *db);
-  } else if (rest == "entries/get") {
-    GetEntry(call, *db);
-  } else if (rest == "entries/set") {
-    SetEntry(call, *db, /*remove=*/false);
-  } else if (rest == "entries/delete") {
-    SetEntry(call, *db, /*remove=*/true);
-  } else if (rest == "entries/delete-range") {
-    DeleteRange(call, *db);
-  } else if (rest == "entries/count") {
-    Count(call, *db);
-  } else if (rest == "watch") {
-    Watch(call, *db);
-  } else if (rest == "export") {
-    Export(call, *db);
-  } else if (rest == "import") {
-    Import(call, *db);
-  } else if (rest == "backup") {
-    Backup(call, *db);
-  } else {
-    call->Fail(NotFound("No admin API resource at " + call->req.path + "."));
-  }
-}
-
-std::string AdminApi::DatabaseJson(const DatabaseInfo& info,
-                                   const Directory::Snapshot& snap) const {
+std::string DatabaseJson(const AdminApi::Env& env, const DatabaseInfo& info,
+                         const Directory::Snapshot& snap) {
   const storage::DatabaseRecord& rec = info.record;
   const Directory::Database* db = snap.Find(rec.id);
   const bool serving = db != nullptr && db->engine != nullptr;
@@ -523,7 +329,7 @@ std::string AdminApi::DatabaseJson(const DatabaseInfo& info,
                     ",\"created_at\":" + Time(rec.created_ms) +
                     ",\"serving\":" + (serving ? "true" : "false");
   std::optional<Metrics::DatabaseSize> size;
-  if (metrics_ != nullptr) size = metrics_->DatabaseSizeOf(rec.id);
+  if (env.metrics != nullptr) size = env.metrics->DatabaseSizeOf(rec.id);
   out += ",\"keys\":" + (size && size->keys >= 0 ? std::to_string(size->keys) : "null");
   out += ",\"bytes\":" + (size && size->bytes >= 0 ? std::to_string(size->bytes) : "null");
   if (serving) {
@@ -537,11 +343,16 @@ std::string AdminApi::DatabaseJson(const DatabaseInfo& info,
   return out;
 }
 
-// --- Server-wide operations -------------------------------------------------------------------
+namespace {
 
-void AdminApi::ListDatabases(const std::shared_ptr<Call>& call) {
-  Status s = Post([this, call, snapshot = directory_->snapshot()] {
-    auto dbs = ops_->ListDatabases();
+// Runs `work` on the worker; a refusal (queue full, stopping) answers the call.
+void OnWorker(const AdminApi::Env& env, const JsonCallPtr& call, std::function<void()> work) {
+  if (Status s = env.post(std::move(work), /*bounded=*/true); !s.ok()) call->Fail(s);
+}
+
+void ListDatabases(const AdminApi::Env& env, const JsonCallPtr& call) {
+  OnWorker(env, call, [&env, call, snapshot = env.directory->snapshot()] {
+    auto dbs = env.ops->ListDatabases();
     if (!dbs.ok()) return call->Fail(dbs.status());
     std::string out = "{\"databases\":[";
     bool first = true;
@@ -551,54 +362,55 @@ void AdminApi::ListDatabases(const std::shared_ptr<Call>& call) {
       if (!Authenticator::Opens(call->who, info.record.id)) continue;
       if (!first) out.push_back(',');
       first = false;
-      out += DatabaseJson(scoped ? DatabaseInfo{info.record, ""} : info, *snapshot);
+      out += DatabaseJson(env, scoped ? DatabaseInfo{info.record, ""} : info, *snapshot);
     }
     out += "]}";
     call->Ok(std::move(out));
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::CreateDatabase(const std::shared_ptr<Call>& call) {
+void GetDatabase(const AdminApi::Env& env, const JsonCallPtr& call) {
+  call->Ok(DatabaseJson(env, DatabaseInfo{call->db->record, ""}, *call->snap));
+}
+
+void CreateDatabase(const AdminApi::Env& env, const JsonCallPtr& call) {
   auto body = codec::ParseAdminDatabaseRequest(call->req.body);
   if (!body.ok()) return call->Fail(body.status());
-  Status s = Post([this, call, name = body->name] {
-    auto info = ops_->CreateDatabase(name);
+  OnWorker(env, call, [&env, call, name = body->name] {
+    auto info = env.ops->CreateDatabase(name);
     if (!info.ok()) return call->Fail(info.status());
     // Serve it at once rather than at the next catalog poll.
-    directory_->RefreshThen(
-        [this, call, info = *info](const auto& snap) { call->Ok(DatabaseJson(info, *snap), 201); });
+    env.directory->RefreshThen([&env, call, info = *info](const auto& snap) {
+      call->Ok(DatabaseJson(env, info, *snap), 201);
+    });
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::RenameDatabase(const std::shared_ptr<Call>& call, const std::string& name) {
+void RenameDatabase(const AdminApi::Env& env, const JsonCallPtr& call) {
   auto body = codec::ParseAdminDatabaseRequest(call->req.body);
   if (!body.ok()) return call->Fail(body.status());
-  Status s = Post([this, call, name, new_name = body->name] {
-    auto renamed = ops_->RenameDatabase(name, new_name);
+  OnWorker(env, call, [&env, call, new_name = body->name] {
+    auto renamed = env.ops->RenameDatabase(std::string(call->req.Param("db")), new_name);
     if (!renamed.ok()) return call->Fail(renamed.status());
-    directory_->RefreshThen([this, call, rec = renamed->record](const auto& snap) {
-      call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
+    env.directory->RefreshThen([&env, call, rec = renamed->record](const auto& snap) {
+      call->Ok(DatabaseJson(env, DatabaseInfo{rec, ""}, *snap));
     });
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::DeleteDatabase(const std::shared_ptr<Call>& call, const std::string& name) {
-  Status s = Post([this, call, name] {
-    auto rec = ops_->DeleteDatabase(name);
+void DeleteDatabase(const AdminApi::Env& env, const JsonCallPtr& call) {
+  OnWorker(env, call, [&env, call] {
+    auto rec = env.ops->DeleteDatabase(std::string(call->req.Param("db")));
     if (!rec.ok()) return call->Fail(rec.status());
-    directory_->RefreshThen([this, call, rec = *rec](const auto& snap) {
-      call->Ok(DatabaseJson(DatabaseInfo{rec, ""}, *snap));
+    env.directory->RefreshThen([&env, call, rec = *rec](const auto& snap) {
+      call->Ok(DatabaseJson(env, DatabaseInfo{rec, ""}, *snap));
     });
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::ListTokens(const std::shared_ptr<Call>& call) {
-  Status s = Post([this, call] {
-    auto tokens = ops_->ListTokens("");
+void ListTokens(const AdminApi::Env& env, const JsonCallPtr& call) {
+  OnWorker(env, call, [&env, call] {
+    auto tokens = env.ops->ListTokens("");
     if (!tokens.ok()) return call->Fail(tokens.status());
     std::string out = "{\"tokens\":[";
     for (size_t i = 0; i < tokens->size(); ++i) {
@@ -608,10 +420,9 @@ void AdminApi::ListTokens(const std::shared_ptr<Call>& call) {
     out += "]}";
     call->Ok(std::move(out));
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::CreateToken(const std::shared_ptr<Call>& call) {
+void CreateToken(const AdminApi::Env& env, const JsonCallPtr& call) {
   auto body = codec::ParseAdminTokenRequest(call->req.body);
   if (!body.ok()) return call->Fail(body.status());
   TokenRequest req;
@@ -621,35 +432,32 @@ void AdminApi::CreateToken(const std::shared_ptr<Call>& call) {
   req.expires = body->expires;
   req.name = body->name;
   req.rate_limit = body->rate_limit;
-  Status s = Post([this, call, req] {
-    auto t = ops_->CreateToken(req);
+  OnWorker(env, call, [&env, call, req] {
+    auto t = env.ops->CreateToken(req);
     if (!t.ok()) return call->Fail(t.status());
     TokenInfo info{t->record, t->scope, t->database_names, TokenStatus::kActive};
     call->Ok("{\"token\":" + JsonQuote(t->token) + ",\"info\":" + TokenJson(info) + "}", 201);
   });
-  if (!s.ok()) call->Fail(s);
 }
 
-void AdminApi::RevokeToken(const std::shared_ptr<Call>& call, const std::string& id) {
-  Status s = Post([this, call, id] {
-    auto revoked = ops_->RevokeToken(id);
+void RevokeToken(const AdminApi::Env& env, const JsonCallPtr& call) {
+  OnWorker(env, call, [&env, call] {
+    auto revoked = env.ops->RevokeToken(std::string(call->req.Param("id")));
     if (!revoked.ok()) return call->Fail(revoked.status());
     // Refuse it at once rather than at the next catalog poll: once this answer says revoked
     // (and the console shows it), no new request with the token gets through.
-    directory_->RefreshThen(
+    env.directory->RefreshThen(
         [call, id = *revoked](const auto&) { call->Ok("{\"id\":" + JsonQuote(id) + "}"); });
   });
-  if (!s.ok()) call->Fail(s);
 }
 
 // --- Entries ----------------------------------------------------------------------------------
 
-void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto req = codec::ParseAdminListRequest(call->req.body);
-  if (!req.ok()) return call->Fail(req.status());
-  const int32_t limit = req->limit;
-  const bool raw = req->raw;
-  if (req->range.start >= req->range.end) {
+void ListEntries(const JsonCallPtr& call, codec::AdminListRequest req) {
+  const Directory::Database& db = *call->db;
+  const int32_t limit = req.limit;
+  const bool raw = req.raw;
+  if (req.range.start >= req.range.end) {
     auto empty = codec::AdminEntryListJson({}, false, raw);
     return empty.ok() ? call->Ok(std::move(*empty)) : call->Fail(empty.status());
   }
@@ -657,7 +465,7 @@ void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::D
   // full page is assumed to have one (the next page may then be empty).
   const auto max_read = static_cast<int32_t>(db.engine->limits().max_read_entries);
   const int32_t read = std::min(limit + 1, max_read);
-  ReadRange range{req->range.start, req->range.end, read, req->reverse};
+  ReadRange range{req.range.start, req.range.end, read, req.reverse};
   db.engine->SnapshotRead(
       {std::move(range)}, [call, limit, read, raw](Result<engine::ReadResult> r) {
         if (!r.ok()) return call->Fail(r.status());
@@ -671,94 +479,69 @@ void AdminApi::ListEntries(const std::shared_ptr<Call>& call, const Directory::D
       });
 }
 
-void AdminApi::ListChildren(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto req = codec::ParseAdminChildrenRequest(call->req.body);
-  if (!req.ok()) return call->Fail(req.status());
-  ListKeyChildren(db.engine, std::move(req->prefix), std::move(req->range.start),
-                  std::move(req->range.end), req->limit, options_.children,
+// The answer of entries/children.
+Result<std::string> ChildrenJson(const KeyChildrenResult& r) {
+  std::string out = "{\"children\":[";
+  for (size_t i = 0; i < r.children.size(); ++i) {
+    const KeyChild& c = r.children[i];
+    if (i > 0) out.push_back(',');
+    // The view of the part alone is a key of one part: "[{...}]" (a raw part for bytes that
+    // are no Deno key part).
+    const std::string key = codec::KeyToJson(c.part);
+    out += "{\"part\":";
+    out.append(key, 1, key.size() - 2);
+    out += ",\"count\":" + std::to_string(c.count) +
+           ",\"count_capped\":" + (c.capped ? "true" : "false") +
+           ",\"has_value\":" + (c.entry ? "true" : "false");
+    if (c.entry) {
+      KVC_ASSIGN_OR_RETURN(std::string entry, codec::AdminEntryJson(*c.entry, /*raw=*/false));
+      out += ",\"entry\":" + entry;
+    }
+    out.push_back('}');
+  }
+  out += "],\"cursor\":";
+  if (r.next_start.empty()) {
+    out += "null";
+  } else {
+    AppendJsonQuoted(codec::AdminCursor(r.next_start), &out);
+  }
+  out.push_back('}');
+  return out;
+}
+
+void ListChildren(const KeyChildrenOptions& options, const JsonCallPtr& call,
+                  codec::AdminChildrenRequest req) {
+  ListKeyChildren(call->db->engine, std::move(req.prefix), std::move(req.range.start),
+                  std::move(req.range.end), req.limit, options,
                   [call](Result<KeyChildrenResult> r) {
                     if (!r.ok()) return call->Fail(r.status());
-                    std::string out = "{\"children\":[";
-                    for (size_t i = 0; i < r->children.size(); ++i) {
-                      const KeyChild& c = r->children[i];
-                      if (i > 0) out.push_back(',');
-                      // The view of the part alone is a key of one part: "[{...}]" (a raw part for
-                      // bytes that are no Deno key part).
-                      const std::string key = codec::KeyToJson(c.part);
-                      out += "{\"part\":";
-                      out.append(key, 1, key.size() - 2);
-                      out += ",\"count\":" + std::to_string(c.count) +
-                             ",\"count_capped\":" + (c.capped ? "true" : "false") +
-                             ",\"has_value\":" + (c.entry ? "true" : "false");
-                      if (c.entry) {
-                        auto entry = codec::AdminEntryJson(*c.entry, /*raw=*/false);
-                        if (!entry.ok()) return call->Fail(entry.status());
-                        out += ",\"entry\":" + *entry;
-                      }
-                      out.push_back('}');
-                    }
-                    out += "],\"cursor\":";
-                    if (r->next_start.empty()) {
-                      out += "null";
-                    } else {
-                      AppendJsonQuoted(codec::AdminCursor(r->next_start), &out);
-                    }
-                    out.push_back('}');
-                    call->Ok(std::move(out));
+                    auto json = ChildrenJson(*r);
+                    if (!json.ok()) return call->Fail(json.status());
+                    call->Ok(std::move(*json));
                   });
 }
 
-void AdminApi::GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto req = codec::ParseAdminGetRequest(call->req.body);
-  if (!req.ok()) return call->Fail(req.status());
-  std::string end = req->key;
+void GetEntry(const JsonCallPtr& call, codec::AdminGetRequest req) {
+  std::string end = req.key;
   end.push_back('\0');
-  const bool raw = req->raw;
-  db.engine->SnapshotRead({ReadRange{req->key, std::move(end), 1, false}},
-                          [call, raw](Result<engine::ReadResult> r) {
-                            if (!r.ok()) return call->Fail(r.status());
-                            if (r->ranges[0].empty()) return call->Ok("{\"entry\":null}");
-                            auto json = codec::AdminEntryJson(r->ranges[0][0], raw);
-                            if (!json.ok()) return call->Fail(json.status());
-                            call->Ok("{\"entry\":" + *json + "}");
-                          });
+  const bool raw = req.raw;
+  call->db->engine->SnapshotRead({ReadRange{req.key, std::move(end), 1, false}},
+                                 [call, raw](Result<engine::ReadResult> r) {
+                                   if (!r.ok()) return call->Fail(r.status());
+                                   if (r->ranges[0].empty()) return call->Ok("{\"entry\":null}");
+                                   auto json = codec::AdminEntryJson(r->ranges[0][0], raw);
+                                   if (!json.ok()) return call->Fail(json.status());
+                                   call->Ok("{\"entry\":" + *json + "}");
+                                 });
 }
 
-void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db,
-                        bool remove) {
+// Writes one mutation of entries/set or entries/delete, checked against `check` if it has one.
+void WriteOne(const JsonCallPtr& call, Mutation m, codec::AdminCheck check) {
   AtomicWrite write;
-  Mutation m;
-  codec::AdminCheck check;
-  if (remove) {
-    auto req = codec::ParseAdminDeleteRequest(call->req.body);
-    if (!req.ok()) return call->Fail(req.status());
-    m.key = std::move(req->key);
-    m.type = MutationType::kDelete;
-    check = std::move(req->check);
-  } else {
-    auto req = codec::ParseAdminSetRequest(call->req.body, options_.v8_write_format);
-    if (!req.ok()) return call->Fail(req.status());
-    m.key = std::move(req->key);
-    m.type = MutationType::kSet;
-    m.value = std::move(req->value);
-    const int64_t now = db.engine->now_ms();
-    if (req->expire_in_ms > 0) m.expire_at_ms = now + req->expire_in_ms;
-    if (req->expire_at_ms) {
-      // An entry written already expired would be invisible at once: say so instead.
-      if (*req->expire_at_ms <= now) {
-        return call->Fail(
-            InvalidArgument("'expires_at': " + codec::ExpiryToJsonTime(*req->expire_at_ms) +
-                            " is not in the future (the server's time is " +
-                            codec::ExpiryToJsonTime(now) + "); to remove the entry, delete it."));
-      }
-      m.expire_at_ms = *req->expire_at_ms;
-    }
-    check = std::move(req->check);
-  }
   const bool checked = check.has_value();
   if (checked) write.checks.push_back(Check{m.key, std::move(*check)});
   write.mutations.push_back(std::move(m));
-  db.engine->Write(std::move(write), [call, checked](Result<CommitResult> r) {
+  call->db->engine->Write(std::move(write), [call, checked](Result<CommitResult> r) {
     if (!r.ok()) return call->Fail(r.status());
     if (!r->ok) {
       return call->Fail(Status(StatusCode::kConflict,
@@ -771,30 +554,55 @@ void AdminApi::SetEntry(const std::shared_ptr<Call>& call, const Directory::Data
   });
 }
 
-void AdminApi::DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto req = codec::ParseAdminRangeRequest(call->req.body);
+void SetEntry(const AdminApi::Env& env, const JsonCallPtr& call) {
+  auto req = codec::ParseAdminSetRequest(call->req.body, env.options.v8_write_format);
   if (!req.ok()) return call->Fail(req.status());
-  DeleteRangeInBatches(db.engine, std::move(req->range.start), std::move(req->range.end),
-                       req->batch, [call](const Result<DeleteRangeResult>& r) {
+  Mutation m;
+  m.key = std::move(req->key);
+  m.type = MutationType::kSet;
+  m.value = std::move(req->value);
+  const int64_t now = call->db->engine->now_ms();
+  if (req->expire_in_ms > 0) m.expire_at_ms = now + req->expire_in_ms;
+  if (req->expire_at_ms) {
+    // An entry written already expired would be invisible at once: say so instead.
+    if (*req->expire_at_ms <= now) {
+      return call->Fail(
+          InvalidArgument("'expires_at': " + codec::ExpiryToJsonTime(*req->expire_at_ms) +
+                          " is not in the future (the server's time is " +
+                          codec::ExpiryToJsonTime(now) + "); to remove the entry, delete it."));
+    }
+    m.expire_at_ms = *req->expire_at_ms;
+  }
+  WriteOne(call, std::move(m), std::move(req->check));
+}
+
+void DeleteEntry(const JsonCallPtr& call, codec::AdminDeleteRequest req) {
+  Mutation m;
+  m.key = std::move(req.key);
+  m.type = MutationType::kDelete;
+  WriteOne(call, std::move(m), std::move(req.check));
+}
+
+void DeleteRange(const JsonCallPtr& call, codec::AdminRangeRequest req) {
+  DeleteRangeInBatches(call->db->engine, std::move(req.range.start), std::move(req.range.end),
+                       req.batch, [call](const Result<DeleteRangeResult>& r) {
                          if (!r.ok()) return call->Fail(r.status());
                          call->Ok("{\"deleted\":" + std::to_string(r->deleted) +
                                   ",\"batches\":" + std::to_string(r->batches) + "}");
                        });
 }
 
-void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto req = codec::ParseAdminRangeRequest(call->req.body);
-  if (!req.ok()) return call->Fail(req.status());
+void Count(const JsonCallPtr& call, codec::AdminRangeRequest req) {
   struct Totals {
     std::atomic<int64_t> count{0};
     std::atomic<int64_t> bytes{0};
   };
   auto totals = std::make_shared<Totals>();
   auto w = std::make_shared<RangeWalker>();
-  w->engine = db.engine;
-  w->start = req->range.start;
-  w->end = req->range.end;
-  w->page = static_cast<int32_t>(db.engine->limits().max_read_entries);
+  w->engine = call->db->engine;
+  w->start = std::move(req.range.start);
+  w->end = std::move(req.range.end);
+  w->page = static_cast<int32_t>(w->engine->limits().max_read_entries);
   w->on_page = [totals](const std::vector<Entry>& entries, const RangeWalker::Next& next) {
     for (const Entry& e : entries) {
       ++totals->count;
@@ -810,31 +618,30 @@ void AdminApi::Count(const std::shared_ptr<Call>& call, const Directory::Databas
   w->Run();
 }
 
-void AdminApi::Watch(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+void Watch(const AdminApi::Env& env, const JsonCallPtr& call) {
   auto req = codec::ParseAdminWatchRequest(call->req.body);
   if (!req.ok()) return call->Fail(req.status());
+  const std::shared_ptr<engine::Engine>& engine = call->db->engine;
   HttpResponse r;
   r.status = 200;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("cache-control", "no-store");
   r.heartbeat = ": keepalive\n\n";
-  r.heartbeat_interval = std::chrono::milliseconds(options_.watch_keepalive_ms);
+  r.heartbeat_interval = std::chrono::milliseconds(env.options.watch_keepalive_ms);
   if (req->prefix) {
-    r.stream = std::make_shared<PrefixWatch>(db.engine, std::move(*req->prefix));
+    r.stream = std::make_shared<PrefixWatch>(engine, std::move(*req->prefix));
   } else {
-    if (Status s = engine::ValidateWatch(req->keys, db.engine->limits()); !s.ok()) {
+    if (Status s = engine::ValidateWatch(req->keys, engine->limits()); !s.ok()) {
       return call->Fail(s);
     }
     std::vector<std::string> keys = req->keys;
     r.stream = std::make_shared<WatchStream>(
-        db.engine, std::move(req->keys), [keys](const std::vector<std::optional<Entry>>& entries) {
+        engine, std::move(req->keys), [keys](const std::vector<std::optional<Entry>>& entries) {
           return KeysEvent(keys, entries);
         });
   }
   call->respond(std::move(r));
 }
-
-namespace {
 
 std::string ImportStatsMembers(const ImportStats& st) {
   char seconds[32];
@@ -848,75 +655,179 @@ std::string ImportStatsMembers(const ImportStats& st) {
 
 // The ImportError answer: the error body plus the line at fault and what was written.
 HttpResponse ImportErrorResponse(const ImportOutcome& out) {
-  HttpResponse r = AdminErrorResponse(out.status);
+  HttpResponse r = JsonErrorResponse(out.status);
   r.body.pop_back();  // the closing brace
   r.body += ",\"line\":" + (out.bad_line > 0 ? std::to_string(out.bad_line) : "null") + "," +
             ImportStatsMembers(out.stats) + "}";
   return r;
 }
 
-}  // namespace
-
-void AdminApi::Export(const std::shared_ptr<Call>& call, const Directory::Database& db) {
+void Export(const AdminApi::Env& env, const JsonCallPtr& call) {
   auto range = codec::ParseAdminExportRequest(call->req.body);
   if (!range.ok()) return call->Fail(range.status());
-  StartExport(db.engine, std::move(range->start), std::move(range->end), options_.export_options,
-              [call](Result<HttpResponse> r) {
+  StartExport(call->db->engine, std::move(range->start), std::move(range->end),
+              env.options.export_options, [call](Result<HttpResponse> r) {
                 if (!r.ok()) return call->Fail(r.status());
                 call->respond(std::move(*r));
               });
 }
 
-void AdminApi::Import(const std::shared_ptr<Call>& call, const Directory::Database& db) {
-  auto params = ParseQuery(call->req.query);
-  if (!params.ok()) return call->Fail(params.status());
-  ImportOptions o;
-  o.batch.max_entries = options_.import_batch_entries;
-  o.batch.max_bytes = options_.import_batch_bytes;
-  o.batch.v8_format = options_.v8_write_format;
-  o.delete_batch = options_.import_delete_batch;
-  for (const auto& [name, value] : *params) {
+// The query parameters of an import (mode, prefix, batch, first_line) over `o`.
+Status ParseImportQuery(const std::string& query, ImportOptions* o) {
+  KVC_ASSIGN_OR_RETURN(QueryParams params, ParseQuery(query));
+  for (const auto& [name, value] : params) {
     if (name == "mode") {
       if (value == "replace") {
-        o.mode = ImportMode::kReplace;
+        o->mode = ImportMode::kReplace;
       } else if (value != "merge") {
-        return call->Fail(InvalidArgument("'mode' must be merge or replace, not '" + value + "'."));
+        return InvalidArgument("'mode' must be merge or replace, not '" + value + "'.");
       }
     } else if (name == "prefix") {
-      auto range = codec::AdminPrefixRange(value, &o.batch.prefix);
-      if (!range.ok()) return call->Fail(range.status());
-      o.replace_start = std::move(range->start);
-      o.replace_end = std::move(range->end);
+      KVC_ASSIGN_OR_RETURN(codec::AdminRange range,
+                           codec::AdminPrefixRange(value, &o->batch.prefix));
+      o->replace_start = std::move(range.start);
+      o->replace_end = std::move(range.end);
     } else if (name == "batch") {
       char* end = nullptr;
       const long long n = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || n < 1 || n > 1000) {
-        return call->Fail(InvalidArgument("'batch' must be a number of entries from 1 to 1000."));
+        return InvalidArgument("'batch' must be a number of entries from 1 to 1000.");
       }
-      o.batch.max_entries = static_cast<size_t>(n);
+      o->batch.max_entries = static_cast<size_t>(n);
     } else if (name == "first_line") {
       char* end = nullptr;
       const long long n = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || n < 1) {
-        return call->Fail(InvalidArgument("'first_line' must be a line number (1 or more)."));
+        return InvalidArgument("'first_line' must be a line number (1 or more).");
       }
-      o.first_line = n;
+      o->first_line = n;
     } else {
-      return call->Fail(InvalidArgument("Unknown query parameter '" + name +
-                                        "'; an import takes mode, prefix, batch and first_line."));
+      return InvalidArgument("Unknown query parameter '" + name +
+                             "'; an import takes mode, prefix, batch and first_line.");
     }
   }
-  Status s = Post([this, call, engine = db.engine, o, body = std::move(call->req.body)]() mutable {
-    BulkImport::Start(
-        std::move(engine), std::move(o), StringDumpReader(std::move(body)),
-        [this](std::function<void()> step) { return Post(std::move(step), /*bounded=*/false); },
-        nullptr,
-        [call](const ImportOutcome& out) {
-          if (!out.status.ok()) return call->respond(ImportErrorResponse(out));
-          call->Ok("{" + ImportStatsMembers(out.stats) + "}");
-        });
-  });
-  if (!s.ok()) call->Fail(s);
+  return Status::Ok();
+}
+
+void Import(const AdminApi::Env& env, const JsonCallPtr& call) {
+  ImportOptions o;
+  o.batch.max_entries = env.options.import_batch_entries;
+  o.batch.max_bytes = env.options.import_batch_bytes;
+  o.batch.v8_format = env.options.v8_write_format;
+  o.delete_batch = env.options.import_delete_batch;
+  if (Status s = ParseImportQuery(call->req.query, &o); !s.ok()) return call->Fail(s);
+  auto post = env.post;
+  OnWorker(
+      env, call,
+      [post, call, engine = call->db->engine, o, body = std::move(call->req.body)]() mutable {
+        BulkImport::Start(
+            std::move(engine), std::move(o), StringDumpReader(std::move(body)),
+            [post](std::function<void()> step) { return post(std::move(step), /*bounded=*/false); },
+            nullptr,
+            [call](const ImportOutcome& out) {
+              if (!out.status.ok()) return call->respond(ImportErrorResponse(out));
+              call->Ok("{" + ImportStatsMembers(out.stats) + "}");
+            });
+      });
+}
+
+}  // namespace
+
+// --- Routes -----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr char kUsePost[] = "POST with a JSON body.";
+using EnvHandler = void (*)(const AdminApi::Env&, const JsonCallPtr&);
+
+// No endpoint at this path (under the prefix, or under a database).
+void NoResource(const JsonCallPtr& call) {
+  call->Fail(NotFound("No admin API resource at " + call->req.path + "."));
+}
+
+}  // namespace
+
+void AdminApi::AddServerRoutes(Router* router) {
+  using N = JsonNeeds;
+  const std::string databases = std::string(kPrefix) + "/databases";
+  const std::string tokens = std::string(kPrefix) + "/tokens";
+  auto add = [&](const char* name, std::vector<std::string> methods, const std::string& pattern,
+                 JsonNeeds needs, const char* use, EnvHandler fn) {
+    json_.Add(router, {name,
+                       std::move(methods),
+                       {pattern},
+                       needs,
+                       nullptr,
+                       [this, fn](const JsonCallPtr& call) { fn(env_, call); },
+                       use});
+  };
+  // At each pattern the first endpoint decides how other methods are refused (json_api.h).
+  add("admin_databases_list", {"GET", "HEAD"}, databases, N::kNothing, "GET or POST.",
+      &ListDatabases);
+  add("admin_databases_create", {"POST"}, databases, N::kServerWide, "GET or POST.",
+      &CreateDatabase);
+  add("admin_database_get", {"GET", "HEAD"}, kDatabasePattern, N::kDatabase,
+      "GET, PATCH or DELETE.", &GetDatabase);
+  add("admin_database_rename", {"PATCH"}, kDatabasePattern, N::kServerWide, "GET, PATCH or DELETE.",
+      &RenameDatabase);
+  add("admin_database_delete", {"DELETE"}, kDatabasePattern, N::kServerWide,
+      "GET, PATCH or DELETE.", &DeleteDatabase);
+  add("admin_tokens_list", {"GET", "HEAD"}, tokens, N::kServerWide, "GET or POST.", &ListTokens);
+  add("admin_tokens_create", {"POST"}, tokens, N::kServerWide, "GET or POST.", &CreateToken);
+  add("admin_tokens_revoke", {"DELETE"}, tokens + "/{id}", N::kServerWide, "DELETE.", &RevokeToken);
+}
+
+void AdminApi::AddEntryRoutes(Router* router) {
+  // POST .../databases/{db}/<path> with a JSON body, on the database's engine.
+  auto add = [&](const char* name, const char* path, JsonHandler handle) {
+    json_.Add(router, {name,
+                       {"POST"},
+                       {std::string(kDatabasePattern) + path},
+                       JsonNeeds::kDatabase,
+                       nullptr,
+                       std::move(handle),
+                       kUsePost});
+  };
+  const Env* env = &env_;
+  using A = JsonApi;
+  add("admin_entries_list", "/entries/list",
+      A::WithBody(&codec::ParseAdminListRequest, ListEntries));
+  add("admin_entries_children", "/entries/children",
+      A::WithBody<codec::AdminChildrenRequest>(
+          &codec::ParseAdminChildrenRequest,
+          [env](const JsonCallPtr& c, codec::AdminChildrenRequest req) {
+            ListChildren(env->options.children, c, std::move(req));
+          }));
+  add("admin_entries_get", "/entries/get", A::WithBody(&codec::ParseAdminGetRequest, GetEntry));
+  add("admin_entries_set", "/entries/set", [env](const JsonCallPtr& c) { SetEntry(*env, c); });
+  add("admin_entries_delete", "/entries/delete",
+      A::WithBody(&codec::ParseAdminDeleteRequest, DeleteEntry));
+  add("admin_entries_delete_range", "/entries/delete-range",
+      A::WithBody(&codec::ParseAdminRangeRequest, DeleteRange));
+  add("admin_entries_count", "/entries/count", A::WithBody(&codec::ParseAdminRangeRequest, Count));
+  add("admin_watch", "/watch", [env](const JsonCallPtr& c) { Watch(*env, c); });
+  add("admin_export", "/export", [env](const JsonCallPtr& c) { Export(*env, c); });
+  add("admin_import", "/import", [env](const JsonCallPtr& c) { Import(*env, c); });
+  add("admin_backup", "/backup", [this](const JsonCallPtr& c) { Backup(c); });
+}
+
+void AdminApi::AddFallbackRoutes(Router* router) {
+  // As the API always answered: anything else under a database is 405 but for POST, which is
+  // 404; anything else under the prefix is 404, after the token and the database are checked.
+  json_.Add(router, {"admin",
+                     {"POST"},
+                     {std::string(kDatabasePattern) + "/{path...}"},
+                     JsonNeeds::kDatabase,
+                     nullptr,
+                     NoResource,
+                     kUsePost});
+  json_.Add(router, {"admin",
+                     {},
+                     {std::string(kPrefix) + "/{path...}"},
+                     JsonNeeds::kNothing,
+                     nullptr,
+                     NoResource,
+                     ""});
 }
 
 }  // namespace kvc::service

@@ -14,10 +14,15 @@
 // bound to a database to the default destination, the bootstrap token to any allowed one; one
 // per database per AdminApiOptions::backup_min_interval_ms.
 //
+// Routes: every endpoint is one JsonApi::Add in AddServerRoutes / AddEntryRoutes (admin_api.cc)
+// or AddQueueAdminRoutes (queue_api.cc), with its own metrics route name ("admin_entries_get");
+// paths under /admin/v1 that none takes count as "admin". Handlers run on the API's worker thread
+// once the token is known (json_api.h), so bodies are parsed and validated there, never on an
+// I/O thread. A new endpoint is a handler in admin_api.cc plus its Add line (and a body parser
+// in codec/admin_json.{h,cc} if it takes a new body): at most three files.
+//
 // Ownership: borrows the directory, authenticator, admin operations and metrics; they must
 // outlive it. Streams it starts (watch) hold their engine.
-// Requests are routed on the worker once the token is known, so their bodies are parsed and
-// validated there, never on an I/O thread.
 // Thread-safety: Handle() from any thread. Callbacks complete on engine threads or the worker.
 #pragma once
 
@@ -37,7 +42,9 @@
 #include "service/directory.h"
 #include "service/export_stream.h"
 #include "service/http_types.h"
+#include "service/json_api.h"
 #include "service/key_children.h"
+#include "service/router.h"
 
 namespace kvc::service {
 
@@ -67,19 +74,21 @@ struct AdminApiOptions {
 // The JSON of a token as the admin API and `token list --json` show it (never the secret).
 std::string TokenJson(const TokenInfo& info);
 
-// The JSON error body of the admin API for `status`, with its HTTP status.
-HttpResponse AdminErrorResponse(const Status& status);
-
 class AdminApi : public Handler {
  public:
-  // The path prefix the router sends here.
+  // The path prefix of every endpoint.
   static constexpr const char* kPrefix = "/admin/v1";
+  // The pattern of one database's resources (`{db}`: its name or id).
+  static constexpr const char* kDatabasePattern = "/admin/v1/databases/{db}";
 
   AdminApi(AdminApiOptions options, Directory* directory, Authenticator* auth, AdminOps* ops,
            const Metrics* metrics);
   ~AdminApi() override;  // finishes queued operations, stops the worker
 
+  // Answers through the API's own routes (as AddRoutes registers them).
   void Handle(HttpRequest request, Responder respond) override;
+  // Registers every endpoint with `router`. REQUIRES: this outlives `router`'s use.
+  void AddRoutes(Router* router) const { router->Include(routes_); }
   // Where POST .../backup reads databases from. REQUIRES: before serving; outlives this.
   void SetStorage(storage::Storage* storage) { storage_ = storage; }
   // Where POST .../backup may write (none by default: every backup request is refused).
@@ -88,57 +97,38 @@ class AdminApi : public Handler {
     backup_destinations_ = std::move(destinations);
   }
 
+  // What the endpoint handlers (free functions in admin_api.cc) use.
+  struct Env {
+    AdminApiOptions options;
+    Directory* directory = nullptr;
+    AdminOps* ops = nullptr;
+    const Metrics* metrics = nullptr;
+    // Runs work on the worker thread. Errors: Unavailable when stopping or, if `bounded`, when
+    // the queue is full (an import's later steps are not bounded: it holds its place).
+    std::function<Status(std::function<void()>, bool bounded)> post;
+  };
+
  private:
-  struct Call;
   using Work = std::function<void()>;
 
-  // Authenticates (rereading the catalog once for a token it does not know yet), then routes.
-  void Authenticate(const std::shared_ptr<Call>& call);
-  void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap);
-  // `may_refresh`: an unknown database makes the directory reread the catalog once.
-  void RouteDatabase(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap,
-                     const std::string& name, const std::string& rest, bool may_refresh);
-
-  // Runs `work` on the worker thread. Errors: Unavailable when stopping or, if `bounded`, when
-  // the queue is full (an import's later steps are not bounded: it holds its place).
   Status Post(Work work, bool bounded = true);
   void WorkerLoop() KVC_EXCLUDES(mu_);
 
-  // Server-wide operations (AdminOps), on the worker.
-  void ListDatabases(const std::shared_ptr<Call>& call);
-  void CreateDatabase(const std::shared_ptr<Call>& call);
-  void RenameDatabase(const std::shared_ptr<Call>& call, const std::string& name);
-  void DeleteDatabase(const std::shared_ptr<Call>& call, const std::string& name);
-  void ListTokens(const std::shared_ptr<Call>& call);
-  void CreateToken(const std::shared_ptr<Call>& call);
-  void RevokeToken(const std::shared_ptr<Call>& call, const std::string& id);
+  // The endpoints, by group (admin_api.cc).
+  void AddServerRoutes(Router* router);
+  void AddEntryRoutes(Router* router);
+  // Paths under the prefix that no endpoint takes: 404, or 405 where the API always said so.
+  void AddFallbackRoutes(Router* router);
 
   // An online snapshot into a backup target (backup/operations.h), on the backup thread.
-  void Backup(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void Backup(const JsonCallPtr& call);
   // On the worker: checks the destination and the rate bound, then starts the backup thread.
-  void StartBackup(const std::shared_ptr<Call>& call, const storage::DatabaseRecord& rec,
+  void StartBackup(const JsonCallPtr& call, const storage::DatabaseRecord& rec,
                    const std::string& requested);
 
-  // Entry operations, through the engine.
-  void ListEntries(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  // The next key parts under a prefix with their counts (key_children.h).
-  void ListChildren(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void GetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void SetEntry(const std::shared_ptr<Call>& call, const Directory::Database& db, bool remove);
-  void DeleteRange(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void Count(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void Watch(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void Export(const std::shared_ptr<Call>& call, const Directory::Database& db);
-  void Import(const std::shared_ptr<Call>& call, const Directory::Database& db);
-
-  // The JSON of a database, with what the directory and metrics know of it.
-  std::string DatabaseJson(const DatabaseInfo& info, const Directory::Snapshot& snap) const;
-
-  const AdminApiOptions options_;
-  Directory* const directory_;
-  Authenticator* const auth_;
-  AdminOps* const ops_;
-  const Metrics* const metrics_;
+  Env env_;
+  const JsonApi json_;
+  Router routes_;
   storage::Storage* storage_ = nullptr;             // SetStorage
   backup::BackupDestinations backup_destinations_;  // SetBackupDestinations
 
@@ -156,5 +146,9 @@ class AdminApi : public Handler {
   bool stopping_ KVC_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };
+
+// The JSON of a database, with what the directory and metrics know of it.
+std::string DatabaseJson(const AdminApi::Env& env, const DatabaseInfo& info,
+                         const Directory::Snapshot& snap);
 
 }  // namespace kvc::service

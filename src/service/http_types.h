@@ -35,6 +35,21 @@ struct HttpRequest {
   // when the connection breaks). Best effort, for handlers that wait long (queue pulls); may be
   // null.
   std::shared_ptr<const std::atomic<bool>> client_gone;
+  // The path parameters the router captured for the endpoint's pattern ({name} -> value),
+  // verbatim (no percent-decoding).
+  std::vector<std::pair<std::string, std::string>> params;
+  // The protocol this request asks to switch to that its session can complete (e.g.
+  // "websocket": an HTTP/1.1 Upgrade or an HTTP/2 extended CONNECT, RFC 8441); empty when none.
+  // Only then may a handler answer with a channel (channel.h). No session offers one yet.
+  std::string upgrade;
+
+  // A path parameter (Router), or empty.
+  std::string_view Param(std::string_view name) const {
+    for (const auto& [k, v] : params) {
+      if (k == name) return v;
+    }
+    return {};
+  }
 
   // First value of a header (name lowercase), or empty.
   std::string_view Header(std::string_view name) const {
@@ -81,6 +96,8 @@ class StreamSource {
   virtual void Cancel() = 0;
 };
 
+class Channel;  // channel.h
+
 struct HttpResponse {
   int status = 200;
   std::string content_type;
@@ -91,6 +108,9 @@ struct HttpResponse {
   std::shared_ptr<StreamSource> stream;
   std::string heartbeat;
   std::chrono::milliseconds heartbeat_interval{0};
+  // Upgraded responses (channel.h): the session completes the switch the request asked for
+  // (HttpRequest::upgrade) and then carries messages both ways through `channel`.
+  std::shared_ptr<Channel> channel;
 };
 
 using Responder = std::function<void(HttpResponse)>;

@@ -15,7 +15,6 @@
 #include "common/clock.h"
 #include "queue/queue.h"
 #include "service/http_status.h"
-#include "service/router.h"
 #include "service/watch_stream.h"
 
 namespace kvc::service {
@@ -34,7 +33,7 @@ HttpResponse ProtobufResponse(std::string body) {
 // Wraps a responder so exceptions thrown while building a response become a 500 instead of
 // escaping into an engine thread.
 template <typename F>
-void Guarded(Responder& respond, F&& f) {
+void Guarded(const Responder& respond, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
@@ -107,14 +106,18 @@ KvService::KvService(ServiceOptions options, std::string server_secret, Director
       owned_auth_(std::make_unique<Authenticator>(AuthOptionsOf(options_), std::move(server_secret),
                                                   directory)),
       auth_(owned_auth_.get()),
-      body_pool_(body_pool) {}
+      body_pool_(body_pool) {
+  AddRoutes(&routes_);
+}
 
 KvService::KvService(ServiceOptions options, Authenticator* authenticator, Directory* directory,
                      WorkPool* body_pool)
     : options_(std::move(options)),
       directory_(directory),
       auth_(authenticator),
-      body_pool_(body_pool) {}
+      body_pool_(body_pool) {
+  AddRoutes(&routes_);
+}
 
 // Deno (2.9.6, ext/kv) resolves the URL it POSTs the metadata exchange to by plain string
 // concatenation: DENO_KV_PATH_PREFIX + (the argument of Deno.openKv, or DENO_KV_DEFAULT_PATH when
@@ -138,31 +141,55 @@ std::string MetadataTarget(std::string_view path) {
 }
 
 void KvService::Handle(HttpRequest req, Responder respond) {
-  try {
-    // Already normalized when the Router dispatched it; not when used as the server's handler.
-    const std::string path = Router::NormalizePath(req.path);
-    const std::string prefix = options_.endpoint_path + "/";
-    std::string database = MetadataTarget(path);
-    const bool is_metadata = !database.empty();
-    const bool is_data = !is_metadata && path.compare(0, prefix.size(), prefix) == 0;
-    if (!is_metadata && !is_data) {
-      respond(ErrorResponse(NotFound("Resource not found.")));
-      return;
-    }
-    if (req.method != "POST") {
-      respond(ErrorResponse(
-          Status(StatusCode::kMethodNotAllowed, "Method not allowed; KV Connect uses POST.")));
-      return;
-    }
-    if (is_metadata) {
-      PostMetadata(std::move(req), std::move(database), std::move(respond));
-    } else {
-      HandleDataPath(req, path.substr(prefix.size()), respond);
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("handler failed: {}", e.what());
-    respond(ErrorResponse(Internal("An internal server error occurred.")));
+  routes_.Handle(std::move(req), std::move(respond));
+}
+
+namespace {
+constexpr char kUsePost[] = "Method not allowed; KV Connect uses POST.";
+}  // namespace
+
+void KvService::AddRoutes(Router* router, Handler* root) {
+  // POST at `pattern`, named `name`; other methods get 405.
+  auto post = [&](const char* name, std::string pattern, HandlerFn handle) {
+    router->Add(Endpoint{name, {"POST"}, std::move(pattern), std::move(handle), nullptr, kUsePost});
+  };
+  auto metadata = [this](HttpRequest req, Responder respond) {
+    std::string database(req.Param("db"));
+    if (database.empty()) database = storage::kDefaultDatabase;
+    PostMetadata(std::move(req), std::move(database), std::move(respond));
+  };
+  auto unrouted = [this](HttpRequest req, Responder respond) { Unrouted(req, respond); };
+  if (root != nullptr) {
+    router->Add(Endpoint{"metadata", {}, "/", [root](HttpRequest req, Responder respond) {
+                           root->Handle(std::move(req), std::move(respond));
+                         }});
+  } else {
+    post("metadata", "/", metadata);
   }
+  // The shapes of MetadataTarget; the queue API's /databases/{db}/queue/v1/... is more specific.
+  for (const char* base : {"/databases/{db}", "/v2/databases/{db}"}) {
+    post("connect", base, metadata);
+    post("connect", std::string(base) + "/connect", metadata);
+  }
+  router->Add(Endpoint{"connect", {}, "/databases/{path...}", unrouted});
+  router->Add(Endpoint{"connect", {}, "/v2/databases/{path...}", unrouted});
+  const std::string data = options_.endpoint_path;
+  post("snapshot_read", data + "/snapshot_read",
+       [this](HttpRequest req, Responder respond) { SnapshotRead(req, respond); });
+  post("atomic_write", data + "/atomic_write",
+       [this](HttpRequest req, Responder respond) { AtomicWrite(req, respond); });
+  post("watch", data + "/watch",
+       [this](HttpRequest req, Responder respond) { Watch(req, respond); });
+  router->Add(Endpoint{"datapath", {}, data + "/{path...}", unrouted});
+}
+
+void KvService::Unrouted(const HttpRequest& req, const Responder& respond) const {
+  const std::string prefix = options_.endpoint_path + "/";
+  if (req.method != "POST" && req.path.compare(0, prefix.size(), prefix) == 0) {
+    respond(ErrorResponse(Status(StatusCode::kMethodNotAllowed, kUsePost)));
+    return;
+  }
+  respond(ErrorResponse(NotFound("Resource not found.")));
 }
 
 void KvService::PostMetadata(HttpRequest req, std::string database, Responder respond) {
@@ -335,77 +362,53 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
   respond(std::move(r));
 }
 
-void KvService::HandleDataPath(const HttpRequest& req, const std::string& method,
-                               Responder& respond) {
-  const bool is_read = method == "snapshot_read";
-  const bool is_write = method == "atomic_write";
-  const bool is_watch = method == "watch";
-  if (!is_read && !is_write && !is_watch) {
-    respond(ErrorResponse(NotFound("Resource not found.")));
-    return;
-  }
-  auto db = auth_->AuthorizeDataPath(req, is_write, NowUnixMs());
-  if (!db.ok()) {
-    respond(ErrorResponse(db.status()));
-    return;
-  }
+void KvService::SnapshotRead(const HttpRequest& req, const Responder& respond) {
+  auto db = auth_->AuthorizeDataPath(req, /*write=*/false, NowUnixMs());
+  if (!db.ok()) return respond(ErrorResponse(db.status()));
+  auto ranges = codec::DecodeSnapshotRead(req.body);
+  if (!ranges.ok()) return respond(ErrorResponse(ranges.status()));
+  const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
+  auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
+    Guarded(respond, [&] {
+      if (!r.ok()) return respond(ErrorResponse(r.status()));
+      if (portable != nullptr) portable->OnRead(&r->ranges);
+      respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges, r->strong)));
+    });
+  };
+  (*db)->SnapshotRead(std::move(*ranges), std::move(answer));
+}
+
+void KvService::AtomicWrite(const HttpRequest& req, const Responder& respond) {
+  auto db = auth_->AuthorizeDataPath(req, /*write=*/true, NowUnixMs());
+  if (!db.ok()) return respond(ErrorResponse(db.status()));
   std::shared_ptr<engine::Engine> engine = std::move(*db);
-  if (is_read) {
-    auto ranges = codec::DecodeSnapshotRead(req.body);
-    if (!ranges.ok()) {
-      respond(ErrorResponse(ranges.status()));
-      return;
-    }
-    const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
-    auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
-      Guarded(respond, [&] {
-        if (!r.ok()) {
-          respond(ErrorResponse(r.status()));
-          return;
-        }
-        if (portable != nullptr) portable->OnRead(&r->ranges);
-        respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges, r->strong)));
-      });
-    };
-    engine->SnapshotRead(std::move(*ranges), std::move(answer));
-    return;
-  }
-  if (is_write) {
-    auto write = codec::DecodeAtomicWrite(req.body);
-    if (!write.ok()) {
-      respond(ErrorResponse(write.status()));
-      return;
-    }
-    if (!write->enqueues.empty()) {
-      // The queue's cap on undelivered messages (429), as for the queue API's enqueue.
-      if (auto queue = queue::Queue::QueueFor(*engine)) {
-        if (Status s = queue->AdmitEnqueue(write->enqueues.size()); !s.ok()) {
-          respond(ErrorResponse(s));
-          return;
-        }
+  auto write = codec::DecodeAtomicWrite(req.body);
+  if (!write.ok()) return respond(ErrorResponse(write.status()));
+  if (!write->enqueues.empty()) {
+    // The queue's cap on undelivered messages (429), as for the queue API's enqueue.
+    if (auto queue = queue::Queue::QueueFor(*engine)) {
+      if (Status s = queue->AdmitEnqueue(write->enqueues.size()); !s.ok()) {
+        return respond(ErrorResponse(s));
       }
     }
-    if (options_.portable_v8_values) portable_.OnWrite(&*write, engine->limits(), engine->now_ms());
-    engine->Write(std::move(*write), [respond](Result<CommitResult> r) mutable {
-      Guarded(respond, [&] {
-        if (!r.ok()) {
-          respond(ErrorResponse(r.status()));
-          return;
-        }
-        respond(ProtobufResponse(codec::EncodeAtomicWriteOutput(*r)));
-      });
+  }
+  if (options_.portable_v8_values) portable_.OnWrite(&*write, engine->limits(), engine->now_ms());
+  engine->Write(std::move(*write), [respond](Result<CommitResult> r) mutable {
+    Guarded(respond, [&] {
+      if (!r.ok()) return respond(ErrorResponse(r.status()));
+      respond(ProtobufResponse(codec::EncodeAtomicWriteOutput(*r)));
     });
-    return;
-  }
+  });
+}
+
+void KvService::Watch(const HttpRequest& req, const Responder& respond) {
+  auto db = auth_->AuthorizeDataPath(req, /*write=*/false, NowUnixMs());
+  if (!db.ok()) return respond(ErrorResponse(db.status()));
+  std::shared_ptr<engine::Engine> engine = std::move(*db);
   auto keys = codec::DecodeWatch(req.body);
-  if (!keys.ok()) {
-    respond(ErrorResponse(keys.status()));
-    return;
-  }
-  Status s = engine::ValidateWatch(*keys, engine->limits());
-  if (!s.ok()) {
-    respond(ErrorResponse(s));
-    return;
+  if (!keys.ok()) return respond(ErrorResponse(keys.status()));
+  if (Status s = engine::ValidateWatch(*keys, engine->limits()); !s.ok()) {
+    return respond(ErrorResponse(s));
   }
   HttpResponse r;
   r.status = 200;

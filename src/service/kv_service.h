@@ -3,7 +3,10 @@
 // are the metadata exchange; POST /v2/{snapshot_read,atomic_write,watch} is the data path (for
 // protocol versions 1, 2 and 3), routed by the database id inside the signed data-path token.
 // It authenticates, rate-limits, decodes (codec/), runs the engine and encodes the answer;
-// every error is a Status mapped to HTTP by service/http_status.cc.
+// every error is a Status mapped to HTTP by service/http_status.cc. Each of those is one router
+// endpoint (AddRoutes): "metadata" (/), "connect" (every other metadata shape, and what else is
+// under /databases/ and /v2/databases/), "snapshot_read", "atomic_write", "watch", and
+// "datapath" for the rest of the data path; other methods get 405 ("KV Connect uses POST").
 //
 // Metadata answers carry absolute endpoint URLs (every client resolves those the same way):
 // ServiceOptions::public_url when set, else the request's scheme and authority.
@@ -38,6 +41,7 @@
 #include "service/directory.h"
 #include "service/http_types.h"
 #include "service/portable_values.h"
+#include "service/router.h"
 #include "service/work_pool.h"
 
 namespace kvc::service {
@@ -130,7 +134,12 @@ class KvService : public Handler {
   // The authenticator (shared with the admin API, so one rate limit covers both).
   Authenticator* authenticator() { return auth_; }
 
+  // Answers through the service's own routes (AddRoutes without a root handler).
   void Handle(HttpRequest request, Responder respond) override;
+  // Registers every KV Connect endpoint with `router`; `root` (e.g. a RootHandler around this
+  // service) answers at `/` instead of the metadata exchange when set. REQUIRES: this outlives
+  // `router`'s use.
+  void AddRoutes(Router* router, Handler* root = nullptr);
 
  private:
   struct MetadataCall {
@@ -148,7 +157,13 @@ class KvService : public Handler {
   void AnswerMetadata(std::shared_ptr<MetadataCall> call,
                       const std::shared_ptr<const Directory::Snapshot>& snap, bool may_refresh,
                       Responder respond);
-  void HandleDataPath(const HttpRequest& req, const std::string& method, Responder& respond);
+  // The data path, one endpoint each.
+  void SnapshotRead(const HttpRequest& req, const Responder& respond);
+  void AtomicWrite(const HttpRequest& req, const Responder& respond);
+  void Watch(const HttpRequest& req, const Responder& respond);
+  // A path under /databases/, /v2/databases/ or the data path that no endpoint takes: 405 for
+  // another method under the data path, else 404 (as the service always answered).
+  void Unrouted(const HttpRequest& req, const Responder& respond) const;
   // The endpoint URL of a metadata answer to `req`, or kInvalidArgument if it cannot be built.
   Result<std::string> EndpointUrl(const HttpRequest& req) const;
 
@@ -158,6 +173,7 @@ class KvService : public Handler {
   Authenticator* const auth_;
   PortableValues portable_;  // used only with options_.portable_v8_values
   WorkPool* const body_pool_;
+  Router routes_;  // for Handle()
 };
 
 }  // namespace kvc::service

@@ -6,7 +6,10 @@
 // the database's queue::Queue (the engine's writer task); this class only authenticates, parses
 // and renders.
 //
-// Also the admin API's queue resources (counts and dead letters), through HandleQueueAdmin.
+// Each operation is one JsonApi endpoint (json_api.h) under both paths, with its own metrics
+// route name ("queue_pull"); other paths under them count as "queue".
+//
+// Also the admin API's queue resources (counts and dead letters), through AddQueueAdminRoutes.
 //
 // Ownership: borrows the directory, authenticator and body pool (they must outlive it). SSE streams
 // hold their queue (not the engine). Thread-safety: Handle() from any thread; answers come from
@@ -20,7 +23,9 @@
 #include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/http_types.h"
+#include "service/json_api.h"
 #include "service/portable_values.h"
+#include "service/router.h"
 #include "service/work_pool.h"
 
 namespace kvc::service {
@@ -36,26 +41,27 @@ struct QueueApiOptions {
 
 class QueueApi : public Handler {
  public:
-  // The router sends /queue/v1/... and /databases/*/queue/v1/... here.
-  static constexpr const char* kPath = "/queue/v1/";
-  static constexpr const char* kDatabasePattern = "/databases/*/queue/v1/";
+  // The two bases of every operation: the database "default", and one named in the URL.
+  static constexpr const char* kPath = "/queue/v1";
+  static constexpr const char* kDatabasePath = "/databases/{db}/queue/v1";
 
   // Bodies are parsed on `body_pool` (KvService::body_pool()) once the token is known; null:
   // on the thread that authenticated (tests).
   QueueApi(QueueApiOptions options, Directory* directory, Authenticator* auth,
            WorkPool* body_pool = nullptr);
+  // Answers through the API's own routes (as AddRoutes registers them).
   void Handle(HttpRequest request, Responder respond) override;
+  // Registers every endpoint with `router`. REQUIRES: this outlives `router`'s use.
+  void AddRoutes(Router* router) const { router->Include(routes_); }
 
  private:
-  struct Call;
-  void Authenticate(const std::shared_ptr<Call>& call);
-  void Route(const std::shared_ptr<Call>& call, const Directory::Snapshot& snap, bool may_refresh);
-  void Enqueue(const std::shared_ptr<Call>& call, const Directory::Database& db);
+  void AddOperationRoutes(Router* router);
+  void Enqueue(const JsonCallPtr& call);
+  void Stream(const JsonCallPtr& call);
 
   const QueueApiOptions options_;
-  Directory* const directory_;
-  Authenticator* const auth_;
-  WorkPool* const body_pool_;
+  const JsonApi json_;
+  Router routes_;
   PortableValues portable_;
 };
 
@@ -63,11 +69,10 @@ class QueueApi : public Handler {
 // of its bytes; format-16 payloads (from a local Deno) first become the form every runtime reads.
 Result<std::string> QueueValueOf(const std::string& payload, bool v8);
 
-// The admin API's queue resources of `db` (`rest` is the path after /databases/NAME/):
-// GET queue (counts), POST queue/dead/list, queue/dead/requeue, queue/dead/purge. Answers
-// through `respond` with the admin API's JSON (errors included). False if `rest` is not a
-// queue resource.
-bool HandleQueueAdmin(const Directory::Database& db, const std::string& rest,
-                      const HttpRequest& request, const Responder& respond);
+// Registers the admin API's queue resources of a database with `router`, through `json` (the
+// admin API's call pattern), under `database_pattern` (".../databases/{db}"): GET queue
+// (counts), POST queue/dead/list, queue/dead/requeue, queue/dead/purge; each answers 503 while
+// the database's queue is not running.
+void AddQueueAdminRoutes(const JsonApi& json, Router* router, const std::string& database_pattern);
 
 }  // namespace kvc::service

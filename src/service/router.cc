@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <memory>
+#include <string_view>
 
 #include "service/http_status.h"
 
@@ -11,27 +14,19 @@ namespace kvc::service {
 
 namespace {
 const std::string kUnmatched = "unmatched";
-}  // namespace
 
-void Router::Add(std::string route, Match match, std::string path, std::vector<std::string> methods,
-                 Handler* handler, std::string not_allowed) {
-  routes_.push_back(Route{std::move(route), match, std::move(path), std::move(methods), handler,
-                          std::move(not_allowed)});
-}
-
-std::string Router::NormalizePath(const std::string& path) {
-  std::string out;
-  out.reserve(path.size());
-  for (char c : path) {
-    if (c == '/' && !out.empty() && out.back() == '/') continue;
-    out.push_back(c);
+// Splits a normalized path into its segments ("/" has none).
+std::vector<std::string_view> PathSegments(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t i = 1;
+  while (i < path.size()) {
+    const size_t end = std::min(path.find('/', i), path.size());
+    out.push_back(path.substr(i, end - i));
+    i = end + 1;
   }
-  if (out.size() > 1 && out.back() == '/') out.pop_back();
-  if (out.empty()) out.push_back('/');
   return out;
 }
 
-namespace {
 // Does `path` start with `prefix`, where a `*` segment of the prefix matches any one non-empty
 // segment? Returns the length of the matched part of `path`, or 0.
 size_t MatchPrefix(const std::string& path, const std::string& prefix) {
@@ -51,17 +46,143 @@ size_t MatchPrefix(const std::string& path, const std::string& prefix) {
   }
   return p;
 }
+
+bool Allows(const Endpoint& e, const std::string& method) {
+  return e.methods.empty() ||
+         std::find(e.methods.begin(), e.methods.end(), method) != e.methods.end();
+}
+
+// Gives the first answer to `inner` and drops any later one.
+class OnceResponder {
+ public:
+  explicit OnceResponder(Responder inner) : inner_(std::move(inner)) {}
+  void Answer(HttpResponse r) {
+    if (answered_.exchange(true)) return;
+    inner_(std::move(r));
+  }
+
+ private:
+  std::atomic<bool> answered_{false};
+  Responder inner_;
+};
+
 }  // namespace
 
-const Router::Route* Router::Find(const std::string& path) const {
+std::vector<Router::Segment> Router::ParsePattern(const std::string& pattern) {
+  std::vector<Segment> out;
+  const std::string normalized = NormalizePath(pattern);  // the segments point into it
+  for (std::string_view seg : PathSegments(normalized)) {
+    if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
+      std::string_view name = seg.substr(1, seg.size() - 2);
+      const bool rest = name.size() > 3 && name.substr(name.size() - 3) == "...";
+      if (rest) name.remove_suffix(3);
+      out.push_back(
+          Segment{rest ? Segment::Kind::kRest : Segment::Kind::kParam, std::string(name)});
+    } else {
+      out.push_back(Segment{Segment::Kind::kLiteral, std::string(seg)});
+    }
+  }
+  return out;
+}
+
+void Router::Add(Endpoint endpoint) {
+  Route route;
+  route.segments = ParsePattern(endpoint.pattern);
+  route.endpoint = std::move(endpoint);
+  routes_.push_back(std::move(route));
+}
+
+void Router::Include(const Router& other) {
+  routes_.insert(routes_.end(), other.routes_.begin(), other.routes_.end());
+}
+
+void Router::Add(std::string route, Match match, std::string path, std::vector<std::string> methods,
+                 Handler* handler, std::string not_allowed) {
+  Endpoint e;
+  e.name = std::move(route);
+  e.methods = std::move(methods);
+  e.pattern = std::move(path);
+  e.handle = [handler](HttpRequest req, Responder respond) {
+    handler->Handle(std::move(req), std::move(respond));
+  };
+  e.not_allowed = std::move(not_allowed);
+  if (match == Match::kExact) {
+    Add(std::move(e));
+    return;
+  }
+  Route r;
+  r.endpoint = std::move(e);
+  r.prefix = true;
+  routes_.push_back(std::move(r));
+}
+
+std::string Router::NormalizePath(const std::string& path) {
+  std::string out;
+  out.reserve(path.size());
+  for (char c : path) {
+    if (c == '/' && !out.empty() && out.back() == '/') continue;
+    out.push_back(c);
+  }
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  if (out.empty()) out.push_back('/');
+  return out;
+}
+
+bool Router::MatchSegments(const std::vector<Segment>& segments, const std::string& path,
+                           const std::vector<std::string_view>& parts,
+                           std::vector<std::pair<std::string, std::string>>* params) {
+  params->clear();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& s = segments[i];
+    if (i >= parts.size()) return false;
+    if (s.kind == Segment::Kind::kRest) {
+      params->emplace_back(s.text, path.substr(parts[i].data() - path.data()));
+      return true;
+    }
+    if (s.kind == Segment::Kind::kLiteral && parts[i] != s.text) return false;
+    if (s.kind == Segment::Kind::kParam) params->emplace_back(s.text, parts[i]);
+  }
+  return segments.size() == parts.size();
+}
+
+int Router::CompareSpecificity(const std::vector<Segment>& a, const std::vector<Segment>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i].kind != b[i].kind) return a[i].kind < b[i].kind ? -1 : 1;
+    if (a[i].kind == Segment::Kind::kRest) return 0;
+  }
+  // Both match the same path: without a `{name...}` they have as many segments.
+  return a.size() == b.size() ? 0 : (a.size() < b.size() ? -1 : 1);
+}
+
+Router::Found Router::Find(const std::string& path, const std::string& method) const {
+  Found best;
+  const std::vector<std::string_view> parts = PathSegments(path);
+  std::vector<std::pair<std::string, std::string>> params;
+  for (const Route& r : routes_) {
+    if (r.prefix || !MatchSegments(r.segments, path, parts, &params)) continue;
+    const int cmp = best.route ? CompareSpecificity(r.segments, best.route->segments) : 1;
+    if (cmp < 0) continue;
+    const bool allowed = Allows(r.endpoint, method);
+    // A more specific pattern wins; at the same pattern, the first endpoint that takes the
+    // method (else the first one registered, which refuses).
+    if (cmp > 0 || (allowed && !best.method_allowed)) {
+      best.route = &r;
+      best.method_allowed = allowed;
+      best.params = params;
+    }
+  }
+  if (best.route != nullptr) return best;
+  best.route = FindPrefix(path);
+  best.method_allowed = best.route != nullptr && Allows(best.route->endpoint, method);
+  return best;
+}
+
+const Router::Route* Router::FindPrefix(const std::string& path) const {
   const Route* best = nullptr;
   size_t best_len = 0;
   for (const Route& r : routes_) {
-    if (r.match == Match::kExact) {
-      if (path == r.path) return &r;
-      continue;
-    }
-    const size_t len = MatchPrefix(path, r.path);
+    if (!r.prefix) continue;
+    const size_t len = MatchPrefix(path, r.endpoint.pattern);
     if (len > 0 && (!best || len > best_len)) {
       best = &r;
       best_len = len;
@@ -70,33 +191,54 @@ const Router::Route* Router::Find(const std::string& path) const {
   return best;
 }
 
-void Router::Handle(HttpRequest request, Responder respond) {
-  request.path = NormalizePath(request.path);
-  const Route* route = Find(request.path);
+Responder Router::Wrap(const HttpRequest& request, const std::string* name,
+                       Responder respond) const {
   if (observer_) {
-    // Wraps the responder so the observer sees every answer, whichever thread gives it.
-    respond = [observer = observer_, name = route ? &route->name : &kUnmatched,
-               http2 = request.http2, tls = request.tls, start = std::chrono::steady_clock::now(),
+    // The observer sees every answer, whichever thread gives it.
+    respond = [observer = observer_, name, http2 = request.http2, tls = request.tls,
+               start = std::chrono::steady_clock::now(),
                inner = std::move(respond)](HttpResponse r) mutable {
       observer->OnRequest(
           RequestInfo{*name, r.status, http2, tls, std::chrono::steady_clock::now() - start});
       inner(std::move(r));
     };
   }
-  if (!route) {
-    respond(ErrorResponse(NotFound("Resource not found.")));
+  auto once = std::make_shared<OnceResponder>(std::move(respond));
+  return [once, name, upgradable = !request.upgrade.empty()](HttpResponse r) {
+    if (r.channel && !upgradable) {
+      spdlog::error("handler for {} answered with a channel to a request that cannot switch",
+                    *name);
+      r = ErrorResponse(Internal("An internal server error occurred."));
+    }
+    once->Answer(std::move(r));
+  };
+}
+
+void Router::Handle(HttpRequest request, Responder respond) {
+  request.path = NormalizePath(request.path);
+  Found found = Find(request.path, request.method);
+  const std::string* name = found.route ? &found.route->endpoint.name : &kUnmatched;
+  Responder answer = Wrap(request, name, std::move(respond));
+  if (!found.route) {
+    answer(ErrorResponse(NotFound("Resource not found.")));
     return;
   }
-  if (!route->methods.empty() && std::find(route->methods.begin(), route->methods.end(),
-                                           request.method) == route->methods.end()) {
-    respond(ErrorResponse(Status(StatusCode::kMethodNotAllowed, route->not_allowed)));
+  const Endpoint& e = found.route->endpoint;
+  if (!found.method_allowed && !e.refuse) {
+    answer(ErrorResponse(Status(StatusCode::kMethodNotAllowed, e.not_allowed)));
     return;
   }
+  request.params = std::move(found.params);
   try {
-    route->handler->Handle(std::move(request), std::move(respond));
-  } catch (const std::exception& e) {
-    // The catch-all at the router; `respond` may have been moved from.
-    spdlog::error("handler for {} failed: {}", route->name, e.what());
+    (found.method_allowed ? e.handle : e.refuse)(std::move(request), answer);
+  } catch (const std::exception& ex) {
+    // The one catch-all at the router: the request is answered even so (once: an answer the
+    // handler gave before it threw stands).
+    spdlog::error("handler for {} failed: {}", *name, ex.what());
+    answer(ErrorResponse(Internal("An internal server error occurred.")));
+  } catch (...) {
+    spdlog::error("handler for {} failed", *name);
+    answer(ErrorResponse(Internal("An internal server error occurred.")));
   }
 }
 

@@ -3,7 +3,9 @@
 // /databases/NAME/connect, /v2/databases/NAME (the same with .../v2/databases/) and Deploy's
 // /v2/databases/ID/connect answer exactly like each other, with the same errors and the one
 // metrics route "connect"; the routes beside them (queue API, data path, admin API) keep routing
-// as before; and the exchange answers from the first connection after Start().
+// as before; and the exchange answers from the first connection after Start(). The admin and
+// queue APIs refuse in the order they always did (token, database, then method or path), and
+// each endpoint counts under its own metrics route.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -234,6 +236,71 @@ TEST_F(MetadataRoutesTest, NeighbouringRoutesKeepRouting) {
   ASSERT_TRUE(admin.ok());
   EXPECT_EQ(admin->status, 200) << admin->body;
   EXPECT_NE(admin->body.find("\"sales\""), std::string::npos);
+}
+
+// One request over HTTP/1.1 (no token when `token` is empty).
+struct Answer {
+  int status = 0;
+  std::string body;
+};
+
+TEST_F(MetadataRoutesTest, JsonApisRefuseInTheirOrderAndCountPerEndpoint) {
+  auto call = [&](const std::string& method, const std::string& path, const std::string& token,
+                  const std::string& body = "") {
+    auto c = testutil::Http1Client::Connect("127.0.0.1", port_);
+    EXPECT_TRUE(c.ok());
+    Headers h = {{"content-type", "application/json"}};
+    if (!token.empty()) h.push_back({"authorization", "Bearer " + token});
+    auto r = (*c)->Request(method, path, h, body);
+    EXPECT_TRUE(r.ok()) << path;
+    return r.ok() ? Answer{r->status, r->body} : Answer{};
+  };
+  const std::vector<std::string> routes = {
+      "admin_entries_get", "admin", "queue", "queue_pull", "queue_stream", "admin_databases_list"};
+  std::map<std::string, double> before;
+  for (const std::string& r : routes) before[r] = RouteCount(r);
+  const std::string get = "/admin/v1/databases/sales/entries/get";
+  const std::string key = R"({"key":[{"type":"string","value":"nothing"}]})";
+  struct Case {
+    std::string method, path, token;
+    int status;
+    std::string text;  // in the body
+  } cases[] = {
+      {"POST", get, "", 401, "Malformed authorization header."},
+      {"GET", "/admin/v1/databases/nope/entries/get", kBootstrap, 404,
+       "Database 'nope' not found."},
+      {"GET", get, kBootstrap, 405, "Method GET is not allowed here; use POST with a JSON body."},
+      {"POST", "/admin/v1/databases/sales/nope", kBootstrap, 404,
+       "No admin API resource at /admin/v1/databases/sales/nope."},
+      {"GET", "/admin/v1/databases/sales/nope", kBootstrap, 405, "use POST with a JSON body."},
+      {"PUT", "/admin/v1/databases", kBootstrap, 405, "use GET or POST."},
+      {"PUT", "/admin/v1/databases/sales", kBootstrap, 405, "use GET, PATCH or DELETE."},
+      {"GET", "/admin/v1/tokens/x", kBootstrap, 405, "use DELETE."},
+      {"GET", "/admin/v1/nothing", kBootstrap, 404, "No admin API resource at /admin/v1/nothing."},
+      {"PUT", "/admin/v1/databases/sales/queue", kBootstrap, 405, "use GET."},
+      {"GET", "/admin/v1/databases", sales_token_, 403, "not an admin token"},
+      {"POST", "/queue/v1/a/b", "", 404, "No queue API resource at /queue/v1/a/b."},
+      {"POST", "/queue/v1/nope", "", 401, "Malformed authorization header."},
+      {"POST", "/queue/v1/nope", kBootstrap, 404, "No queue API resource at /queue/v1/nope."},
+      {"GET", "/queue/v1/pull", kBootstrap, 405, "use POST with a JSON body."},
+      {"POST", "/queue/v1/stream", kBootstrap, 405, "use GET."},
+  };
+  for (const Case& tc : cases) {
+    const Answer a = call(tc.method, tc.path, tc.token);
+    EXPECT_EQ(a.status, tc.status) << tc.method << " " << tc.path << ": " << a.body;
+    EXPECT_NE(a.body.find(tc.text), std::string::npos)
+        << tc.method << " " << tc.path << ": " << a.body;
+  }
+  const Answer got = call("POST", get, kBootstrap, key);
+  EXPECT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.body, R"({"entry":null})");
+  // Each endpoint under its own route; paths no endpoint takes under the API's catch-all.
+  EXPECT_EQ(RouteCount("admin_entries_get") - before["admin_entries_get"], 4);
+  EXPECT_EQ(RouteCount("admin") - before["admin"], 3);
+  EXPECT_EQ(RouteCount("queue") - before["queue"], 3);
+  EXPECT_EQ(RouteCount("queue_pull") - before["queue_pull"], 1);
+  EXPECT_EQ(RouteCount("queue_stream") - before["queue_stream"], 1);
+  EXPECT_EQ(RouteCount("admin_databases_list") - before["admin_databases_list"], 2);
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // service::Router: path normalization, exact before prefix, the longest prefix, 404/405 through
-// the status table, and the observer seeing every answer.
+// the status table, and the observer seeing every answer; patterns with captured parameters and
+// the most specific one winning; a throwing handler's request still answered; a channel answer
+// only to a request that can switch.
 #include "service/router.h"
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "service/channel.h"
 #include "service/kv_service.h"
 
 namespace kvc::service {
@@ -85,6 +90,132 @@ TEST(Router, ExactFirstThenLongestPrefixAndClearErrors) {
                                       "datapath 200 h1 plain", "metrics 200 h1 plain",
                                       "metrics 405 h1 plain", "unmatched 404 h1 plain",
                                       "unmatched 404 h1 plain"}));
+}
+
+// Answers 200 with its name and the parameters it got ("name db=x path=y/z").
+HandlerFn Echo(std::string name) {
+  return [name](HttpRequest req, Responder respond) {
+    HttpResponse r;
+    r.body = name;
+    for (const auto& [k, v] : req.params) r.body += " " + k + "=" + v;
+    respond(std::move(r));
+  };
+}
+
+TEST(Router, PatternsCaptureParametersAndTheMostSpecificWins) {
+  Router router;
+  RecordingObserver observer;
+  router.SetObserver(&observer);
+  router.Add(Endpoint{"any_under", {}, "/api/{path...}", Echo("any_under")});
+  router.Add(Endpoint{"db_under", {"POST"}, "/api/db/{db}/{path...}", Echo("db_under")});
+  router.Add(
+      Endpoint{"get", {"POST"}, "/api/db/{db}/entries/get", Echo("get"), nullptr, "Use POST."});
+  router.Add(Endpoint{"info", {"GET"}, "/api/db/{db}", Echo("info")});
+  router.Add(Endpoint{"rename", {"PATCH"}, "/api/db/{db}", Echo("rename")});
+
+  EXPECT_EQ(Call(router, "POST", "/api/db/sales/entries/get").body, "get db=sales");
+  EXPECT_EQ(Call(router, "POST", "//api/db/sales/entries/get/").body, "get db=sales");
+  EXPECT_EQ(Call(router, "POST", "/api/db/sales/entries/other").body,
+            "db_under db=sales path=entries/other");
+  EXPECT_EQ(Call(router, "GET", "/api/db/sales").body, "info db=sales");
+  EXPECT_EQ(Call(router, "PATCH", "/api/db/sales").body, "rename db=sales");
+  EXPECT_EQ(Call(router, "GET", "/api/tokens/x").body, "any_under path=tokens/x");
+  EXPECT_EQ(Call(router, "GET", "/api/db").body, "any_under path=db");
+  // The most specific pattern refuses other methods, with its text...
+  HttpResponse r = Call(router, "GET", "/api/db/sales/entries/get");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.body, "Use POST.");
+  EXPECT_EQ(Call(router, "DELETE", "/api/db/sales").status, 405);
+  // ...and `{path...}` needs at least one segment.
+  EXPECT_EQ(Call(router, "GET", "/api").status, 404);
+  EXPECT_EQ(observer.seen, (std::vector<std::string>{
+                               "get 200 h1 plain", "get 200 h1 plain", "db_under 200 h1 plain",
+                               "info 200 h1 plain", "rename 200 h1 plain", "any_under 200 h1 plain",
+                               "any_under 200 h1 plain", "get 405 h1 plain", "info 405 h1 plain",
+                               "unmatched 404 h1 plain"}));
+}
+
+TEST(Router, RefuseHandlerAnswersOtherMethods) {
+  Router router;
+  Endpoint e{"op", {"POST"}, "/q/{op}", Echo("op")};
+  e.refuse = [](HttpRequest req, Responder respond) {
+    HttpResponse r;
+    r.status = 405;
+    r.body = "refused " + req.method + " " + std::string(req.Param("op"));
+    respond(std::move(r));
+  };
+  router.Add(std::move(e));
+  EXPECT_EQ(Call(router, "POST", "/q/pull").body, "op op=pull");
+  const HttpResponse r = Call(router, "GET", "/q/pull");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.body, "refused GET pull");
+}
+
+// A handler that throws used to leave its request without an answer (the catch-all only
+// logged): the client waited until its own timeout.
+TEST(Router, ThrowingHandlerIsAnsweredWith500) {
+  Router router;
+  RecordingObserver observer;
+  router.SetObserver(&observer);
+  router.Add(Endpoint{
+      "boom", {}, "/boom", [](HttpRequest, Responder) { throw std::runtime_error("a bug"); }});
+  router.Add(Endpoint{"late", {}, "/late", [](HttpRequest, Responder respond) {
+                        HttpResponse ok;
+                        ok.body = "answered";
+                        respond(std::move(ok));
+                        throw std::runtime_error("a bug after the answer");
+                      }});
+  int answers = 0;
+  HttpResponse out;
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/boom";
+  router.Handle(req, [&](HttpResponse r) {
+    ++answers;
+    out = std::move(r);
+  });
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(out.status, 500);
+  EXPECT_EQ(out.body, "An internal server error occurred.");
+  // An answer given before the throw stands, and is the only one.
+  req.path = "/late";
+  answers = 0;
+  router.Handle(req, [&](HttpResponse r) {
+    ++answers;
+    out = std::move(r);
+  });
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(out.status, 200);
+  EXPECT_EQ(out.body, "answered");
+  EXPECT_EQ(observer.seen, (std::vector<std::string>{"boom 500 h1 plain", "late 200 h1 plain"}));
+}
+
+// The response-upgrade seam: a channel answer reaches a session that offered the switch; to a
+// request that cannot switch, the router answers 500 instead of leaving the client waiting.
+TEST(Router, ChannelAnswerNeedsAnUpgradableRequest) {
+  class NullChannel : public Channel {
+   public:
+    void Open(std::shared_ptr<ChannelPeer>) override {}
+    void OnMessage(ChannelMessage) override {}
+    void OnClosed(uint16_t) override {}
+  };
+  Router router;
+  // A well-behaved route checks `upgrade` first; this one asks for a channel either way.
+  router.Add(Endpoint{"watch_channel", {"GET"}, "/v4/watch", [](HttpRequest, Responder respond) {
+                        respond(UpgradeResponse(std::make_shared<NullChannel>()));
+                      }});
+  HttpRequest req;
+  req.method = "GET";
+  req.path = "/v4/watch";
+  req.upgrade = "websocket";
+  HttpResponse out;
+  router.Handle(req, [&](HttpResponse r) { out = std::move(r); });
+  EXPECT_EQ(out.status, 101);
+  EXPECT_NE(out.channel, nullptr);
+  req.upgrade.clear();
+  router.Handle(req, [&](HttpResponse r) { out = std::move(r); });
+  EXPECT_EQ(out.status, 500);
+  EXPECT_EQ(out.channel, nullptr);
 }
 
 // --allowed-host: which Host values a metadata answer may build endpoint URLs from.
