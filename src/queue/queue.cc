@@ -91,6 +91,7 @@ struct Queue::State {
     uint64_t dead = 0;                      // messages dead-lettered
     int64_t dead_removed = 0;               // dead letters requeued, purged or pruned
   };
+  struct Round;  // one Run's work and outcome, below
 
   Mutex mu;
   engine::WriterTaskHost* host = nullptr;  // set in Bind, before any other call
@@ -463,272 +464,351 @@ Result<SettleStatus> FailDelivery(Queue::State::Txn& t, storage::QueuedMessage m
 
 }  // namespace
 
-void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
-  State& st = *state_;
-  // Take the work: settles and admin jobs, the waiters and consumers' free capacity.
-  std::vector<State::SettleJob> settles;
-  std::vector<State::AdminJob> admin;
-  std::deque<State::Waiter> waiters;
-  std::vector<State::Waiter> gone_waiters;
+// One run of the queue, in numbered steps:
+//   1. take work (under the lock): settles, admin jobs, waiters, consumers' free capacity;
+//   in one storage transaction: 2. expire leases, 3. apply settles, 4. admin jobs,
+//   5. deliver, 6. housekeep;
+//   7. answer (under the lock, callbacks after it): counters, consumer accounting, replies.
+struct Queue::State::Round {
+  // A share of this run's deliveries: a subscribed consumer's, or the waiter's at `waiter`.
   struct Want {
-    std::shared_ptr<State::Consumer> consumer;  // or the waiter at `waiter`
+    std::shared_ptr<Consumer> consumer;
     size_t waiter = 0;
     size_t n = 0;
     int64_t visibility_ms = 0;
   };
+
+  Round(const QueueOptions& o, int64_t now_ms) : options(o), now(now_ms) {}
+
+  const QueueOptions& options;
+  const int64_t now;
+  // Step 1.
+  std::vector<SettleJob> settles;
+  std::vector<AdminJob> admin;
+  std::deque<Waiter> waiters;
+  std::vector<Waiter> gone_waiters;
   std::vector<Want> wants;
   size_t total_want = 0;
   bool prune = false;
   bool recount = false;
-  {
-    MutexLock lock(st.mu);
-    if (st.stopped) return;
-    settles.swap(st.settles);
-    admin.swap(st.admin);
-    // Waiters whose client went away take nothing (their leases would only expire).
-    for (auto& w : st.waiters) {
-      if (w.gone && w.gone->load()) {
-        gone_waiters.push_back(std::move(w));
-      } else {
-        waiters.push_back(std::move(w));
-      }
-    }
-    st.waiters.clear();
-    for (size_t i = 0; i < waiters.size(); ++i) {
-      wants.push_back(Want{nullptr, i, waiters[i].max, waiters[i].visibility_ms});
-      total_want += waiters[i].max;
-    }
-    for (const auto& [id, c] : st.consumers) {
-      if (c->closed || c->in_flight >= c->options.max_in_flight) continue;
-      const size_t n = c->options.max_in_flight - c->in_flight;
-      wants.push_back(Want{c, 0, n, c->options.visibility_ms});
-      total_want += n;
-    }
-    prune = now_ms >= st.next_prune;
-    recount = now_ms >= st.next_recount;
-  }
-  total_want = std::min(total_want, options_.max_transitions_per_run);
-
-  State::Txn txn;
-  txn.now = now_ms;
+  // Steps 2-6.
+  Txn txn;
   std::vector<std::pair<size_t, Delivery>> delivered;  // index into `wants`
-  std::vector<Status> admin_status(admin.size());
+  std::vector<Status> admin_status;
   int64_t earliest_ready = kNever;
   int64_t earliest_deadline = kNever;
   int64_t recounted = -1;
   int64_t recounted_dead = -1;
-  Status s = ctx.TransactState(
-      storage::CommitOrigin::kQueue,
-      [&](storage::Writer& w, int64_t version) -> Result<engine::WriterTaskContext::StateWrite> {
-        txn.w = &w;
-        txn.q = w.queue_store();
-        storage::QueueStore& q = *txn.q;
-        txn.version = version;
-        txn.wrote = false;
-        txn.changes.clear();
-        txn.undelivered_delta = 0;
-        txn.freed_leases.clear();
-        txn.expired = 0;
-        txn.dead = 0;
-        txn.dead_removed = 0;
-        delivered.clear();
-        // 1. Expired leases: back to ready after the next step, or dead.
-        KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
-                             q.QueueRunningDue(now_ms, options_.max_transitions_per_run));
-        for (const std::string& id : expired) {
-          KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, q.QueueGetRunning(id));
-          if (!m) continue;
-          if (!m->state.lease.empty()) txn.freed_leases.push_back(m->state.lease);
-          ++txn.expired;
-          KVC_RETURN_IF_ERROR(
-              FailDelivery(txn, std::move(*m), "the lease expired before a settle", std::nullopt)
-                  .status());
-        }
-        // 2. Settles, in arrival order; only the current lease of a message counts.
-        for (State::SettleJob& job : settles) {
-          job.results.clear();
-          for (const std::string& lease : job.request.leases) {
-            SettleResult r;
-            r.lease = lease;
-            const std::string_view id = LeaseMessageId(lease);
-            std::optional<storage::QueuedMessage> m;
-            if (!id.empty()) {
-              KVC_ASSIGN_OR_RETURN(m, q.QueueGetRunning(id));
-            }
-            // A lease past its deadline is stale even if step 1 has not expired it yet (more
-            // expiries than one run takes).
-            if (!m || m->state.lease.empty() || m->state.lease != lease || m->row.ts <= now_ms) {
-              r.status = SettleStatus::kStale;
-              job.results.push_back(std::move(r));
-              continue;
-            }
-            switch (job.request.kind) {
-              case SettleKind::kAck:
-                KVC_RETURN_IF_ERROR(q.QueueRemoveRunning(m->row.id));
-                txn.wrote = true;
-                --txn.undelivered_delta;
-                txn.freed_leases.push_back(lease);
-                r.status = SettleStatus::kOk;
-                break;
-              case SettleKind::kNack: {
-                std::string error =
-                    job.request.error.empty() ? std::string("nacked") : job.request.error;
-                txn.freed_leases.push_back(lease);
-                KVC_ASSIGN_OR_RETURN(r.status,
-                                     FailDelivery(txn, std::move(*m), error, job.request.delay_ms));
-                break;
-              }
-              case SettleKind::kExtend:
-                r.lease_expires_ms = now_ms + job.request.visibility_ms;
-                KVC_RETURN_IF_ERROR(q.QueueSetDeadline(m->row.id, r.lease_expires_ms));
-                txn.wrote = true;
-                r.status = SettleStatus::kOk;
-                break;
-            }
-            job.results.push_back(std::move(r));
-          }
-        }
-        // 3. Admin jobs.
-        for (size_t i = 0; i < admin.size(); ++i) {
-          admin_status[i] = admin[i].body(txn);
-          if (!admin_status[i].ok() && (admin_status[i].code() == StatusCode::kIoError ||
-                                        admin_status[i].code() == StatusCode::kCorruption)) {
-            return admin_status[i];
-          }
-        }
-        // 4. Deliveries: due messages in (ts, id) order, to waiters first (in arrival order),
-        // then to consumers.
-        if (total_want > 0) {
-          KVC_ASSIGN_OR_RETURN(std::vector<storage::QueuedMessage> due,
-                               q.QueueDue(now_ms, total_want));
-          size_t wi = 0;
-          size_t given = 0;
-          for (storage::QueuedMessage& m : due) {
-            while (wi < wants.size() && given >= wants[wi].n) {
-              ++wi;
-              given = 0;
-            }
-            if (wi == wants.size()) break;
-            storage::QueueDeliveryState state = m.state;
-            state.attempts += 1;
-            state.lease = NewLease(m.row.id);
-            const int64_t deadline = now_ms + wants[wi].visibility_ms;
-            KVC_RETURN_IF_ERROR(q.QueueLease(m.row, deadline, state));
-            txn.wrote = true;
-            delivered.emplace_back(wi, Delivery{m.row.id, state.lease, std::move(m.row.payload),
-                                                state.attempts, deadline});
-            ++given;
-          }
-        }
-        // 5. Housekeeping: dead letters past retention, and the counts.
-        if (prune) {
-          KVC_ASSIGN_OR_RETURN(int64_t pruned,
-                               q.QueuePruneDead(now_ms - options_.dead_letter_retention_ms));
-          if (pruned > 0) txn.wrote = true;
-          txn.dead_removed += pruned;
-        }
-        if (recount) {
-          KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, q.QueueCounts(now_ms));
-          recounted = c.ready + c.delayed + c.running;
-          recounted_dead = c.dead;
-        }
-        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, q.QueueEarliest(false));
-        KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, q.QueueEarliest(true));
-        earliest_ready = er.value_or(kNever);
-        earliest_deadline = ed.value_or(kNever);
-        return engine::WriterTaskContext::StateWrite{std::move(txn.changes), txn.wrote};
-      });
-
-  // Outcome: answer what was answered, keep waiting what still waits.
+  // Step 7: replies, made after the lock is released.
   std::vector<std::function<void()>> calls;
+};
+
+namespace {
+
+using Round = Queue::State::Round;
+
+// Step 1: takes the work waiting in `st`. Returns false when the queue stopped.
+bool TakeWork(Queue::State& st, Round& r) KVC_EXCLUDES(st.mu) {
+  MutexLock lock(st.mu);
+  if (st.stopped) return false;
+  r.settles.swap(st.settles);
+  r.admin.swap(st.admin);
+  // Waiters whose client went away take nothing (their leases would only expire).
+  for (auto& w : st.waiters) {
+    if (w.gone && w.gone->load()) {
+      r.gone_waiters.push_back(std::move(w));
+    } else {
+      r.waiters.push_back(std::move(w));
+    }
+  }
+  st.waiters.clear();
+  for (size_t i = 0; i < r.waiters.size(); ++i) {
+    r.wants.push_back(Round::Want{nullptr, i, r.waiters[i].max, r.waiters[i].visibility_ms});
+    r.total_want += r.waiters[i].max;
+  }
+  for (const auto& [id, c] : st.consumers) {
+    if (c->closed || c->in_flight >= c->options.max_in_flight) continue;
+    const size_t n = c->options.max_in_flight - c->in_flight;
+    r.wants.push_back(Round::Want{c, 0, n, c->options.visibility_ms});
+    r.total_want += n;
+  }
+  r.prune = r.now >= st.next_prune;
+  r.recount = r.now >= st.next_recount;
+  r.total_want = std::min(r.total_want, r.options.max_transitions_per_run);
+  r.admin_status.resize(r.admin.size());
+  return true;
+}
+
+// Step 2: expired leases go back to ready after the next backoff step, or die.
+Status ExpireLeases(Round& r) {
+  Queue::State::Txn& txn = r.txn;
+  KVC_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                       txn.q->QueueRunningDue(r.now, r.options.max_transitions_per_run));
+  for (const std::string& id : expired) {
+    KVC_ASSIGN_OR_RETURN(std::optional<storage::QueuedMessage> m, txn.q->QueueGetRunning(id));
+    if (!m) continue;
+    if (!m->state.lease.empty()) txn.freed_leases.push_back(m->state.lease);
+    ++txn.expired;
+    KVC_RETURN_IF_ERROR(
+        FailDelivery(txn, std::move(*m), "the lease expired before a settle", std::nullopt)
+            .status());
+  }
+  return Status::Ok();
+}
+
+// Step 3, for one lease of `request`: its result.
+Result<SettleResult> SettleOne(Queue::State::Txn& txn, const SettleRequest& request,
+                               const std::string& lease) {
+  SettleResult r;
+  r.lease = lease;
+  const std::string_view id = LeaseMessageId(lease);
+  std::optional<storage::QueuedMessage> m;
+  if (!id.empty()) {
+    KVC_ASSIGN_OR_RETURN(m, txn.q->QueueGetRunning(id));
+  }
+  // A lease past its deadline is stale even if step 2 has not expired it yet (more expiries
+  // than one run takes).
+  if (!m || m->state.lease.empty() || m->state.lease != lease || m->row.ts <= txn.now) {
+    r.status = SettleStatus::kStale;
+    return r;
+  }
+  switch (request.kind) {
+    case SettleKind::kAck:
+      KVC_RETURN_IF_ERROR(txn.q->QueueRemoveRunning(m->row.id));
+      txn.wrote = true;
+      --txn.undelivered_delta;
+      txn.freed_leases.push_back(lease);
+      r.status = SettleStatus::kOk;
+      break;
+    case SettleKind::kNack: {
+      std::string error = request.error.empty() ? std::string("nacked") : request.error;
+      txn.freed_leases.push_back(lease);
+      KVC_ASSIGN_OR_RETURN(r.status, FailDelivery(txn, std::move(*m), error, request.delay_ms));
+      break;
+    }
+    case SettleKind::kExtend:
+      r.lease_expires_ms = txn.now + request.visibility_ms;
+      KVC_RETURN_IF_ERROR(txn.q->QueueSetDeadline(m->row.id, r.lease_expires_ms));
+      txn.wrote = true;
+      r.status = SettleStatus::kOk;
+      break;
+  }
+  return r;
+}
+
+// Step 3: settles, in arrival order; only the current lease of a message counts.
+Status ApplySettles(Round& r) {
+  for (Queue::State::SettleJob& job : r.settles) {
+    job.results.clear();
+    for (const std::string& lease : job.request.leases) {
+      KVC_ASSIGN_OR_RETURN(SettleResult one, SettleOne(r.txn, job.request, lease));
+      job.results.push_back(std::move(one));
+    }
+  }
+  return Status::Ok();
+}
+
+// Step 4: admin jobs. A job's own failure answers that job; a storage failure fails the run.
+Status RunAdminJobs(Round& r) {
+  for (size_t i = 0; i < r.admin.size(); ++i) {
+    r.admin_status[i] = r.admin[i].body(r.txn);
+    if (!r.admin_status[i].ok() && (r.admin_status[i].code() == StatusCode::kIoError ||
+                                    r.admin_status[i].code() == StatusCode::kCorruption)) {
+      return r.admin_status[i];
+    }
+  }
+  return Status::Ok();
+}
+
+// Step 5: due messages in (ts, id) order, to waiters first (in arrival order), then to
+// consumers.
+Status Deliver(Round& r) {
+  if (r.total_want == 0) return Status::Ok();
+  KVC_ASSIGN_OR_RETURN(std::vector<storage::QueuedMessage> due,
+                       r.txn.q->QueueDue(r.now, r.total_want));
+  size_t wi = 0;
+  size_t given = 0;
+  for (storage::QueuedMessage& m : due) {
+    while (wi < r.wants.size() && given >= r.wants[wi].n) {
+      ++wi;
+      given = 0;
+    }
+    if (wi == r.wants.size()) break;
+    storage::QueueDeliveryState state = m.state;
+    state.attempts += 1;
+    state.lease = NewLease(m.row.id);
+    const int64_t deadline = r.now + r.wants[wi].visibility_ms;
+    KVC_RETURN_IF_ERROR(r.txn.q->QueueLease(m.row, deadline, state));
+    r.txn.wrote = true;
+    r.delivered.emplace_back(
+        wi, Delivery{m.row.id, state.lease, std::move(m.row.payload), state.attempts, deadline});
+    ++given;
+  }
+  return Status::Ok();
+}
+
+// Step 6: dead letters past retention, the counts, and when to look next.
+Status Housekeep(Round& r) {
+  storage::QueueStore& q = *r.txn.q;
+  if (r.prune) {
+    KVC_ASSIGN_OR_RETURN(int64_t pruned,
+                         q.QueuePruneDead(r.now - r.options.dead_letter_retention_ms));
+    if (pruned > 0) r.txn.wrote = true;
+    r.txn.dead_removed += pruned;
+  }
+  if (r.recount) {
+    KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, q.QueueCounts(r.now));
+    r.recounted = c.ready + c.delayed + c.running;
+    r.recounted_dead = c.dead;
+  }
+  KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, q.QueueEarliest(false));
+  KVC_ASSIGN_OR_RETURN(std::optional<int64_t> ed, q.QueueEarliest(true));
+  r.earliest_ready = er.value_or(kNever);
+  r.earliest_deadline = ed.value_or(kNever);
+  return Status::Ok();
+}
+
+// Steps 2-6 in one transaction (the body may run again; it starts from scratch each time).
+Result<engine::WriterTaskContext::StateWrite> Transact(Round& r, storage::Writer& w,
+                                                       int64_t version) {
+  Queue::State::Txn& txn = r.txn;
+  txn = Queue::State::Txn{};
+  txn.w = &w;
+  txn.q = w.queue_store();  // the engine refuses, at open, a backend without one
+  txn.now = r.now;
+  txn.version = version;
+  r.delivered.clear();
+  KVC_RETURN_IF_ERROR(ExpireLeases(r));
+  KVC_RETURN_IF_ERROR(ApplySettles(r));
+  KVC_RETURN_IF_ERROR(RunAdminJobs(r));
+  KVC_RETURN_IF_ERROR(Deliver(r));
+  KVC_RETURN_IF_ERROR(Housekeep(r));
+  return engine::WriterTaskContext::StateWrite{std::move(txn.changes), txn.wrote};
+}
+
+// Step 7 after a failed transaction: everything taken is answered Unavailable.
+void AnswerFailure(Queue::State& st, Round& r, const Status& s) KVC_REQUIRES(st.mu) {
+  spdlog::error("queue transaction failed: {}", s.ToString());
+  const Status fail = s.code() == StatusCode::kUnavailable
+                          ? s
+                          : Unavailable("The queue is temporarily unavailable, try again later.");
+  for (auto& job : r.settles) r.calls.push_back([d = std::move(job.done), fail] { d(fail); });
+  for (auto& job : r.admin) r.calls.push_back([d = std::move(job.done), fail] { d(fail); });
+  for (auto& w : r.waiters) r.calls.push_back([d = std::move(w.done), fail] { d(fail); });
+  // Look again after a while rather than spinning on a failing storage.
+  st.earliest_ready = st.earliest_deadline = r.now + 1000;
+}
+
+// Step 7: the counters and the State's view of the queue after a committed transaction.
+void CountOutcome(Queue::State& st, QueueCounters& counters, const Round& r) KVC_REQUIRES(st.mu) {
+  const Queue::State::Txn& txn = r.txn;
+  st.undelivered.fetch_add(txn.undelivered_delta, std::memory_order_relaxed);
+  counters.delivered.fetch_add(r.delivered.size(), std::memory_order_relaxed);
+  counters.expired.fetch_add(txn.expired, std::memory_order_relaxed);
+  counters.dead.fetch_add(txn.dead, std::memory_order_relaxed);
+  for (const auto& job : r.settles) {
+    for (const SettleResult& one : job.results) {
+      if (one.status == SettleStatus::kStale) {
+        counters.stale.fetch_add(1, std::memory_order_relaxed);
+      } else if (job.request.kind == SettleKind::kAck) {
+        counters.acked.fetch_add(1, std::memory_order_relaxed);
+      } else if (job.request.kind == SettleKind::kNack) {
+        counters.nacked.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (r.recounted >= 0) st.undelivered.store(r.recounted, std::memory_order_relaxed);
+  // The recount ran last in the transaction, so it already includes this run's changes.
+  if (r.recounted_dead >= 0) {
+    st.dead_letters.store(r.recounted_dead, std::memory_order_relaxed);
+  } else {
+    st.dead_letters.fetch_add(static_cast<int64_t>(txn.dead) - txn.dead_removed,
+                              std::memory_order_relaxed);
+  }
+  st.earliest_ready = r.earliest_ready;
+  st.earliest_deadline = r.earliest_deadline;
+  if (r.prune) st.next_prune = r.now + kPruneEveryMs;
+  if (r.recount) st.next_recount = r.now + kRecountEveryMs;
+}
+
+// Step 7: settled and expired leases free their consumers' capacity; deliveries go to their
+// consumers (taking capacity) or into their waiters' answers.
+void HandOut(Queue::State& st, Round& r) KVC_REQUIRES(st.mu) {
+  for (const std::string& lease : r.txn.freed_leases) {
+    auto it = st.lease_owner.find(lease);
+    if (it == st.lease_owner.end()) continue;
+    if (it->second->in_flight > 0) --it->second->in_flight;
+    st.lease_owner.erase(it);
+  }
+  for (auto& [wi, d] : r.delivered) {
+    const Round::Want& want = r.wants[wi];
+    if (want.consumer) {
+      ++want.consumer->in_flight;
+      st.lease_owner.emplace(d.lease, want.consumer);
+      if (!want.consumer->closed) {
+        r.calls.push_back([sink = want.consumer->sink, d = std::move(d)]() mutable {
+          sink->Deliver(std::move(d));
+        });
+      }
+    } else {
+      r.waiters[want.waiter].got.push_back(std::move(d));
+    }
+  }
+}
+
+// Step 7: settles and admin jobs are answered; waiters are answered if they got something or
+// their wait is over, and the rest wait on, ahead of any that arrived meanwhile.
+void AnswerSuccess(Queue::State& st, Round& r) KVC_REQUIRES(st.mu) {
+  for (auto& job : r.settles) {
+    r.calls.push_back(
+        [d = std::move(job.done), res = std::move(job.results)]() mutable { d(std::move(res)); });
+  }
+  for (size_t i = 0; i < r.admin.size(); ++i) {
+    r.calls.push_back([d = std::move(r.admin[i].done), res = r.admin_status[i]] { d(res); });
+  }
+  std::deque<Queue::State::Waiter> still;
+  for (auto& w : r.waiters) {
+    if (!w.got.empty() || w.deadline_ms <= r.now) {
+      r.calls.push_back(
+          [d = std::move(w.done), got = std::move(w.got)]() mutable { d(std::move(got)); });
+    } else {
+      still.push_back(std::move(w));
+    }
+  }
+  for (auto& w : st.waiters) still.push_back(std::move(w));
+  st.waiters.swap(still);
+}
+
+// Step 7: applies the outcome of the transaction `s` to `st` and makes the replies.
+void Answer(Queue::State& st, QueueCounters& counters, Round& r, const Status& s)
+    KVC_EXCLUDES(st.mu) {
   {
     MutexLock lock(st.mu);
     if (!s.ok()) {
-      spdlog::error("queue transaction failed: {}", s.ToString());
-      const Status fail =
-          s.code() == StatusCode::kUnavailable
-              ? s
-              : Unavailable("The queue is temporarily unavailable, try again later.");
-      for (auto& job : settles) calls.push_back([d = std::move(job.done), fail] { d(fail); });
-      for (auto& job : admin) calls.push_back([d = std::move(job.done), fail] { d(fail); });
-      for (auto& w : waiters) calls.push_back([d = std::move(w.done), fail] { d(fail); });
-      // Look again after a while rather than spinning on a failing storage.
-      st.earliest_ready = st.earliest_deadline = now_ms + 1000;
+      AnswerFailure(st, r, s);
     } else {
-      st.undelivered.fetch_add(txn.undelivered_delta, std::memory_order_relaxed);
-      counters_.delivered.fetch_add(delivered.size(), std::memory_order_relaxed);
-      counters_.expired.fetch_add(txn.expired, std::memory_order_relaxed);
-      counters_.dead.fetch_add(txn.dead, std::memory_order_relaxed);
-      for (const auto& job : settles) {
-        for (const SettleResult& r : job.results) {
-          if (r.status == SettleStatus::kStale) {
-            counters_.stale.fetch_add(1, std::memory_order_relaxed);
-          } else if (job.request.kind == SettleKind::kAck) {
-            counters_.acked.fetch_add(1, std::memory_order_relaxed);
-          } else if (job.request.kind == SettleKind::kNack) {
-            counters_.nacked.fetch_add(1, std::memory_order_relaxed);
-          }
-        }
-      }
-      if (recounted >= 0) st.undelivered.store(recounted, std::memory_order_relaxed);
-      // The recount ran last in the transaction, so it already includes this run's changes.
-      if (recounted_dead >= 0) {
-        st.dead_letters.store(recounted_dead, std::memory_order_relaxed);
-      } else {
-        st.dead_letters.fetch_add(static_cast<int64_t>(txn.dead) - txn.dead_removed,
-                                  std::memory_order_relaxed);
-      }
-      st.earliest_ready = earliest_ready;
-      st.earliest_deadline = earliest_deadline;
-      if (prune) st.next_prune = now_ms + kPruneEveryMs;
-      if (recount) st.next_recount = now_ms + kRecountEveryMs;
-      for (const std::string& lease : txn.freed_leases) {
-        auto it = st.lease_owner.find(lease);
-        if (it == st.lease_owner.end()) continue;
-        if (it->second->in_flight > 0) --it->second->in_flight;
-        st.lease_owner.erase(it);
-      }
-      for (auto& [wi, d] : delivered) {
-        const Want& want = wants[wi];
-        if (want.consumer) {
-          ++want.consumer->in_flight;
-          st.lease_owner.emplace(d.lease, want.consumer);
-          if (!want.consumer->closed) {
-            calls.push_back([sink = want.consumer->sink, d = std::move(d)]() mutable {
-              sink->Deliver(std::move(d));
-            });
-          }
-        } else {
-          waiters[want.waiter].got.push_back(std::move(d));
-        }
-      }
-      for (auto& job : settles) {
-        calls.push_back(
-            [d = std::move(job.done), r = std::move(job.results)]() mutable { d(std::move(r)); });
-      }
-      for (size_t i = 0; i < admin.size(); ++i) {
-        calls.push_back([d = std::move(admin[i].done), r = admin_status[i]] { d(r); });
-      }
-      // Waiters: answered if they got something or their wait is over; the rest wait on, ahead
-      // of any that arrived meanwhile.
-      std::deque<State::Waiter> still;
-      for (auto& w : waiters) {
-        if (!w.got.empty() || w.deadline_ms <= now_ms) {
-          calls.push_back(
-              [d = std::move(w.done), got = std::move(w.got)]() mutable { d(std::move(got)); });
-        } else {
-          still.push_back(std::move(w));
-        }
-      }
-      for (auto& w : st.waiters) still.push_back(std::move(w));
-      st.waiters.swap(still);
+      CountOutcome(st, counters, r);
+      HandOut(st, r);
+      AnswerSuccess(st, r);
     }
-    st.next_poll = options_.foreign_poll_ms > 0 ? now_ms + options_.foreign_poll_ms : kNever;
+    st.next_poll = r.options.foreign_poll_ms > 0 ? r.now + r.options.foreign_poll_ms : kNever;
   }
-  for (auto& w : gone_waiters) {
-    calls.push_back([d = std::move(w.done)] { d(Unavailable("The client went away.")); });
+  for (auto& w : r.gone_waiters) {
+    r.calls.push_back([d = std::move(w.done)] { d(Unavailable("The client went away.")); });
   }
-  for (auto& call : calls) call();
+}
+
+}  // namespace
+
+void Queue::Run(engine::WriterTaskContext& ctx, int64_t now_ms) {
+  State& st = *state_;
+  Round r(options_, now_ms);
+  if (!TakeWork(st, r)) return;
+  const Status s = ctx.TransactState(
+      storage::CommitOrigin::kQueue,
+      [&r](storage::Writer& w, int64_t version) { return Transact(r, w, version); });
+  Answer(st, counters_, r, s);
+  for (auto& call : r.calls) call();
 }
 
 void Queue::OnCommit(const storage::CommitGroup& group) {

@@ -1,12 +1,12 @@
-// The PostgreSQL catalog (storage/postgres/pg_catalog.h) against a real PostgreSQL 15
-// (testutil/pg_shared.h): access tokens of several databases or all of them, what removing a
-// database does to them, and a catalog of the schema before them (version 1) that opens with
-// its tokens intact.
+// What only the PostgreSQL catalog (storage/postgres/pg_catalog.h) does, against a real
+// PostgreSQL 15 (testutil/pg_shared.h): a catalog of the schema before tokens of several
+// databases (version 1) opens with its tokens intact. The Catalog contract both catalogs share
+// (tokens of several or all databases, what removing a database does to them) is
+// catalog_contract_test.cc.
 //
 // Without postgresql-15 every test here fails, saying what to install.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,8 +19,6 @@ namespace kvc {
 namespace {
 
 constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
-constexpr const char* kDbB = "0b6f3a8e-1111-4222-8333-444455556666";
-constexpr const char* kDbC = "0c6f3a8e-1111-4222-8333-444455556666";
 
 storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
                                     bool all = false) {
@@ -63,64 +61,6 @@ class PgCatalogTest : public ::testing::Test {
   void TearDown() override { testutil::DropPgDatabase(conninfo_); }
   std::string conninfo_;
 };
-
-TEST_F(PgCatalogTest, TokensOfSeveralOrAllDatabases) {
-  auto st = Open(conninfo_);
-  ASSERT_TRUE(st);
-  storage::Catalog& cat = st->catalog();
-  for (const char* id : {kDbA, kDbB, kDbC}) {
-    ASSERT_TRUE(cat.AddDatabase({id, std::string("db") + id[1], "pg", 5}).ok());
-  }
-  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a1", {kDbB, kDbA})).ok());
-  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a2", {kDbB})).ok());
-  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a3", {}, /*all=*/true)).ok());
-  ASSERT_TRUE(cat.AddToken(TokenFor("00000000000000a4", {kDbC, kDbB})).ok());
-  EXPECT_EQ(cat.AddToken(TokenFor("00000000000000a4", {kDbC})).code(), StatusCode::kAlreadyExists);
-  auto multi = cat.FindToken("00000000000000a1");
-  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
-  EXPECT_EQ(multi->database_ids, (std::vector<std::string>{kDbB, kDbA}));
-  EXPECT_FALSE(multi->all_databases);
-  auto all = cat.FindToken("00000000000000a3");
-  ASSERT_TRUE(all.ok());
-  EXPECT_TRUE(all->all_databases);
-  EXPECT_TRUE(all->database_ids.empty());
-  // What a kvconnect from before these tokens reads: the first database, or none that exists.
-  EXPECT_EQ(Value(conninfo_,
-                  "select database_id::text from kvc_access_tokens where id = "
-                  "'00000000000000a1'"),
-            kDbB);
-  EXPECT_EQ(Value(conninfo_,
-                  "select database_id::text from kvc_access_tokens where id = "
-                  "'00000000000000a3'"),
-            storage::kNoDatabaseId);
-
-  ASSERT_TRUE(cat.RemoveDatabase(kDbB, 900).ok());
-  auto other = Open(conninfo_);  // another node sees the same
-  ASSERT_TRUE(other);
-  auto tokens = other->catalog().ListTokens();
-  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
-  std::map<std::string, storage::AccessTokenRecord> by_id;
-  for (auto& t : *tokens) by_id[t.id] = t;
-  EXPECT_EQ(by_id["00000000000000a1"].database_ids, std::vector<std::string>{kDbA});
-  EXPECT_EQ(by_id["00000000000000a1"].revoked_ms, 0) << "it still opens A";
-  EXPECT_EQ(by_id["00000000000000a2"].database_ids, std::vector<std::string>{kDbB});
-  EXPECT_EQ(by_id["00000000000000a2"].revoked_ms, 900) << "B was all it opened";
-  EXPECT_TRUE(by_id["00000000000000a3"].all_databases);
-  EXPECT_EQ(by_id["00000000000000a3"].revoked_ms, 0);
-  EXPECT_EQ(by_id["00000000000000a4"].database_ids, std::vector<std::string>{kDbC});
-  EXPECT_EQ(Value(conninfo_,
-                  "select database_id::text from kvc_access_tokens where id = "
-                  "'00000000000000a1'"),
-            kDbA);
-
-  ASSERT_TRUE(cat.RemoveDatabase(kDbA, 950).ok());
-  auto last = cat.FindToken("00000000000000a1");
-  ASSERT_TRUE(last.ok());
-  EXPECT_EQ(last->database_ids, std::vector<std::string>{kDbA});
-  EXPECT_EQ(last->revoked_ms, 950);
-  EXPECT_EQ(cat.FindToken("00000000000000a3")->revoked_ms, 0);
-  EXPECT_EQ(cat.FindToken("00000000000000a2")->revoked_ms, 900) << "revoked once, not again";
-}
 
 // A database at schema version 1 (made here from today's schema by dropping what version 2
 // added, and a token row as a kvconnect of that age wrote it) opens: its token keeps its
