@@ -6,7 +6,6 @@
 #                                       and npm), build everything, run every test
 #   deploy/dev.sh deps [run|test] | build   the individual steps (deps: test's packages by default)
 #   deploy/dev.sh packages run|test     print the Debian packages a command installs, one a line
-#   deploy/dev.sh sanitizer-builds      build what the sanitizer and fuzz stages run
 # Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
 #   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
 #   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
@@ -67,17 +66,14 @@ apt_install() {
 
 # deps run|test: installs what that command needs and is missing, and says what.
 deps() {
-  local what=${1:-test} wanted=() missing=()
-  case "$what" in run | test) ;; *) echo "usage: deploy/dev.sh deps run|test" >&2; return 2 ;; esac
-  mapfile -t wanted < <(packages "$what")
-  mapfile -t missing < <(missing_packages "${wanted[@]}")
-  if [ "$what" = test ]; then
-    if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
-    if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
-    log "deploy/dev.sh test needs ${#wanted[@]} Debian packages (and Node.js and npm): what building and serving need (${#BUILD_PACKAGES[@]}) and the tests' (${#TEST_PACKAGES[@]})"
-  else
-    log "deploy/dev.sh run needs ${#wanted[@]} Debian packages, for building and serving only (the ${#TEST_PACKAGES[@]} test packages come with deploy/dev.sh test)"
-  fi
+  case "${1:-test}" in
+    test) test_deps && wait_late_deps; return ;;
+    run) ;;
+    *) echo "usage: deploy/dev.sh deps run|test" >&2; return 2 ;;
+  esac
+  local missing=()
+  mapfile -t missing < <(missing_packages "${BUILD_PACKAGES[@]}")
+  log "deploy/dev.sh run needs ${#BUILD_PACKAGES[@]} Debian packages, for building and serving only (the ${#TEST_PACKAGES[@]} test packages come with deploy/dev.sh test)"
   if [ ${#missing[@]} -eq 0 ]; then
     log "All of them are installed"
     return
@@ -175,10 +171,7 @@ stage() {
   local name=$1 start=$SECONDS
   shift
   "$@"
-  note_stage "$name" $((SECONDS - start))
-}
-note_stage() {
-  STAGES+=("$(printf '%-40s %4dm%02ds' "$1" $(($2 / 60)) $(($2 % 60)))")
+  STAGES+=("$(printf '%-32s %4dm%02ds' "$name" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
 }
 print_stages() {
   log "Stage times"
@@ -217,19 +210,17 @@ tsan_configure() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DKVC_SINGLE_THREADED_UNIT_TESTS=OFF \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
 }
-# Everything the sanitizer and fuzz stages run: the ASan+UBSan tests, the fuzzers, the TSan tests.
+# Everything the sanitizer and fuzz stages run: the ASan+UBSan tests and the fuzzers (one clang
+# tree), and the TSan tests.
 sanitizer_builds() {
+  local asan_targets=()
   if sanitizers_on; then
-    log "Building the unit and integration tests with ASan+UBSan (clang) ($ASAN_DIR)"
-    asan_configure
-    cmake --build "$ASAN_DIR" -j "$JOBS" \
-      --target unit_tests unit_thread_tests integration_tests http_client_selftest
+    asan_targets+=(--target unit_tests unit_thread_tests integration_tests http_client_selftest)
   fi
-  if fuzz_on; then
-    log "Building the fuzzers (clang, ASan+UBSan) ($ASAN_DIR)"
-    asan_configure
-    cmake --build "$ASAN_DIR" -j "$JOBS" --target fuzzers
-  fi
+  if fuzz_on; then asan_targets+=(--target fuzzers); fi
+  log "Building the ASan+UBSan tree (clang): tests and fuzzers ($ASAN_DIR)"
+  asan_configure
+  cmake --build "$ASAN_DIR" -j "$JOBS" "${asan_targets[@]}"
   if sanitizers_on; then
     log "Building the threaded unit tests and the integration tests with TSan (g++) ($TSAN_DIR)"
     tsan_configure
@@ -282,9 +273,8 @@ case "$cmd" in
       stage "fuzzers (run)" "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-30}"
     fi
     ;;
-  sanitizer-builds) sanitizer_builds ;;
   *)
-    echo "usage: deploy/dev.sh run [serve flags...] | test | deps [run|test] | build | packages run|test | sanitizer-builds" >&2
+    echo "usage: deploy/dev.sh run [serve flags...] | test | deps [run|test] | build | packages run|test" >&2
     exit 2
     ;;
 esac

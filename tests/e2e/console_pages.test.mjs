@@ -143,8 +143,6 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
   async function shot(name) {
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     const file = path.join(ARTIFACTS, name);
-    // From the top, so the header and the tabs are in the picture, not scrolled under.
-    await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: file, fullPage: true });
     console.log(`# console page screenshot: ${file}`);
   }
