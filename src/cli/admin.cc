@@ -7,8 +7,8 @@
 #include "cli/flags.h"
 #include "codec/json_text.h"
 #include "common/clock.h"
-#include "service/admin_api.h"
-#include "service/admin_ops.h"
+#include "service/admin/admin_api.h"
+#include "service/admin/admin_ops.h"
 #include "storage/storage.h"
 
 namespace kvc::cli {

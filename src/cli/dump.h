@@ -1,4 +1,4 @@
-// `kvconnect export` and `kvconnect import`: a database as a dump (service/dump.h: one
+// `kvconnect export` and `kvconnect import`: a database as a dump (service/admin/dump.h: one
 // KvEntryJSON per line) on stdout, and a dump from stdin into a database.
 //
 // Two ways to reach the database:
@@ -24,7 +24,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "service/dump.h"
+#include "service/admin/dump.h"
 
 namespace kvc::cli {
 

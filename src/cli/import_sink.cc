@@ -16,10 +16,10 @@
 #include "cli/migrate.h"
 #include "codec/admin_json.h"
 #include "codec/json_text.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "common/clock.h"
 #include "common/random.h"
-#include "service/dump.h"
+#include "service/admin/dump.h"
 #include "storage/migration.h"
 #include "storage/storage.h"
 

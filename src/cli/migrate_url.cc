@@ -12,7 +12,7 @@
 #include "cli/admin.h"
 #include "cli/kv_source.h"
 #include "cli/secrets.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "codec/versionstamp.h"
 
 namespace kvc::cli {

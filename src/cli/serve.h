@@ -12,11 +12,11 @@
 #include "engine/engine.h"
 #include "net/server.h"
 #include "queue/queue.h"
-#include "service/admin_api.h"
+#include "service/admin/admin_api.h"
 #include "service/directory.h"
-#include "service/kv_service.h"
-#include "service/metrics.h"
-#include "service/queue_api.h"
+#include "service/kvconnect/kv_service.h"
+#include "service/ops/metrics.h"
+#include "service/queue/queue_api.h"
 #include "storage/storage.h"
 
 namespace kvc::cli {
@@ -58,7 +58,7 @@ struct ServeConfig {
   // so whoever started the server with port 0 learns the ports. Empty: none.
   std::string ready_file;
   // /metrics and /readyz?verbose=1 without a token: on the metrics_addr listener if set, else
-  // on the main listener (service/operator_gate.h).
+  // on the main listener (service/ops/operator_gate.h).
   bool metrics_public = false;
   // The web console at /console (and the browser's GET / sent there). false: neither is served
   // (the admin API it uses stays).

@@ -6,7 +6,7 @@
 #include "codec/json_schema.h"
 #include "codec/json_text.h"
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "codec/versionstamp.h"
 #include "common/random.h"
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "codec/utf8.h"
-#include "codec/v8_wire.h"
+#include "codec/v8/v8_wire.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 

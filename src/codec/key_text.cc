@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "codec/json_text.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "common/random.h"
 
 namespace kvc::codec {

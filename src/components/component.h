@@ -32,8 +32,8 @@
 #include "common/status.h"
 #include "engine/engine.h"
 #include "service/directory.h"
-#include "service/kv_service.h"
-#include "service/metrics_collector.h"
+#include "service/kvconnect/kv_service.h"
+#include "service/ops/metrics_collector.h"
 #include "storage/storage.h"
 
 namespace kvc::components {

@@ -1,4 +1,4 @@
-// Keys and values of Deno KV in the JSON forms of the admin API (src/codec/v8_json.h):
+// Keys and values of Deno KV in the JSON forms of the admin API (src/codec/v8/v8_json.h):
 // a key is [{type, value}, ...] (KvKeyJSON), a value {type, value, ...} (KvValueJSON).
 // Pure functions: text for people, and the small key syntax the console reads.
 //

@@ -1,5 +1,5 @@
 // Values in Deno literal syntax, the way a Deno program writes them, to and from KvValueJSON
-// (src/codec/v8_json.h). Pure; the parser is our own small recursive descent reader: nothing
+// (src/codec/v8/v8_json.h). Pure; the parser is our own small recursive descent reader: nothing
 // typed here is ever run as code.
 //
 //   "text" 'text'   42  -1.5e3  NaN  Infinity  -0   123n   true  false  null  undefined

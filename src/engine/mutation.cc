@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "codec/v8_value.h"
+#include "codec/v8/v8_value.h"
 #include "common/bytes.h"
 
 namespace kvc::engine {

@@ -1,4 +1,4 @@
-// Bytes our V8 encoder writes (src/codec/v8_tree.h, through the JSON views of v8_json.h) must be
+// Bytes our V8 encoder writes (src/codec/v8/v8_tree.h, through the JSON views of v8_json.h) must be
 // read back as the original values by the real runtimes: Node's v8.deserialize, and Deno 2.9.6
 // reading them from its own KV SQLite file. The values and their JSON views are the samples of
 // tests/fixtures/v8/samples.mjs. Needs V8_CODEC_TOOL (ctest sets it: v8_codec_runtimes).

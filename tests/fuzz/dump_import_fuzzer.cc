@@ -1,4 +1,4 @@
-// The import side of NDJSON dumps (service/dump.h) on untrusted bytes: lines split by the
+// The import side of NDJSON dumps (service/admin/dump.h) on untrusted bytes: lines split by the
 // reader, each parsed into atomic-write batches. Every batch it closes must be one the engine
 // accepts as it is (limits, key sizes), so an import never fails half-way for a reason the
 // parser should have caught.
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/limits.h"
-#include "service/dump.h"
+#include "service/admin/dump.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using kvc::service::DumpBatcher;

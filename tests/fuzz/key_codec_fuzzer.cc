@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

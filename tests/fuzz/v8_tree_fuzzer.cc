@@ -8,10 +8,10 @@
 #include <string_view>
 
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
-#include "codec/v8_portable.h"
-#include "codec/v8_tree.h"
-#include "codec/v8_wire.h"
+#include "codec/v8/v8_json.h"
+#include "codec/v8/v8_portable.h"
+#include "codec/v8/v8_tree.h"
+#include "codec/v8/v8_wire.h"
 
 namespace {
 

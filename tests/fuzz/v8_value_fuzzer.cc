@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "codec/v8_value.h"
+#include "codec/v8/v8_value.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto v = kvc::codec::ParseV8Numeric(std::string_view(reinterpret_cast<const char*>(data), size));

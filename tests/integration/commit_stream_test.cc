@@ -19,7 +19,7 @@
 #include "common/random.h"
 #include "engine/engine.h"
 #include "service/http_status.h"
-#include "service/watch_stream.h"
+#include "service/kvconnect/watch_stream.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "testutil/engine_sync.h"
 #include "testutil/shared_backend.h"

@@ -3,7 +3,7 @@
 // chained by their cursor, small caps and scan budgets. Whatever the cap and budget, the pages
 // list every child exactly once, in order; a count is exact unless marked capped, and then a
 // lower bound of at least min(cap, ...) rows; the entry at prefix + part is reported.
-#include "service/key_children.h"
+#include "service/admin/key_children.h"
 
 #include <gtest/gtest.h>
 

@@ -20,7 +20,7 @@
 
 #include "cli/application.h"
 #include "common/random.h"
-#include "service/admin_ops.h"
+#include "service/admin/admin_ops.h"
 #include "storage/storage.h"
 #include "testutil/http_client.h"
 

@@ -25,7 +25,7 @@
 #include "common/random.h"
 #include "datapath.pb.h"
 #include "engine/engine.h"
-#include "service/kv_service.h"
+#include "service/kvconnect/kv_service.h"
 #include "storage/sqlite/sqlite_backend.h"
 #include "storage/sqlite/sqlite_catalog.h"
 #include "testutil/engine_sync.h"

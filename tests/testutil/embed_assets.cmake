@@ -1,5 +1,5 @@
 # Writes a C++ source embedding each file of FILES (a comma-separated list) byte for byte, as
-# the kvc::service::kConsoleAssets table of service/console.h (the web console's static files).
+# the kvc::service::kConsoleAssets table of service/admin/console.h (the web console's static files).
 # Binary-safe: every file becomes an array of byte values, so any content (NUL bytes, a
 # sequence that would end a raw string literal) survives. Each array has one extra 0 byte so
 # that an empty file is still a valid array; the recorded size leaves it out.
@@ -20,7 +20,7 @@ foreach(f ${FILES})
   math(EXPR index "${index} + 1")
 endforeach()
 file(WRITE ${OUT} "// Generated from src/console/ by tests/testutil/embed_assets.cmake; do not edit.
-#include \"service/console.h\"
+#include \"service/admin/console.h\"
 
 namespace kvc::service {
 namespace {

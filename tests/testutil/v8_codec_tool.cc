@@ -6,7 +6,7 @@
 #include <iostream>
 #include <string>
 
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "testutil/hex.h"
 
 int main(int argc, char** argv) {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 
 namespace kvc::codec {
 namespace {

@@ -1,7 +1,7 @@
 // service::AdminOps: the database and token rules behind `kvconnect db|token`, on a real
 // SqliteCatalog in a temp dir, a fake provisioner (storage in a set, failures on demand) and a
 // manual clock.
-#include "service/admin_ops.h"
+#include "service/admin/admin_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include "codec/datapath_codec.h"
 #include "codec/key_codec.h"
 #include "codec/metadata_json.h"
-#include "codec/v8_value.h"
+#include "codec/v8/v8_value.h"
 #include "codec/versionstamp.h"
 #include "common/bytes.h"
 #include "testutil/hex.h"
@@ -208,7 +208,8 @@ TEST(ClientCodec, WatchOutputRoundTripAndVector) {
   EXPECT_FALSE(DecodeWatchOutput(FromHex("12 05 08")).ok());
 }
 
-// The watch body as the server frames it (src/service/watch_stream.cc): u32 LE length, payload.
+// The watch body as the server frames it (src/service/kvconnect/watch_stream.cc): u32 LE length,
+// payload.
 std::string Framed(std::string_view payload) {
   std::string out;
   const auto n = static_cast<uint32_t>(payload.size());

@@ -2,7 +2,7 @@
 // are the bytes of src/console/, with their content types; every answer (errors included)
 // carries the security headers; HEAD, 304 on a matching ETag, 404 and 405. Also: the embedding
 // script is binary-safe, and the console's files keep the rules the CSP relies on.
-#include "service/console.h"
+#include "service/admin/console.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

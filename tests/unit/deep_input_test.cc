@@ -11,12 +11,12 @@
 #include "codec/client_codec.h"
 #include "codec/datapath_codec.h"
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
-#include "codec/v8_portable.h"
-#include "codec/v8_tree.h"
-#include "codec/v8_wire.h"
+#include "codec/v8/v8_json.h"
+#include "codec/v8/v8_portable.h"
+#include "codec/v8/v8_tree.h"
+#include "codec/v8/v8_wire.h"
 #include "engine/limits.h"
-#include "service/dump.h"
+#include "service/admin/dump.h"
 
 namespace kvc {
 namespace {

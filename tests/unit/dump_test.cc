@@ -1,13 +1,13 @@
 // The dump format's pure parts: line readers, the batcher (batch bounds, line-numbered errors,
 // the prefix rule) and query strings.
-#include "service/dump.h"
+#include "service/admin/dump.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "service/query.h"
 
 namespace kvc::service {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 
 namespace kvc::codec {
 namespace {

@@ -12,7 +12,7 @@
 #include "cli/import_sink.h"
 #include "codec/admin_json.h"
 #include "codec/key_codec.h"
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 #include "loadgen/metadata.h"
 
 namespace kvc::cli {

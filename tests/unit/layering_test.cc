@@ -171,7 +171,7 @@ TEST(Layering, FencesRefuseForbiddenIncludes) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"engine/engine.cc", "openssl/evp.h"},
       {"common/random.cc", "openssl/rand.h"},
-      {"service/kv_service.cc", "openssl/sha.h"},
+      {"service/kvconnect/kv_service.cc", "openssl/sha.h"},
       {"storage/sqlite/sqlite_backend.cc", "libpq-fe.h"},
       {"storage/storage.cc", "libpq-fe.h"},
       {"cli/migrate.cc", "libpq-fe.h"},
@@ -191,7 +191,7 @@ TEST(Layering, FencesRefuseForbiddenIncludes) {
       {"auth/tokens.cc", "openssl/hmac.h"},
       {"storage/sqlite/sqlite_backend.cc", "sqlite3.h"},
       {"queue/push.cc", "curl/curl.h"},
-      {"service/kv_service.cc", "engine/engine.h"},
+      {"service/kvconnect/kv_service.cc", "engine/engine.h"},
       {"engine/engine.cc", "vector"},
   };
   for (const auto& [rel, header] : allowed) {

@@ -1,9 +1,9 @@
-// Metrics takes registered collectors (service/metrics_collector.h) instead of knowing the types
-// of the subsystems it reports: a collector's families appear in /metrics after the built-in
+// Metrics takes registered collectors (service/ops/metrics_collector.h) instead of knowing the
+// types of the subsystems it reports: a collector's families appear in /metrics after the built-in
 // ones; the components' collectors (backup shipping, node registration) keep their metric names,
 // labels and HELP texts byte for byte (dashboards and alerts query them). Also the components'
 // wiring: what NodeRegistration registers and advertises, and QueuePush's flag parsing.
-#include "service/metrics.h"
+#include "service/ops/metrics.h"
 
 #include <gtest/gtest.h>
 

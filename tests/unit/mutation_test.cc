@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "codec/v8_value.h"
+#include "codec/v8/v8_value.h"
 #include "common/bytes.h"
 #include "engine/limits.h"
 

@@ -1,7 +1,7 @@
 // service::PortableValues: which values of an atomic write are converted (V8 set values and
 // enqueue payloads, not raw bytes, KvU64s or sum operands), the size-limit fallback, read-time
 // conversion of format 16 only, watch frames, and what the observer is told.
-#include "service/portable_values.h"
+#include "service/kvconnect/portable_values.h"
 
 #include <gtest/gtest.h>
 

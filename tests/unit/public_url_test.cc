@@ -1,11 +1,11 @@
-// --public-url (service::NormalizePublicUrl, service/kv_service.h): normalized or refused, and the
-// config file's schema refuses what the flag refuses.
+// --public-url (service::NormalizePublicUrl, service/kvconnect/kv_service.h): normalized or
+// refused, and the config file's schema refuses what the flag refuses.
 #include <gtest/gtest.h>
 
 #include <utility>
 
 #include "codec/config_json.h"
-#include "service/kv_service.h"
+#include "service/kvconnect/kv_service.h"
 
 namespace kvc {
 namespace {

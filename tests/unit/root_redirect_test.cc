@@ -1,7 +1,7 @@
 // service::RootHandler: a browser's GET / (Accept names text/html) goes to the console with a
 // 302; everything else at `/` (the metadata exchange POST, curl's GET with */*, a console that is
 // off) reaches the wrapped handler unchanged.
-#include "service/root_redirect.h"
+#include "service/admin/root_redirect.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "service/channel.h"
-#include "service/kv_service.h"
+#include "service/kvconnect/kv_service.h"
 
 namespace kvc::service {
 namespace {

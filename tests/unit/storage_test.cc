@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "service/admin_ops.h"
+#include "service/admin/admin_ops.h"
 #include "storage/sqlite/sqlite_storage.h"
 #include "testutil/temp_dir.h"
 

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include "codec/v8_json.h"
-#include "codec/v8_tree.h"
+#include "codec/v8/v8_json.h"
+#include "codec/v8/v8_tree.h"
 #include "testutil/hex.h"
 
 namespace kvc::codec {

@@ -1,6 +1,6 @@
-// The JSON reader of the JSON views (codec/v8_json_reader.h): strings as UTF-16 units with lone
+// The JSON reader of the JSON views (codec/v8/v8_json_reader.h): strings as UTF-16 units with lone
 // surrogates kept, members in document order with duplicates refused, nesting bounded.
-#include "codec/v8_json_reader.h"
+#include "codec/v8/v8_json_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "codec/v8_json.h"
+#include "codec/v8/v8_json.h"
 
 #include <gtest/gtest.h>
 

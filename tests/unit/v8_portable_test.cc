@@ -3,7 +3,7 @@
 // other bytes unchanged, every Node v8.serialize value with typed arrays comes back with V8's
 // own views (the bytes Node's raw Serializer writes where the values are the same), and what
 // cannot be proven exact stays as it is.
-#include "codec/v8_portable.h"
+#include "codec/v8/v8_portable.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "codec/v8_json.h"
-#include "codec/v8_tree.h"
+#include "codec/v8/v8_json.h"
+#include "codec/v8/v8_tree.h"
 #include "testutil/hex.h"
 #include "testutil/v8_corpus.h"
 

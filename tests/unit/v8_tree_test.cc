@@ -1,4 +1,4 @@
-#include "codec/v8_tree.h"
+#include "codec/v8/v8_tree.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/v8_wire.h"
+#include "codec/v8/v8_wire.h"
 #include "testutil/hex.h"
 
 namespace kvc::codec {

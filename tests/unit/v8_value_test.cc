@@ -1,4 +1,4 @@
-#include "codec/v8_value.h"
+#include "codec/v8/v8_value.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "codec/v8_wire.h"
+#include "codec/v8/v8_wire.h"
 #include "testutil/hex.h"
 
 namespace kvc::codec {

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/clock.h"
-#include "service/queue_api.h"
+#include "service/queue/queue_api.h"
 
 namespace kvc::components {
 namespace {
