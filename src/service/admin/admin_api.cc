@@ -453,7 +453,7 @@ void RevokeToken(const AdminApi::Env& env, const JsonCallPtr& call) {
 
 // --- Entries ----------------------------------------------------------------------------------
 
-void ListEntries(const JsonCallPtr& call, codec::AdminListRequest req) {
+void ListEntries(const JsonCallPtr& call, const codec::AdminListRequest& req) {
   const Directory::Database& db = *call->db;
   const int32_t limit = req.limit;
   const bool raw = req.raw;
@@ -521,11 +521,16 @@ void ListChildren(const KeyChildrenOptions& options, const JsonCallPtr& call,
                   });
 }
 
-void GetEntry(const JsonCallPtr& call, codec::AdminGetRequest req) {
-  std::string end = req.key;
+// The read range of exactly one key.
+ReadRange OneKey(std::string key) {
+  std::string end = key;
   end.push_back('\0');
+  return ReadRange{std::move(key), std::move(end), 1, false};
+}
+
+void GetEntry(const JsonCallPtr& call, codec::AdminGetRequest req) {
   const bool raw = req.raw;
-  call->db->engine->SnapshotRead({ReadRange{req.key, std::move(end), 1, false}},
+  call->db->engine->SnapshotRead({OneKey(std::move(req.key))},
                                  [call, raw](Result<engine::ReadResult> r) {
                                    if (!r.ok()) return call->Fail(r.status());
                                    if (r->ranges[0].empty()) return call->Ok("{\"entry\":null}");

@@ -57,13 +57,13 @@ class ExportStream : public StreamSource, public std::enable_shared_from_this<Ex
       }
       text += *line;
     }
-    return Deliver(std::move(text), page->last, false);
+    return Deliver(text, page->last, false);
   }
 
  private:
   // Waits for the session (Start) and for room in the window, then hands `text` to the sink
   // (and closes or aborts the body). Returns whether the scan should go on.
-  bool Deliver(std::string text, bool last, bool abort) {
+  bool Deliver(const std::string& text, bool last, bool abort) {
     std::shared_ptr<StreamSink> sink;
     bool stalled = false;
     {

@@ -158,7 +158,9 @@ void KvService::AddRoutes(Router* router, Handler* root) {
     if (database.empty()) database = storage::kDefaultDatabase;
     PostMetadata(std::move(req), std::move(database), std::move(respond));
   };
-  auto unrouted = [this](HttpRequest req, Responder respond) { Unrouted(req, respond); };
+  auto unrouted = [this](const HttpRequest& req, const Responder& respond) {
+    Unrouted(req, respond);
+  };
   if (root != nullptr) {
     router->Add(Endpoint{"metadata", {}, "/", [root](HttpRequest req, Responder respond) {
                            root->Handle(std::move(req), std::move(respond));
@@ -175,11 +177,11 @@ void KvService::AddRoutes(Router* router, Handler* root) {
   router->Add(Endpoint{"connect", {}, "/v2/databases/{path...}", unrouted});
   const std::string data = options_.endpoint_path;
   post("snapshot_read", data + "/snapshot_read",
-       [this](HttpRequest req, Responder respond) { SnapshotRead(req, respond); });
+       [this](const HttpRequest& req, const Responder& respond) { SnapshotRead(req, respond); });
   post("atomic_write", data + "/atomic_write",
-       [this](HttpRequest req, Responder respond) { AtomicWrite(req, respond); });
+       [this](const HttpRequest& req, const Responder& respond) { AtomicWrite(req, respond); });
   post("watch", data + "/watch",
-       [this](HttpRequest req, Responder respond) { Watch(req, respond); });
+       [this](const HttpRequest& req, const Responder& respond) { Watch(req, respond); });
   router->Add(Endpoint{"datapath", {}, data + "/{path...}", unrouted});
 }
 

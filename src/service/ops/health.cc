@@ -83,7 +83,7 @@ void HealthHandler::Handle(HttpRequest request, Responder respond) {
     respond(ErrorResponse(PermissionDenied("Detailed readiness is not served here.")));
     return;
   }
-  gate_->Check(request, [this, respond = std::move(respond)](Status s) {
+  gate_->Check(request, [this, respond = std::move(respond)](const Status& s) {
     respond(s.ok() ? Ready(/*detailed=*/true) : ErrorResponse(s));
   });
 }

@@ -282,8 +282,8 @@ void QueueApi::AddOperationRoutes(Router* router) {
     add(name, "POST", op,
         A::WithBody<codec::QueueSettleJson>(
             &codec::ParseQueueSettleRequest,
-            [kind](const JsonCallPtr& c, codec::QueueSettleJson req) {
-              Settle(kind, c, std::move(req));
+            [k = kind](const JsonCallPtr& c, codec::QueueSettleJson req) {
+              Settle(k, c, std::move(req));
             }));
   }
   add("queue_stream", "GET", "stream", [this](const JsonCallPtr& c) { Stream(c); });
@@ -294,7 +294,7 @@ void QueueApi::AddOperationRoutes(Router* router) {
   });
   for (const std::string& base : bases) {
     router->Add(Endpoint{
-        "queue", {}, base + "/{path...}", [](HttpRequest req, Responder respond) {
+        "queue", {}, base + "/{path...}", [](const HttpRequest& req, const Responder& respond) {
           respond(JsonErrorResponse(NotFound("No queue API resource at " + req.path + ".")));
         }});
   }
@@ -371,7 +371,7 @@ std::string DeadLetterJson(const queue::DeadLetter& d) {
          ",\"dead_at\":" + std::to_string(d.dead_at_ms) + "}";
 }
 
-void ListDead(const JsonCallPtr& call, codec::QueueDeadListJson req) {
+void ListDead(const JsonCallPtr& call, const codec::QueueDeadListJson& req) {
   const size_t limit = static_cast<size_t>(req.limit);
   QueueOf(*call)->ListDead(
       req.cursor, limit, [call, limit](Result<std::vector<queue::DeadLetter>> r) {
