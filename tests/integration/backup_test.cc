@@ -8,7 +8,10 @@
 // random, is restarted without its last shipment (as after kill -9), and takes snapshots
 // often (several generations). Then the database is restored at random acknowledged versions,
 // at every snapshot, at recorded times and at the latest state, and every key, value,
-// encoding and versionstamp must equal the model's.
+// encoding and versionstamp must equal the model's. The same model runs on PostgreSQL
+// (BackupStorageTest), where snapshots are written from the storage's reader like on SQLite
+// (backup/snapshot_writer.h) and restores load them into PostgreSQL; on both kinds a snapshot
+// taken while writes commit holds exactly one version, and snapshots carry the queue.
 #include <gtest/gtest.h>
 
 #include <atomic>
