@@ -256,8 +256,9 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
 
 Status ContinuousBackup::Snapshot(Db& db, const std::shared_ptr<engine::Engine>& engine, bool gap) {
   const SnapshotCopier copy = [&](const std::string& dest) {
-    return OnReader<storage::SnapshotCopy>(
-        *engine, [&](storage::Reader& r) { return r.CopySnapshot(dest); });
+    return OnReader<SnapshotFileInfo>(*engine, [&](storage::Reader& r) {
+      return WriteSnapshotFile(r, dest, SnapshotWriteOptions{options_.snapshot_page_rows});
+    });
   };
   KVC_ASSIGN_OR_RETURN(SnapshotOutcome out,
                        UploadSnapshot(copy, *target_, db.name, db.id, options_.scratch_dir));

@@ -47,7 +47,8 @@ struct ContinuousBackupOptions {
   size_t max_segment_entries = 10000;
   int64_t retry_initial_ms = 1000;
   int64_t retry_max_ms = 60000;
-  std::string scratch_dir;   // where snapshot copies are staged (the storage's scratch dir)
+  std::string scratch_dir;            // where snapshot files are staged (the storage's scratch dir)
+  int32_t snapshot_page_rows = 1000;  // rows a snapshot reads and writes at a time
   bool ship_on_stop = true;  // Stop() ships what is pending (tests turn it off to mimic kill -9)
 };
 

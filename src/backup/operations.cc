@@ -10,7 +10,9 @@ Result<SnapshotOutcome> SnapshotDatabase(storage::Storage& storage,
   KVC_ASSIGN_OR_RETURN(std::string scratch, storage.ScratchDirectory());
   KVC_ASSIGN_OR_RETURN(auto backend, storage.OpenBackend(database));
   KVC_ASSIGN_OR_RETURN(auto reader, backend->OpenReader());
-  const SnapshotCopier copy = [&](const std::string& dest) { return reader->CopySnapshot(dest); };
+  const SnapshotCopier copy = [&](const std::string& dest) {
+    return WriteSnapshotFile(*reader, dest, SnapshotWriteOptions{});
+  };
   return UploadSnapshot(copy, target, database.name, database.id, scratch);
 }
 
@@ -48,7 +50,22 @@ Result<CatalogRestore> RestoreIntoCatalog(storage::Storage& storage, Target& tar
   } else {
     return existing.status();
   }
-  KVC_ASSIGN_OR_RETURN(out.outcome, RestoreDatabase(target, storage, o));
+  Result<RestoreOutcome> restored = RestoreDatabase(target, storage, o);
+  if (!restored.ok() && restored.status().code() == StatusCode::kAlreadyExists && existing.ok()) {
+    // A storage that keys a database's rows by its id (PostgreSQL) cannot hold the restored
+    // copy beside the database it replaces. An empty one is replaced by a database of a new id;
+    // one with data is kept, and the restore refused.
+    if (!empty_before) {
+      return InvalidArgument(
+          "cannot restore '" + name + "' in place in " + storage.Describe() +
+          ": this storage cannot keep the restored copy beside it under the same database "
+          "id; restore under another name with --as NAME");
+    }
+    o.id = NewUuidV4();
+    restored = RestoreDatabase(target, storage, o);
+  }
+  KVC_RETURN_IF_ERROR(restored.status());
+  out.outcome = std::move(*restored);
   storage::DatabaseRecord& rec = out.outcome.record;
   Status s = existing.ok() ? storage.catalog().RebindDatabase(name, rec.id, rec.location)
                            : storage.catalog().AddDatabase(rec);

@@ -56,7 +56,7 @@ Result<SnapshotOutcome> UploadSnapshot(const SnapshotCopier& copy_fn, Target& ta
   };
   SnapshotOutcome out;
   const auto copy_start = std::chrono::steady_clock::now();
-  Result<storage::SnapshotCopy> copy = copy_fn(file);
+  Result<SnapshotFileInfo> copy = copy_fn(file);
   const int64_t now_ms = NowUnixMs();
   if (!copy.ok()) {
     cleanup();

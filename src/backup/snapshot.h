@@ -1,6 +1,6 @@
-// Online snapshots into a backup target: copy a database at one version (Reader::CopySnapshot,
-// which does not hold writers up) to a scratch file, upload it, then its manifest (so a
-// snapshot counts only when whole), and remove the scratch file.
+// Online snapshots into a backup target: write a database at one version into a scratch
+// snapshot file (snapshot_writer.h, from any storage's reader; writers are not held up), upload
+// it, then its manifest (so a snapshot counts only when whole), and remove the scratch file.
 //
 // Thread-safety: functions; `reader` is used by the calling thread only.
 #pragma once
@@ -9,10 +9,10 @@
 #include <functional>
 #include <string>
 
+#include "backup/snapshot_writer.h"
 #include "backup/target.h"
 #include "codec/backup_manifest.h"
 #include "common/status.h"
-#include "storage/backend.h"
 
 namespace kvc::backup {
 
@@ -20,13 +20,13 @@ struct SnapshotOutcome {
   codec::SnapshotManifest manifest;
   std::string data_object;
   std::string manifest_object;
-  int64_t copy_ms = 0;    // copying the database (writers run meanwhile)
+  int64_t copy_ms = 0;    // writing the snapshot file (writers run meanwhile)
   int64_t upload_ms = 0;  // storing it in the target
 };
 
-// Copies the database to the file it is given (Reader::CopySnapshot, run wherever the caller
-// has a reader: an engine's reader thread, or a reader of its own).
-using SnapshotCopier = std::function<Result<storage::SnapshotCopy>(const std::string& dest_path)>;
+// Writes the database into the snapshot file it is given (WriteSnapshotFile, run wherever the
+// caller has a reader: an engine's reader thread, or a reader of its own).
+using SnapshotCopier = std::function<Result<SnapshotFileInfo>(const std::string& dest_path)>;
 
 // Snapshots a database into `target` under the database name `db_name`: `copy` into a scratch
 // file in `scratch_dir`, then the upload. The manifest's time is read after the copy, so every

@@ -73,11 +73,6 @@ Status Application::OpenStorage() {
   const StorageFlags flags{c.storage, c.data_dir, c.postgres};
   KVC_ASSIGN_OR_RETURN(storage_options_, ResolveStorage(flags, base));
   const bool sqlite = storage_options_.kind == "sqlite";
-  if (!sqlite && (!c.backup_to.empty() || !c.backup_allow.empty())) {
-    return InvalidArgument(
-        "--backup-to and --backup-allow are for SQLite storage; with --postgres use "
-        "PostgreSQL's own backups (pg_basebackup and WAL archiving)");
-  }
   KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(storage_options_));
   auto lock = storage_->LockWriters();
   if (!lock.ok()) {
@@ -88,12 +83,10 @@ Status Application::OpenStorage() {
   }
   writer_lock_ = std::move(*lock);
   // Backup destinations (the data directory exists now, so its symlinks resolve): refused
-  // when relative or touching the data directory.
-  if (sqlite) {
-    KVC_ASSIGN_OR_RETURN(
-        backup_destinations_,
-        backup::BackupDestinations::Create(c.backup_to, c.backup_allow, storage_options_.location));
-  }
+  // when relative or touching the data directory (a storage without one has none to protect).
+  KVC_ASSIGN_OR_RETURN(backup_destinations_,
+                       backup::BackupDestinations::Create(c.backup_to, c.backup_allow,
+                                                          sqlite ? storage_options_.location : ""));
   return Status::Ok();
 }
 

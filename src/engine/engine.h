@@ -177,7 +177,7 @@ class Engine {
   std::shared_ptr<WriterTask> FindTask(std::string_view name) const;
 
   // Runs `fn` on a reader thread with that thread's storage connection and no snapshot open
-  // (fn opens its own, e.g. Reader::CopySnapshot, or reads the change log). `fn` may take a
+  // (fn opens its own, e.g. backup::WriteSnapshotFile, or reads the change log). `fn` may take a
   // while; it occupies the reader thread meanwhile. If the engine is shutting down, `fn` is
   // called inline with nullptr and the refusal.
   void WithReader(std::function<void(storage::Reader*, const Status&)> fn);

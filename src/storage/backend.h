@@ -47,13 +47,6 @@ namespace kvc::storage {
 // OS (kNormal: survives a process crash, not power loss), or not even that (kOff).
 enum class SyncMode { kFull, kNormal, kOff };
 
-// What Reader::CopySnapshot copied.
-struct SnapshotCopy {
-  int64_t version = 0;    // the committed data version of the copy
-  int64_t key_count = 0;  // rows in its key space (expired ones included)
-  int64_t bytes = 0;      // size of the copy
-};
-
 // A stored row with its key, as Reader::ScanRows returns it.
 struct KeyedRow {
   std::string key;
@@ -146,13 +139,20 @@ class Reader {
   virtual Result<ChangeLogStats> ChangeLogStatsAfter(int64_t /*after_version*/) {
     return Internal("this storage backend has no change log");
   }
-  // Copies the whole database as of one snapshot, without its change log, to a new file at
-  // `dest_path` in a form the storage can adopt again (Storage::CreateFromSnapshot; for
-  // SQLite, a database file Deno itself can open), and checks the copy's integrity. Outside
-  // any snapshot (it opens its own). Writers keep going meanwhile. Errors: IoError, Corruption
-  // (the copy fails its integrity check), Internal if the backend cannot copy.
-  virtual Result<SnapshotCopy> CopySnapshot(const std::string& /*dest_path*/) {
-    return Internal("this storage backend cannot copy snapshots");
+  // The queue's rows in the open snapshot, for copying a database whole (backup snapshots,
+  // backup/snapshot_writer.h): appends the messages of the ready table (`running` false; row.ts
+  // is the due time) or of the running table (row.ts is the lease deadline), each with its
+  // delivery state, that come after `after` in (ts, id) order, at most `limit` of them, in that
+  // order. Internal if the backend has no queue store (capabilities().queue_store).
+  virtual Status ScanQueueMessages(bool /*running*/, const QueueCursor& /*after*/, size_t /*limit*/,
+                                   std::vector<QueuedMessage>* /*out*/) {
+    return Internal("this storage backend cannot read queue messages from a reader");
+  }
+  // Appends the dead letters of the open snapshot with id > `after`, by id, at most `limit`.
+  // Internal if the backend has no queue store.
+  virtual Status ScanDeadLetters(std::string_view /*after*/, size_t /*limit*/,
+                                 std::vector<DeadLetterRow>* /*out*/) {
+    return Internal("this storage backend cannot read dead letters from a reader");
   }
 };
 

@@ -102,6 +102,65 @@ Result<bool> IsEmpty(Storage& to, const DatabaseRecord& database) {
   return empty;
 }
 
+// Runs `fill` in one transaction of `to` (Begin .. Commit; rolled back on failure); `base` gets
+// the version Begin returned.
+Status InTransaction(Writer& to, const std::function<Status(int64_t base)>& fill) {
+  KVC_ASSIGN_OR_RETURN(const int64_t base, to.Begin());
+  Status s = fill(base);
+  if (s.ok()) s = to.Commit();  // rolls back itself on failure
+  if (!s.ok()) to.Rollback();
+  return s;
+}
+
+// Writes the queued message `m` into `q`: a running one (`running`) is leased until its
+// deadline; a ready one that carries delivery state is leased and put back, which keeps it.
+Status PutQueued(QueueStore& q, const QueuedMessage& m, bool running) {
+  KVC_RETURN_IF_ERROR(q.AddQueueMessage(m.row));
+  const QueueDeliveryState& st = m.state;
+  const bool has_state = st.attempts != 0 || !st.lease.empty() || !st.last_error.empty();
+  if (!running && !has_state) return Status::Ok();
+  KVC_RETURN_IF_ERROR(q.QueueLease(m.row, m.row.ts, st));
+  return running ? Status::Ok() : q.QueueRequeue(m.row, st);
+}
+
+// Copies the queue of the open snapshot of `from` into `to`, o.batch_rows rows a transaction,
+// each setting the data version to `version`.
+Status CopyQueue(Reader& from, Writer& to, const CopyOptions& o, int64_t version,
+                 SnapshotRowsCopy* out) {
+  if (to.queue_store() == nullptr) return Internal("the destination storage has no queue");
+  QueueStore& q = *to.queue_store();
+  const size_t page = static_cast<size_t>(o.batch_rows);
+  for (const bool running : {false, true}) {
+    QueueCursor after;
+    std::vector<QueuedMessage> msgs;
+    do {
+      msgs.clear();
+      KVC_RETURN_IF_ERROR(from.ScanQueueMessages(running, after, page, &msgs));
+      if (msgs.empty()) break;
+      KVC_RETURN_IF_ERROR(InTransaction(to, [&](int64_t) -> Status {
+        for (const QueuedMessage& m : msgs) KVC_RETURN_IF_ERROR(PutQueued(q, m, running));
+        return to.SetDataVersion(version);
+      }));
+      out->queue_messages += static_cast<int64_t>(msgs.size());
+      after = QueueCursor{msgs.back().row.ts, msgs.back().row.id};
+    } while (msgs.size() == page);
+  }
+  std::string after;
+  std::vector<DeadLetterRow> dead;
+  do {
+    dead.clear();
+    KVC_RETURN_IF_ERROR(from.ScanDeadLetters(after, page, &dead));
+    if (dead.empty()) break;
+    KVC_RETURN_IF_ERROR(InTransaction(to, [&](int64_t) -> Status {
+      for (const DeadLetterRow& d : dead) KVC_RETURN_IF_ERROR(q.QueueAddDead(d));
+      return to.SetDataVersion(version);
+    }));
+    out->dead_letters += static_cast<int64_t>(dead.size());
+    after = dead.back().id;
+  } while (dead.size() == page);
+  return Status::Ok();
+}
+
 // Copies the rows of `source` as one snapshot has them into the empty database `dest`, whose
 // data version ends up the snapshot's.
 Status CopyRows(Backend& source, Backend& dest, const CopyOptions& o, DatabaseCopy* out) {
@@ -109,44 +168,10 @@ Status CopyRows(Backend& source, Backend& dest, const CopyOptions& o, DatabaseCo
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, dest.OpenWriter());
   KVC_RETURN_IF_ERROR(reader->Begin());
   auto copy = [&]() -> Status {
-    KVC_ASSIGN_OR_RETURN(const int64_t version, reader->DataVersion());
     if (auto queue = reader->QueueCounts(0); queue.ok()) out->queue_left = *queue;
-    ContentHasher hasher;
-    // One transaction of rows; an empty page still sets the data version.
-    auto write = [&](const std::vector<KeyedRow>& rows) -> Status {
-      KVC_ASSIGN_OR_RETURN(const int64_t base, writer->Begin());
-      auto fill = [&]() -> Status {
-        if (out->batches == 0 && base != 0) {
-          return Internal("the new database in the destination is at version " +
-                          std::to_string(base) + ", not 0");
-        }
-        for (const KeyedRow& r : rows) KVC_RETURN_IF_ERROR(writer->Put(r.key, r.row));
-        KVC_RETURN_IF_ERROR(writer->SetDataVersion(version));
-        return writer->Commit();
-      };
-      Status s = fill();
-      if (!s.ok()) {
-        writer->Rollback();
-        return s;
-      }
-      for (const KeyedRow& r : rows) hasher.Add(r);
-      ++out->batches;
-      return Status::Ok();
-    };
-    int64_t rows = 0;
-    int64_t bytes = 0;
-    KVC_RETURN_IF_ERROR(
-        ForEachPage(*reader, o.batch_rows, [&](std::vector<KeyedRow>& page) -> Status {
-          KVC_RETURN_IF_ERROR(write(page));
-          rows += static_cast<int64_t>(page.size());
-          for (const KeyedRow& r : page) {
-            bytes += static_cast<int64_t>(r.key.size() + r.row.value.size());
-          }
-          if (o.on_progress) o.on_progress(rows, bytes);
-          return Status::Ok();
-        }));
-    if (out->batches == 0) KVC_RETURN_IF_ERROR(write({}));
-    KVC_ASSIGN_OR_RETURN(out->copied, hasher.Finish(version));
+    KVC_ASSIGN_OR_RETURN(SnapshotRowsCopy rows, CopySnapshotRows(*reader, *writer, o));
+    out->copied = rows.copied;
+    out->batches = rows.batches;
     return Status::Ok();
   };
   Status s = copy();
@@ -167,6 +192,39 @@ bool SameContent(const ContentDigest& a, const ContentDigest& b) {
 }
 
 std::string EndOfKeySpace() { return std::string(size_t{64} << 10, '\xff'); }
+
+Result<SnapshotRowsCopy> CopySnapshotRows(Reader& from, Writer& to, const CopyOptions& o) {
+  if (o.batch_rows < 1) return InvalidArgument("the batch must hold at least one row");
+  KVC_ASSIGN_OR_RETURN(const int64_t version, from.DataVersion());
+  SnapshotRowsCopy out;
+  ContentHasher hasher;
+  int64_t rows = 0;
+  int64_t bytes = 0;
+  // One transaction of rows; an empty page still sets the data version.
+  auto write = [&](const std::vector<KeyedRow>& page) -> Status {
+    KVC_RETURN_IF_ERROR(InTransaction(to, [&](int64_t base) -> Status {
+      if (out.batches == 0 && base != 0) {
+        return Internal("the new database in the destination is at version " +
+                        std::to_string(base) + ", not 0");
+      }
+      for (const KeyedRow& r : page) KVC_RETURN_IF_ERROR(to.Put(r.key, r.row));
+      return to.SetDataVersion(version);
+    }));
+    ++out.batches;
+    for (const KeyedRow& r : page) {
+      hasher.Add(r);
+      bytes += static_cast<int64_t>(r.key.size() + r.row.value.size());
+    }
+    rows += static_cast<int64_t>(page.size());
+    if (o.on_progress) o.on_progress(rows, bytes);
+    return Status::Ok();
+  };
+  KVC_RETURN_IF_ERROR(ForEachPage(from, o.batch_rows, write));
+  if (out.batches == 0) KVC_RETURN_IF_ERROR(write({}));
+  if (o.queue) KVC_RETURN_IF_ERROR(CopyQueue(from, to, o, version, &out));
+  KVC_ASSIGN_OR_RETURN(out.copied, hasher.Finish(version));
+  return out;
+}
 
 Result<ContentDigest> DigestDatabase(Backend& backend, int32_t page_rows) {
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<Reader> reader, backend.OpenReader());

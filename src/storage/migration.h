@@ -8,9 +8,9 @@
 // read, with readers (no writer claim: a server may serve it meanwhile); the caller holds the
 // destination's writer claim (Storage::LockWriters) while it writes there.
 //
-// Not copied: queue messages and dead letters (no Reader reads them; CopyDatabase counts them
-// when the source's reader can), and the change log of continuous backup (the destination's
-// backups start over with a snapshot).
+// Not copied by CopyDatabase: queue messages and dead letters (it counts them when the source's
+// reader can; CopySnapshotRows copies them on request, for backup snapshots), and the change log of
+// continuous backup (the destination's backups start over with a snapshot).
 //
 // Thread-safety: free functions; a call uses the backends it opens from the calling thread only.
 #pragma once
@@ -58,7 +58,29 @@ struct CopyOptions {
   int32_t batch_rows = 1000;  // rows per destination transaction (>= 1)
   // Called after every committed batch with the rows and bytes copied so far.
   std::function<void(int64_t rows, int64_t bytes)> on_progress;
+  // Also copy the queue: messages (ready and running, with their delivery state) and dead
+  // letters. Backup snapshots do; `kvconnect migrate` leaves the queue behind (and says so).
+  bool queue = false;
 };
+
+// What CopySnapshotRows copied.
+struct SnapshotRowsCopy {
+  ContentDigest copied;  // the rows read from the snapshot, and written (version: the snapshot's)
+  int64_t batches = 0;   // destination transactions of rows
+  int64_t queue_messages = 0;  // ready and running messages (CopyOptions::queue)
+  int64_t dead_letters = 0;    // (CopyOptions::queue)
+};
+
+// Copies what the open snapshot of `from` holds into the database `to` writes, which must be
+// new (data version 0): every row (expired ones too, ScanRows) in transactions of o.batch_rows
+// rows that each set the data version to the snapshot's (an empty snapshot: one transaction that
+// only sets it); with o.queue, then the queue's messages and dead letters, o.batch_rows per
+// transaction, through to's QueueStore. Memory is bounded by one page. Readers of `from`'s
+// storage never hold its writers up, so the source keeps taking writes meanwhile.
+// REQUIRES: from.Begin() succeeded (the caller calls End); o.batch_rows >= 1.
+// Errors: Internal (`to` is not at version 0; a storage out of key order; o.queue and a side
+// without a queue), the backends' errors. A failed copy leaves `to` partly written.
+Result<SnapshotRowsCopy> CopySnapshotRows(Reader& from, Writer& to, const CopyOptions& o);
 
 struct DatabaseCopy {
   DatabaseRecord record;  // the copy as now registered in the destination

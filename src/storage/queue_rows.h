@@ -36,6 +36,13 @@ struct DeadLetterRow {
   int64_t dead_at_ms = 0;
 };
 
+// A place in a queue table's (ts, id) order, to read it a page at a time
+// (Reader::ScanQueueMessages): rows strictly after it. The default comes before every row.
+struct QueueCursor {
+  int64_t ts = INT64_MIN;
+  std::string id;
+};
+
 struct QueueTableCounts {
   int64_t ready = 0;    // ts <= now
   int64_t delayed = 0;  // ts > now

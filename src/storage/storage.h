@@ -117,11 +117,11 @@ class Storage : public DatabaseProvisioner {
   // the same file system as the data where there is one; created (mode 0700) if missing, and
   // refused if another user owns it (storage/private_file.h). Errors: IoError.
   virtual Result<std::string> ScratchDirectory() = 0;
-  // Makes the storage of a new database named `name` from `snapshot_file` (a file as
-  // Reader::CopySnapshot writes it, e.g. restored from a backup), taking the file over (it is
-  // moved or removed); the database carries `id`. The catalog is not touched: the caller adds
-  // or rebinds the returned record. Errors: InvalidArgument (not a snapshot this storage can
-  // adopt), IoError.
+  // Makes the storage of a new database named `name` from `snapshot_file` (a snapshot file,
+  // storage/snapshot_file.h, e.g. restored from a backup), taking the file over (it is moved or
+  // removed); the database carries `id`. The catalog is not touched: the caller adds or rebinds
+  // the returned record. Errors: InvalidArgument (not a Deno KV database file), AlreadyExists
+  // (the storage holds a database with `id` and cannot hold a second: PostgreSQL), IoError.
   virtual Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
                                                     const std::string& snapshot_file,
                                                     const std::string& id) = 0;

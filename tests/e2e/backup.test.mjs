@@ -7,14 +7,16 @@
 //    with `kvconnect backup` while it runs), restored and opened by Deno's own local backend;
 //  - continuous backup to S3 (the npm S3 stand-in, SigV4-signed through libcurl) through a
 //    target outage: shipping errors show in /metrics, the lag drains once the target is back,
-//    and the restore from S3 holds every acknowledged write.
+//    and the restore from S3 holds every acknowledged write;
+//  - a database on PostgreSQL backed up (continuously and with `kvconnect backup`), restored
+//    into a data directory (latest and a point in time) and into PostgreSQL under a new name.
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs/promises";
 import path from "node:path";
 import {
-  annotate, E2E_DIR, expectCliOk, expectDenoOk, LOCAL_BACKEND, makeTempDir, randomToken,
+  annotate, E2E_DIR, expectCliOk, expectDenoOk, freshPgDatabase, LOCAL_BACKEND, makeTempDir, randomToken,
   removeTempDirs, runDeno, runKvconnect, sleep, spawnDeno, startServer, waitFor, withTimeout,
 } from "./harness.mjs";
 
@@ -290,4 +292,66 @@ test("continuous backup to S3 through a target outage, restored from S3",
         else process.env[k] = v;
       }
     }
+  });
+
+// PostgreSQL storage: continuous backup from a node on PostgreSQL and an online `kvconnect
+// backup` of it, restored into a data directory (latest and a point in time, read by Deno
+// through a server) and back into PostgreSQL under a new name (--as).
+test("a database on PostgreSQL: continuous backup, online snapshot, restore and point-in-time restore",
+  { timeout: 240_000, skip }, async () => {
+    const conninfo = await freshPgDatabase();
+    const backupDir = await makeTempDir("kvconnect-backup-");
+    const snapshotDir = await makeTempDir("kvconnect-backup-");
+    const token = randomToken();
+    const server = await startServer({ postgres: conninfo, token,
+      extraArgs: ["--backup-to", backupDir, "--backup-interval-ms", "100"] });
+    let acks;
+    try {
+      acks = await write(server.url, token, "pg", { maxMs: 1500 });
+      const cli = expectCliOk(await runKvconnect(["backup", "--postgres", conninfo, "--db", "default",
+        "--to", snapshotDir]), server);
+      assert.match(cli.stdout, /backed up 'default' at versionstamp [0-9a-f]{20}/);
+      await waitShipped(server);
+      await server.stop();
+    } catch (e) {
+      throw annotate(e, server);
+    } finally {
+      await server.kill();
+    }
+    for (const [from, label] of [[backupDir, "continuous"], [snapshotDir, "snapshot"]]) {
+      const dataDir = await makeTempDir();
+      const res = expectCliOk(await runKvconnect(["restore", "--data-dir", dataDir, "--from", from, "--db", "default"]));
+      console.log(`PostgreSQL, ${label}: ${res.stdout.trim()}`);
+      const s = await startServer({ dataDir, token });
+      try {
+        const summary = await verifyAll(s.url, token, dataDir, acks, "pg-" + label);
+        assert.equal(summary.acks, acks.length);
+      } finally {
+        await s.kill();
+      }
+    }
+    const at = acks[Math.floor(acks.length / 2)].vs;
+    const pitrDir = await makeTempDir();
+    expectCliOk(await runKvconnect(["restore", "--data-dir", pitrDir, "--from", backupDir, "--db", "default", "--at", at]));
+    const s3 = await startServer({ dataDir: pitrDir, token });
+    try {
+      const file = path.join(pitrDir, "acks.json");
+      await fs.writeFile(file, JSON.stringify(acks));
+      const pitr = expectDenoOk(await runDeno("backup_pitr_verify.ts", {
+        kvUrl: s3.url, token, env: { PITR_ACKS_FILE: file, PITR_AT: at }, timeoutMs: 90_000,
+      }));
+      assert.ok(pitr.before > 0 && pitr.after > 0, JSON.stringify(pitr));
+      console.log(`PostgreSQL point-in-time restore at ${at}: ${pitr.before} writes before it present, ${pitr.after} after it absent`);
+    } finally {
+      await s3.kill();
+    }
+    // Back into PostgreSQL, under a new name (in place over 'default' and its data is refused).
+    const intoPg = expectCliOk(await runKvconnect(["restore", "--postgres", conninfo, "--from", backupDir,
+      "--db", "default", "--as", "copy"]));
+    assert.match(intoPg.stdout, /restored 'default' .* as 'copy' at versionstamp/);
+    const inPlace = await runKvconnect(["restore", "--postgres", conninfo, "--from", backupDir, "--db", "default"]);
+    assert.notEqual(inPlace.code, 0);
+    assert.match(inPlace.stderr, /--as NAME/);
+    const list = expectCliOk(await runKvconnect(["db", "list", "--json", "--postgres", conninfo]));
+    assert.ok(JSON.parse(list.stdout).some((d) => d.name === "copy"), list.stdout);
   });

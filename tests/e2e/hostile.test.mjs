@@ -915,8 +915,8 @@ import {
 } from "./harness.mjs";
 
 describe("hostile input: backup destinations and rotated bootstrap tokens", { timeout: 300_000 }, () => {
-  // PostgreSQL nodes take no online snapshots: --backup-to/--backup-allow are refused with
-  // --postgres, so there every backup request is refused (403, "no backup destination").
+  // On PostgreSQL this server is started without --backup-to/--backup-allow, so there every
+  // backup request is refused (403, "no backup destination").
   const pg = SCOPE_BACKEND === "postgres";
   let server;
   let defaultDest;

@@ -115,6 +115,7 @@ class PgReader : public Reader {
                 "(select count(*) from kvc_queue where db = $1::uuid and ts > $2), (select "
                 "count(*) from kvc_queue_running where db = $1::uuid), (select count(*) from "
                 "kvc_queue_dead where db = $1::uuid)");
+      pg::DefineQueueScans(*c);
       c->Define("log_read",
                 "select version, prev_version, time_ms, record from kvc_changes where db = "
                 "$1::uuid and version > $2 order by version limit $3");
@@ -216,6 +217,23 @@ class PgReader : public Reader {
     KVC_ASSIGN_OR_RETURN(PgResult r,
                          RunInSnapshot("queue_counts", Params().Text(db_).Int64(now_ms)));
     return QueueTableCounts{r.Int(0, 0), r.Int(0, 1), r.Int(0, 2), r.Int(0, 3)};
+  }
+
+  Status ScanQueueMessages(bool running, const QueueCursor& after, size_t limit,
+                           std::vector<QueuedMessage>* out) override {
+    Params p;
+    p.Text(db_).Int64(after.ts).Text(after.id).Int64(static_cast<int64_t>(limit));
+    KVC_ASSIGN_OR_RETURN(PgResult r,
+                         RunInSnapshot(running ? "q_scan_running" : "q_scan_ready", std::move(p)));
+    return pg::AppendQueued(r, out);
+  }
+
+  Status ScanDeadLetters(std::string_view after, size_t limit,
+                         std::vector<DeadLetterRow>* out) override {
+    Params p;
+    p.Text(db_).Text(after).Int64(static_cast<int64_t>(limit));
+    KVC_ASSIGN_OR_RETURN(PgResult r, RunInSnapshot("q_scan_dead", std::move(p)));
+    return pg::AppendDead(r, out);
   }
 
   Result<int64_t> DataVersion() override {

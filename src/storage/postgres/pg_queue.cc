@@ -18,7 +18,51 @@ Result<DeadLetterRow> ReadDead(const PgResult& r, int i) {
   return d;
 }
 
+// The messages of a queue table (`table`, its time column `ts`) after a (ts, id) place, with
+// their delivery state.
+std::string ScanSql(const char* table, const char* ts) {
+  return std::string("select q.") + ts +
+         ", q.id, q.data, q.backoff_schedule, q.keys_if_undelivered, coalesce(s.attempts, "
+         "0)::bigint, coalesce(s.lease, ''), coalesce(s.last_error, '') from " +
+         table +
+         " q left join kvc_queue_state s on s.db = q.db and s.id = q.id where q.db = $1::uuid "
+         "and (q." +
+         ts + ", q.id) > ($2, $3) order by q." + ts + ", q.id limit $4";
+}
+
 }  // namespace
+
+void DefineQueueScans(Connection& conn) {
+  conn.Define("q_scan_ready", ScanSql("kvc_queue", "ts"));
+  conn.Define("q_scan_running", ScanSql("kvc_queue_running", "deadline"));
+  conn.Define("q_scan_dead", std::string("select ") + kDeadColumns +
+                                 " from kvc_queue_dead where db = $1::uuid and id > $2 order by "
+                                 "id limit $3");
+}
+
+Status AppendQueued(const PgResult& r, std::vector<QueuedMessage>* out) {
+  for (int i = 0; i < r.rows(); ++i) {
+    QueuedMessage m;
+    m.row.ts = r.Int(i, 0);
+    m.row.id = r.Bytes(i, 1);
+    m.row.payload = r.Bytes(i, 2);
+    KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(r.Bytes(i, 3)));
+    KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(r.Bytes(i, 4)));
+    m.state.attempts = static_cast<int32_t>(r.Int(i, 5));
+    m.state.lease = r.Bytes(i, 6);
+    m.state.last_error = r.Bytes(i, 7);
+    out->push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+Status AppendDead(const PgResult& r, std::vector<DeadLetterRow>* out) {
+  for (int i = 0; i < r.rows(); ++i) {
+    KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(r, i));
+    out->push_back(std::move(d));
+  }
+  return Status::Ok();
+}
 
 void QueueStatements::Define() {
   conn_.Define("q_add",
@@ -105,18 +149,7 @@ Result<std::vector<QueuedMessage>> QueueStatements::Due(int64_t now_ms, size_t l
       PgResult r,
       conn_.Run("q_due", Params().Text(db_).Int64(now_ms).Int64(static_cast<int64_t>(limit))));
   std::vector<QueuedMessage> out;
-  for (int i = 0; i < r.rows(); ++i) {
-    QueuedMessage m;
-    m.row.ts = r.Int(i, 0);
-    m.row.id = r.Bytes(i, 1);
-    m.row.payload = r.Bytes(i, 2);
-    KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(r.Bytes(i, 3)));
-    KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(r.Bytes(i, 4)));
-    m.state.attempts = static_cast<int32_t>(r.Int(i, 5));
-    m.state.lease = r.Bytes(i, 6);
-    m.state.last_error = r.Bytes(i, 7);
-    out.push_back(std::move(m));
-  }
+  KVC_RETURN_IF_ERROR(AppendQueued(r, &out));
   return out;
 }
 
@@ -195,10 +228,7 @@ Result<std::vector<DeadLetterRow>> QueueStatements::ListDead(std::string_view af
       PgResult r,
       conn_.Run("q_list_dead", Params().Text(db_).Text(after).Int64(static_cast<int64_t>(limit))));
   std::vector<DeadLetterRow> out;
-  for (int i = 0; i < r.rows(); ++i) {
-    KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(r, i));
-    out.push_back(std::move(d));
-  }
+  KVC_RETURN_IF_ERROR(AppendDead(r, &out));
   return out;
 }
 

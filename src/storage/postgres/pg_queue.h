@@ -18,6 +18,16 @@
 
 namespace kvc::storage::pg {
 
+// Registers on a reader's connection the statements that read whole queue tables a page at a
+// time, in the reader's snapshot: "q_scan_ready" and "q_scan_running" ($1 db, $2 ts and $3 id
+// of the place to start after, $4 limit; columns as AppendQueued reads), "q_scan_dead" ($1 db,
+// $2 id to start after, $3 limit; columns as AppendDead reads).
+void DefineQueueScans(Connection& conn);
+// Appends the messages of a "q_due" or "q_scan_*" result. Errors: Corruption (bad text forms).
+Status AppendQueued(const PgResult& r, std::vector<QueuedMessage>* out);
+// Appends the dead letters of a "q_list_dead" or "q_scan_dead" result. Errors: Corruption.
+Status AppendDead(const PgResult& r, std::vector<DeadLetterRow>* out);
+
 class QueueStatements {
  public:
   // Borrows `conn` (the writer's); `db` is the database UUID.

@@ -11,6 +11,7 @@
 #include "storage/postgres/pg_conn.h"
 #include "storage/postgres/pg_schema.h"
 #include "storage/private_file.h"
+#include "storage/snapshot_file.h"
 
 namespace kvc::storage {
 namespace {
@@ -21,6 +22,9 @@ using pg::Params;
 using pg::PgResult;
 
 class NoClaim : public WriterLock {};
+
+// Rows per transaction when a snapshot file is loaded (CreateFromSnapshot).
+constexpr int32_t kSnapshotLoadRows = 1000;
 
 pg::Connection Admin(const StorageOptions& o, const char* what) {
   return pg::Connection(
@@ -200,12 +204,30 @@ Result<std::string> PgStorage::ScratchDirectory() {
   return dir.string();
 }
 
-Result<DatabaseRecord> PgStorage::CreateFromSnapshot(const std::string& /*name*/,
-                                                     const std::string& /*snapshot_file*/,
-                                                     const std::string& /*id*/) {
-  return InvalidArgument(
-      "restoring a snapshot into PostgreSQL storage is not supported: restore into a SQLite "
-      "data directory, then move it with `kvconnect migrate`");
+Result<DatabaseRecord> PgStorage::CreateFromSnapshot(const std::string& name,
+                                                     const std::string& snapshot_file,
+                                                     const std::string& id) {
+  auto remove_file = [&] {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      fs::remove(snapshot_file + suffix, ec);
+  };
+  Result<DatabaseRecord> rec = CreateWithId(name, id);
+  if (!rec.ok()) {
+    remove_file();
+    return rec.status();
+  }
+  // The file's rows and queue, loaded into the new database's rows.
+  Status s = [&]() -> Status {
+    KVC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> dest, OpenBackend(*rec));
+    return FillFromSnapshotFile(snapshot_file, *dest, kSnapshotLoadRows).status();
+  }();
+  remove_file();
+  if (!s.ok()) {
+    (void)Destroy(*rec);
+    return s;
+  }
+  return rec;
 }
 
 }  // namespace kvc::storage

@@ -41,7 +41,10 @@ class PgStorage : public Storage {
   // A private directory under the system's temporary directory ($TMPDIR or /tmp):
   // kvconnect-<uid>, mode 0700; IoError if another user owns one of that name.
   Result<std::string> ScratchDirectory() override;
-  // Not supported: backups restore into SQLite; `kvconnect migrate` moves data here.
+  // A new database with `id` (CreateWithId) filled with the snapshot file's rows and queue
+  // (FillFromSnapshotFile); the file is removed. AlreadyExists if a database with `id` is
+  // there: its rows are keyed by its id, so a restore in place is not possible here (restore
+  // under another name).
   Result<DatabaseRecord> CreateFromSnapshot(const std::string& name,
                                             const std::string& snapshot_file,
                                             const std::string& id) override;

@@ -122,6 +122,49 @@ Result<QueueTableCounts> QueryQueueCounts(Connection& c, sqlite3_stmt* stmt, int
   return counts;
 }
 
+// The ready (or running) messages after a (ts, id) place, with their delivery state; the
+// columns ReadQueued reads.
+constexpr const char* kScanReadySql =
+    "select q.ts, q.id, q.data, q.backoff_schedule, q.keys_if_undelivered, "
+    "coalesce(s.attempts, 0), coalesce(s.lease, ''), coalesce(s.last_error, '') from queue q "
+    "left join kvconnect_queue_state s on s.id = q.id where (q.ts, q.id) > (?1, ?2) "
+    "order by q.ts, q.id limit ?3";
+constexpr const char* kScanRunningSql =
+    "select r.deadline, r.id, r.data, r.backoff_schedule, r.keys_if_undelivered, "
+    "coalesce(s.attempts, 0), coalesce(s.lease, ''), coalesce(s.last_error, '') from "
+    "queue_running r left join kvconnect_queue_state s on s.id = r.id where (r.deadline, r.id) "
+    "> (?1, ?2) order by r.deadline, r.id limit ?3";
+constexpr const char* kListDeadSql =
+    "select id, dead_at, attempts, last_error, data, keys_if_undelivered from "
+    "kvconnect_queue_dead where id > ?1 order by id limit ?2";
+
+// A message from the columns ts, id, data, backoff_schedule, keys_if_undelivered, attempts,
+// lease, last_error.
+Result<QueuedMessage> ReadQueued(const Stmt& s) {
+  QueuedMessage m;
+  m.row.ts = s.ColumnInt64(0);
+  m.row.id = s.ColumnText(1);
+  m.row.payload = s.ColumnBlob(2);
+  KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(s.ColumnText(3)));
+  KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(s.ColumnText(4)));
+  m.state.attempts = static_cast<int32_t>(s.ColumnInt64(5));
+  m.state.lease = s.ColumnText(6);
+  m.state.last_error = s.ColumnText(7);
+  return m;
+}
+
+// A dead letter from the columns of kListDeadSql.
+Result<DeadLetterRow> ReadDead(const Stmt& s) {
+  DeadLetterRow d;
+  d.id = s.ColumnText(0);
+  d.dead_at_ms = s.ColumnInt64(1);
+  d.attempts = static_cast<int32_t>(s.ColumnInt64(2));
+  d.last_error = s.ColumnText(3);
+  d.payload = s.ColumnBlob(4);
+  KVC_ASSIGN_OR_RETURN(d.keys_if_undelivered, ParseKeys(s.ColumnText(5)));
+  return d;
+}
+
 class SqliteReader : public Reader {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
@@ -159,7 +202,6 @@ class SqliteReader : public Reader {
                                        "(select time_ms from kvconnect_changelog where version "
                                        "> ?1 order by version limit 1) from kvconnect_changelog "
                                        "where version > ?1"));
-    vfs_ = o.vfs;
     return Status::Ok();
   }
 
@@ -190,61 +232,6 @@ class SqliteReader : public Reader {
     st.newest_version = s.ColumnInt64(2);
     st.oldest_time_ms = s.ColumnInt64(3);
     return st;
-  }
-
-  Result<SnapshotCopy> CopySnapshot(const std::string& dest_path) override {
-    KVC_RETURN_IF_ERROR(Begin());
-    Connection dest(kErrorPrefix);
-    Status s = dest.Open(dest_path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 5000, "", vfs_);
-    if (s.ok()) {
-      // One step of every page inside our open read transaction: the copy is exactly this
-      // snapshot, and writers (WAL) are not held up.
-      sqlite3_backup* b = sqlite3_backup_init(dest.db(), "main", conn_.db(), "main");
-      if (b == nullptr) {
-        s = dest.Error("snapshot copy");
-      } else {
-        const int rc = sqlite3_backup_step(b, -1);
-        sqlite3_backup_finish(b);
-        if (rc != SQLITE_DONE) s = dest.Error("snapshot copy");
-      }
-    }
-    const int64_t version = snapshot_version_;
-    End();
-    KVC_RETURN_IF_ERROR(s);
-    // The copy keeps no change log: a backup's log lives in its segments.
-    KVC_RETURN_IF_ERROR(dest.Exec("pragma synchronous=full; delete from kvconnect_changelog"));
-    SnapshotCopy copy;
-    {
-      KVC_ASSIGN_OR_RETURN(Stmt check, dest.PrepareOnce("pragma integrity_check"));
-      if (check.Step() != SQLITE_ROW) return dest.Error("integrity check of the snapshot copy");
-      const std::string verdict = check.ColumnText(0);
-      if (verdict != "ok") {
-        return Corruption("the snapshot copy fails its integrity check: " + verdict);
-      }
-    }
-    {
-      KVC_ASSIGN_OR_RETURN(Stmt v,
-                           dest.PrepareOnce("select version from data_version where k = 0"));
-      if (v.Step() != SQLITE_ROW) return dest.Error("read the snapshot copy's version");
-      copy.version = v.ColumnInt64(0);
-      if (copy.version != version) {
-        return Internal("the snapshot copy has version " + std::to_string(copy.version) +
-                        ", not the snapshot's " + std::to_string(version));
-      }
-    }
-    {
-      KVC_ASSIGN_OR_RETURN(Stmt n, dest.PrepareOnce("select count(*) from kv"));
-      if (n.Step() != SQLITE_ROW) return dest.Error("count the snapshot copy's keys");
-      copy.key_count = n.ColumnInt64(0);
-    }
-    KVC_RETURN_IF_ERROR(dest.Exec("pragma wal_checkpoint(truncate)"));
-    {
-      KVC_ASSIGN_OR_RETURN(Stmt p, dest.PrepareOnce("select page_count * page_size from "
-                                                    "pragma_page_count(), pragma_page_size()"));
-      if (p.Step() != SQLITE_ROW) return dest.Error("size of the snapshot copy");
-      copy.bytes = p.ColumnInt64(0);
-    }
-    return copy;
   }
 
   Result<StorageStats> Stats() override {
@@ -322,6 +309,39 @@ class SqliteReader : public Reader {
     return QueryQueueCounts(conn_, queue_counts_, now_ms);
   }
 
+  Status ScanQueueMessages(bool running, const QueueCursor& after, size_t limit,
+                           std::vector<QueuedMessage>* out) override {
+    sqlite3_stmt*& stmt = queue_scan_[running ? 1 : 0];
+    if (stmt == nullptr) {  // prepared on first use: only snapshots read whole tables
+      KVC_ASSIGN_OR_RETURN(stmt, conn_.Prepare(running ? kScanRunningSql : kScanReadySql));
+    }
+    Stmt s(stmt);
+    s.BindInt64(1, after.ts).BindText(2, after.id).BindInt64(3, static_cast<int64_t>(limit));
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(s));
+      out->push_back(std::move(m));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("scan queue");
+    return Status::Ok();
+  }
+
+  Status ScanDeadLetters(std::string_view after, size_t limit,
+                         std::vector<DeadLetterRow>* out) override {
+    if (dead_scan_ == nullptr) {
+      KVC_ASSIGN_OR_RETURN(dead_scan_, conn_.Prepare(kListDeadSql));
+    }
+    Stmt s(dead_scan_);
+    s.BindText(1, after).BindInt64(2, static_cast<int64_t>(limit));
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(s));
+      out->push_back(std::move(d));
+    }
+    if (rc != SQLITE_DONE) return conn_.Error("scan dead letters");
+    return Status::Ok();
+  }
+
   Result<int64_t> DataVersion() override { return snapshot_version_; }
 
   void End() override { Stmt(end_).Step(); }
@@ -340,7 +360,8 @@ class SqliteReader : public Reader {
   sqlite3_stmt* pages_ = nullptr;
   sqlite3_stmt* log_read_ = nullptr;
   sqlite3_stmt* log_stats_ = nullptr;
-  std::string vfs_;
+  sqlite3_stmt* queue_scan_[2] = {nullptr, nullptr};  // ready, running
+  sqlite3_stmt* dead_scan_ = nullptr;
   int64_t snapshot_version_ = 0;
 };
 
@@ -390,15 +411,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
     std::vector<QueuedMessage> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      QueuedMessage m;
-      m.row.ts = s.ColumnInt64(0);
-      m.row.id = s.ColumnText(1);
-      m.row.payload = s.ColumnBlob(2);
-      KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(s.ColumnText(3)));
-      KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(s.ColumnText(4)));
-      m.state.attempts = static_cast<int32_t>(s.ColumnInt64(5));
-      m.state.lease = s.ColumnText(6);
-      m.state.last_error = s.ColumnText(7);
+      KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(s));
       out.push_back(std::move(m));
     }
     if (rc != SQLITE_DONE) return conn_.Error("queue due");
@@ -664,10 +677,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
                          conn_.Prepare("insert or replace into kvconnect_queue_dead (id, "
                                        "dead_at, attempts, last_error, data, "
                                        "keys_if_undelivered) values (?1, ?2, ?3, ?4, ?5, ?6)"));
-    KVC_ASSIGN_OR_RETURN(q_list_dead_,
-                         conn_.Prepare("select id, dead_at, attempts, last_error, data, "
-                                       "keys_if_undelivered from kvconnect_queue_dead where id > "
-                                       "?1 order by id limit ?2"));
+    KVC_ASSIGN_OR_RETURN(q_list_dead_, conn_.Prepare(kListDeadSql));
     KVC_ASSIGN_OR_RETURN(q_get_dead_,
                          conn_.Prepare("select id, dead_at, attempts, last_error, data, "
                                        "keys_if_undelivered from kvconnect_queue_dead where id = "
@@ -697,17 +707,6 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
     Stmt s(q_put_state_);
     s.BindText(1, id).BindInt64(2, st.attempts).BindText(3, st.lease).BindText(4, st.last_error);
     return StepDone(s, "queue delivery state");
-  }
-
-  static Result<DeadLetterRow> ReadDead(const Stmt& s) {
-    DeadLetterRow d;
-    d.id = s.ColumnText(0);
-    d.dead_at_ms = s.ColumnInt64(1);
-    d.attempts = static_cast<int32_t>(s.ColumnInt64(2));
-    d.last_error = s.ColumnText(3);
-    d.payload = s.ColumnBlob(4);
-    KVC_ASSIGN_OR_RETURN(d.keys_if_undelivered, ParseKeys(s.ColumnText(5)));
-    return d;
   }
 
   Status Step(sqlite3_stmt* stmt, const char* what) {
