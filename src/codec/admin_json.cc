@@ -228,6 +228,20 @@ Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body) {
   return r;
 }
 
+Result<AdminGetManyRequest> ParseAdminGetManyRequest(std::string_view body) {
+  rapidjson::Document d;
+  KVC_RETURN_IF_ERROR(ParseBody(body, "GetManyRequest", &d));
+  AdminGetManyRequest r;
+  const rapidjson::Value& keys = d["keys"];
+  for (rapidjson::SizeType i = 0; i < keys.Size(); ++i) {
+    auto key = KeyBytesFromJson(TextOf(keys[i]));
+    if (!key.ok()) return About(("keys[" + std::to_string(i) + "]").c_str(), key.status());
+    r.keys.push_back(std::move(*key));
+  }
+  if (d.HasMember("raw")) r.raw = d["raw"].GetBool();
+  return r;
+}
+
 Result<AdminSetRequest> ParseAdminSetRequest(std::string_view body, uint32_t v8_format) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseBody(body, "SetRequest", &d));

@@ -82,6 +82,14 @@ struct AdminGetRequest {
 };
 Result<AdminGetRequest> ParseAdminGetRequest(std::string_view body);
 
+// GetManyRequest: keys to read at one version, in the order given (at least one; how many at
+// most is the engine's read-range limit, which the handler checks).
+struct AdminGetManyRequest {
+  std::vector<std::string> keys;  // encoded
+  bool raw = false;
+};
+Result<AdminGetManyRequest> ParseAdminGetManyRequest(std::string_view body);
+
 // A versionstamp check: the entry must have this versionstamp (10 bytes), or not exist (empty).
 using AdminCheck = std::optional<std::string>;
 

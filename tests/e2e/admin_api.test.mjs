@@ -171,6 +171,49 @@ describe("admin API", { skip: LOCAL_BACKEND }, () => {
     }
   });
 
+  test("entries/get-many reads what Node wrote, at one version, in the order asked", async () => {
+    const kv = await openKv(server.url, {
+      accessToken: server.token, encodeV8: v8.serialize, decodeV8: v8.deserialize,
+    });
+    try {
+      await kv.set(["admin", run, "many", "a"], "first");
+      await kv.set(["admin", run, "many", "b"], 2);
+      const a = await kv.get(["admin", run, "many", "a"]);
+      const b = await kv.get(["admin", run, "many", "b"]);
+      const got = await ok("GetManyResponse", "POST", "/databases/default/entries/get-many",
+        { keys: [key("many", "b"), key("many", "absent"), key("many", "a")] });
+      assert.equal(got.entries.length, 3);
+      assert.deepEqual(got.entries[0].value, num(2));
+      assert.equal(got.entries[0].versionstamp, b.versionstamp);
+      assert.equal(got.entries[1], null);
+      assert.deepEqual(got.entries[2].value, str("first"));
+      assert.equal(got.entries[2].versionstamp, a.versionstamp);
+    } finally {
+      kv.close();
+    }
+    // More keys than one snapshot read may name, a key that is no key, no keys: 400s that say why.
+    const many = Array.from({ length: 11 }, (_, i) => key("many", `k${i}`));
+    let r = await call("POST", "/databases/default/entries/get-many", { keys: many });
+    assert.equal(r.status, 400);
+    assert.match(r.body.error, /at most 10 keys/);
+    r = await call("POST", "/databases/default/entries/get-many",
+      { keys: [key("many", "a"), [{ type: "raw", value: "@@" }]] });
+    assert.equal(r.status, 400);
+    assert.match(r.body.error, /^'keys\[1\]': /);
+    r = await call("POST", "/databases/default/entries/get-many", { keys: [] });
+    assert.equal(r.status, 400);
+    r = await call("POST", "/databases/default/entries/get-many", "[".repeat(100000));
+    assert.equal(r.status, 400);
+    // The endpoint has its own metrics route, for its answers and its refusals.
+    const metrics = await (await fetch(`${server.url}/metrics`, {
+      headers: { authorization: `Bearer ${server.token}` },
+    })).text();
+    const samples = metrics.split("\n").filter((l) =>
+      l.startsWith("kvconnect_http_requests_total{") && l.includes('route="admin_entries_get_many"'));
+    assert.ok(samples.some((l) => l.includes('code="2xx"')), samples.join("\n"));
+    assert.ok(samples.some((l) => l.includes('code="4xx"')), samples.join("\n"));
+  });
+
   test("an SSE watch on a prefix and on keys sees a Node write", async () => {
     const ctrl = new AbortController();
     const open = (body) => fetch(`${server.url}/admin/v1/databases/default/watch`, {

@@ -21,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ParseAdminDatabaseRequest(in);
   (void)ParseAdminTokenRequest(in);
   (void)ParseAdminGetRequest(in);
+  if (auto many = ParseAdminGetManyRequest(in); many.ok()) Require(!many->keys.empty());
   (void)ParseAdminWatchRequest(in);
   if (auto list = ParseAdminListRequest(in); list.ok()) {
     Require(list->range.start <= list->range.end);

@@ -280,5 +280,29 @@ TEST(AdminJson, KeysThatAreNoDenoKeyAreShownAndAccepted) {
   EXPECT_EQ(bad.status().message().rfind("'key': ", 0), 0u) << bad.status().message();
 }
 
+TEST(AdminJsonTest, GetManyKeepsTheOrderAndNamesTheBadKey) {
+  auto many = ParseAdminGetManyRequest(
+      R"({"keys":[[{"type":"string","value":"b"}],[{"type":"raw","value":"mQ"}],)"
+      R"([{"type":"string","value":"a"}]],"raw":true})");
+  ASSERT_TRUE(many.ok()) << many.status().ToString();
+  ASSERT_EQ(many->keys.size(), 3u);
+  EXPECT_EQ(many->keys[1], std::string("\x99"));
+  EXPECT_GT(many->keys[0], many->keys[2]);  // "b" before "a", as asked
+  EXPECT_TRUE(many->raw);
+  // The bad key is named by its place in the list.
+  auto bad = ParseAdminGetManyRequest(
+      R"({"keys":[[{"type":"string","value":"a"}],[{"type":"raw","value":"@@"}]]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("'keys[1]': ", 0), 0u) << bad.status().message();
+  // No keys, or keys that are no list: refused by the schema.
+  for (const char* body :
+       {R"({"keys":[]})", R"({"keys":{"a":1}})", R"({})", R"({"keys":[[]],"extra":1})"}) {
+    auto r = ParseAdminGetManyRequest(body);
+    EXPECT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+  }
+}
+
 }  // namespace
 }  // namespace kvc::codec

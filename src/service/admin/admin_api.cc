@@ -540,6 +540,37 @@ void GetEntry(const JsonCallPtr& call, codec::AdminGetRequest req) {
                                  });
 }
 
+// entries/get-many: the keys read at one version (one snapshot read of a range per key), answered
+// in the order asked, null where a key has no entry.
+void GetManyEntries(const JsonCallPtr& call, codec::AdminGetManyRequest req) {
+  const size_t max = call->db->engine->limits().max_read_ranges;
+  if (req.keys.size() > max) {
+    return call->Fail(InvalidArgument("'keys': at most " + std::to_string(max) +
+                                      " keys in one get-many (as many as one snapshot read may "
+                                      "name); ask for the rest in another call."));
+  }
+  std::vector<ReadRange> ranges;
+  ranges.reserve(req.keys.size());
+  for (std::string& key : req.keys) ranges.push_back(OneKey(std::move(key)));
+  call->db->engine->SnapshotRead(std::move(ranges),
+                                 [call, raw = req.raw](Result<engine::ReadResult> r) {
+                                   if (!r.ok()) return call->Fail(r.status());
+                                   std::string out = "{\"entries\":[";
+                                   for (size_t i = 0; i < r->ranges.size(); ++i) {
+                                     if (i > 0) out.push_back(',');
+                                     if (r->ranges[i].empty()) {
+                                       out += "null";
+                                       continue;
+                                     }
+                                     auto json = codec::AdminEntryJson(r->ranges[i][0], raw);
+                                     if (!json.ok()) return call->Fail(json.status());
+                                     out += *json;
+                                   }
+                                   out += "]}";
+                                   call->Ok(std::move(out));
+                                 });
+}
+
 // Writes one mutation of entries/set or entries/delete, checked against `check` if it has one.
 void WriteOne(const JsonCallPtr& call, Mutation m, codec::AdminCheck check) {
   AtomicWrite write;
@@ -804,6 +835,8 @@ void AdminApi::AddEntryRoutes(Router* router) {
             ListChildren(env->options.children, c, std::move(req));
           }));
   add("admin_entries_get", "/entries/get", A::WithBody(&codec::ParseAdminGetRequest, GetEntry));
+  add("admin_entries_get_many", "/entries/get-many",
+      A::WithBody(&codec::ParseAdminGetManyRequest, GetManyEntries));
   add("admin_entries_set", "/entries/set", [env](const JsonCallPtr& c) { SetEntry(*env, c); });
   add("admin_entries_delete", "/entries/delete",
       A::WithBody(&codec::ParseAdminDeleteRequest, DeleteEntry));
