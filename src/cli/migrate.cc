@@ -9,6 +9,7 @@
 
 #include "cli/admin.h"
 #include "cli/application.h"
+#include "cli/flags.h"
 #include "cli/kv_source.h"
 #include "cli/migrate_url.h"
 #include "codec/versionstamp.h"

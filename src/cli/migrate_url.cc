@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/admin.h"
+#include "cli/flags.h"
 #include "cli/kv_source.h"
 #include "cli/secrets.h"
 #include "codec/v8/v8_json.h"
