@@ -10,6 +10,7 @@
 #include <cctype>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace kvc::auth {
@@ -20,28 +21,22 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return a.empty() || CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+namespace {
+constexpr EnumName<Scope> kScopeNames[] = {
+    {Scope::kRead, "read"},
+    {Scope::kWrite, "write"},
+    {Scope::kAdmin, "admin"},
+    {Scope::kQueue, "queue"},
+};
+}  // namespace
+
 Result<Scope> ParseScope(std::string_view name) {
-  if (name == "read") return Scope::kRead;
-  if (name == "write") return Scope::kWrite;
-  if (name == "admin") return Scope::kAdmin;
-  if (name == "queue") return Scope::kQueue;
+  if (std::optional<Scope> scope = ValueIn(kScopeNames, name)) return *scope;
   return InvalidArgument("unknown scope '" + std::string(name) +
                          "'; expected read, write, admin or queue");
 }
 
-const char* ScopeName(Scope scope) {
-  switch (scope) {
-    case Scope::kRead:
-      return "read";
-    case Scope::kWrite:
-      return "write";
-    case Scope::kAdmin:
-      return "admin";
-    case Scope::kQueue:
-      return "queue";
-  }
-  return "unknown";
-}
+const char* ScopeName(Scope scope) { return NameIn(kScopeNames, scope, "unknown"); }
 
 namespace {
 constexpr std::string_view kAccessPrefix = "kvt_";

@@ -451,6 +451,15 @@ std::string S3Target::Where(const std::string& name) const {
   return "s3://" + config_.bucket + "/" + Key(name);
 }
 
+void S3Target::Address(const std::string& name, std::string_view detail, S3Transfer* t) const {
+  const char* verb = t->kind == S3Transfer::Kind::kPutObject      ? "PUT "
+                     : t->kind == S3Transfer::Kind::kDeleteObject ? "DELETE "
+                                                                  : "GET ";
+  t->url = ObjectUrl(name);
+  t->what = verb + Where(name) + std::string(detail);
+  if (t->kind != S3Transfer::Kind::kPutObject) t->sha256_hex = kEmptySha256;
+}
+
 Result<std::unique_ptr<S3Target::EasyHandle>> S3Target::Acquire() {
   {
     MutexLock lock(mu_);
@@ -549,8 +558,7 @@ Status S3Target::Put(const std::string& name, std::string_view data) {
   if (!IsValidObjectName(name)) return InvalidArgument("invalid backup object name: " + name);
   S3Transfer t;
   t.kind = S3Transfer::Kind::kPutObject;
-  t.url = ObjectUrl(name);
-  t.what = "PUT " + Where(name);
+  Address(name, "", &t);
   t.body = data;
   t.body_size = static_cast<int64_t>(data.size());
   Digests digests;
@@ -566,8 +574,7 @@ Status S3Target::PutFile(const std::string& name, const std::string& path) {
   const ClosesFd closer{fd};
   S3Transfer t;
   t.kind = S3Transfer::Kind::kPutObject;
-  t.url = ObjectUrl(name);
-  t.what = "PUT " + Where(name) + " from " + path;
+  Address(name, " from " + path, &t);
   t.body_fd = fd;
   t.body_path = path;
   // First pass: the digests and the size the request announces.
@@ -589,9 +596,7 @@ Result<std::string> S3Target::Get(const std::string& name) {
   std::string out;
   S3Transfer t;
   t.kind = S3Transfer::Kind::kGetObject;
-  t.url = ObjectUrl(name);
-  t.what = "GET " + Where(name);
-  t.sha256_hex = kEmptySha256;
+  Address(name, "", &t);
   t.out = &out;
   KVC_RETURN_IF_ERROR(Perform(t));
   return out;
@@ -603,9 +608,7 @@ Status S3Target::GetFile(const std::string& name, const std::string& path) {
   if (fd < 0) return FileError("cannot create", path, errno);
   S3Transfer t;
   t.kind = S3Transfer::Kind::kGetObject;
-  t.url = ObjectUrl(name);
-  t.what = "GET " + Where(name) + " to " + path;
-  t.sha256_hex = kEmptySha256;
+  Address(name, " to " + path, &t);
   t.out_fd = fd;
   t.out_path = path;
   Status status = Perform(t);
@@ -617,9 +620,7 @@ Status S3Target::Delete(const std::string& name) {
   if (!IsValidObjectName(name)) return InvalidArgument("invalid backup object name: " + name);
   S3Transfer t;
   t.kind = S3Transfer::Kind::kDeleteObject;
-  t.url = ObjectUrl(name);
-  t.what = "DELETE " + Where(name);
-  t.sha256_hex = kEmptySha256;
+  Address(name, "", &t);
   return Perform(t);
 }
 

@@ -96,6 +96,9 @@ class S3Target : public Target {
   std::string Key(const std::string& name) const;
   std::string ObjectUrl(const std::string& name) const;
   std::string Where(const std::string& name) const;
+  // Addresses `t` (its kind set) to the object `name`: the URL, the description ("GET
+  // s3://BUCKET/KEY" and `detail`) and, but for a PUT, the empty body's hash.
+  void Address(const std::string& name, std::string_view detail, S3Transfer* t) const;
 
   const S3Config config_;
   const TargetOptions options_;

@@ -74,14 +74,11 @@ Status Application::OpenStorage() {
   KVC_ASSIGN_OR_RETURN(storage_options_, ResolveStorage(flags, base));
   const bool sqlite = storage_options_.kind == "sqlite";
   KVC_ASSIGN_OR_RETURN(storage_, storage::OpenStorage(storage_options_));
-  auto lock = storage_->LockWriters();
-  if (!lock.ok()) {
-    return Status(lock.status().code(),
-                  lock.status().message() +
-                      "; stop that process first (an offline `kvconnect import` holds it until it "
-                      "ends), or give this server a --data-dir of its own");
-  }
-  writer_lock_ = std::move(*lock);
+  KVC_ASSIGN_OR_RETURN(
+      writer_lock_, ClaimWriters(*storage_,
+                                 "; stop that process first (an offline `kvconnect import` holds "
+                                 "it until it ends), or give this server a --data-dir of its "
+                                 "own"));
   // Backup destinations (the data directory exists now, so its symlinks resolve): refused
   // when relative or touching the data directory (a storage without one has none to protect).
   KVC_ASSIGN_OR_RETURN(backup_destinations_,

@@ -26,20 +26,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 std::string Megabytes(int64_t bytes) {
   if (bytes < 1000000) return Count(bytes, "byte", "bytes");
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return buf;
-}
-
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f s", s);
   return buf;
 }
 
@@ -167,13 +157,10 @@ Result<service::ImportStats> ImportDirect(const DumpConfig& c, service::ImportOp
                                           std::istream& in, std::ostream& log) {
   KVC_ASSIGN_OR_RETURN(auto storage, OpenStorageOf(StorageOf(c), DataDirUse::kMustExist));
   // Only one process may write a database: refuse if a server (or another import) has it.
-  auto lock = storage->LockWriters();
-  if (!lock.ok()) {
-    return Status(lock.status().code(),
-                  lock.status().message() +
-                      ". Import through that server instead: kvconnect import --url "
-                      "http://HOST:PORT --token ADMIN_TOKEN ...; or stop it first");
-  }
+  KVC_ASSIGN_OR_RETURN(auto lock, ClaimWriters(*storage,
+                                               ". Import through that server instead: kvconnect "
+                                               "import --url http://HOST:PORT --token "
+                                               "ADMIN_TOKEN ...; or stop it first"));
   KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FindDatabase(*storage, c));
   KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Backend> backend, storage->OpenBackend(rec));
   engine::EngineOptions eo;

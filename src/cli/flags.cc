@@ -80,6 +80,13 @@ Result<storage::StorageOptions> ResolveStorage(const StorageFlags& flags,
   return storage::ParseStorageSpec("sqlite:" + flags.data_dir, std::move(base));
 }
 
+Result<std::unique_ptr<storage::WriterLock>> ClaimWriters(storage::Storage& storage,
+                                                          std::string_view advice) {
+  auto lock = storage.LockWriters();
+  if (lock.ok()) return lock;
+  return Status(lock.status().code(), lock.status().message() + std::string(advice));
+}
+
 Result<std::unique_ptr<storage::Storage>> OpenStorageOf(const StorageFlags& flags, DataDirUse use,
                                                         storage::StorageOptions base) {
   KVC_ASSIGN_OR_RETURN(storage::StorageOptions o, ResolveStorage(flags, std::move(base)));
@@ -178,6 +185,16 @@ std::string Thousands(int64_t n) {
     out.push_back(digits[i]);
   }
   return n < 0 ? "-" + out : out;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
 }
 
 std::string Count(int64_t n, std::string_view one, std::string_view many) {

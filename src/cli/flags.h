@@ -9,6 +9,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -57,6 +58,10 @@ enum class DataDirUse { kMustExist, kMayCreate };
 // directory), the storage's own (IoError, a PostgreSQL server that cannot be reached).
 Result<std::unique_ptr<storage::Storage>> OpenStorageOf(const StorageFlags& flags, DataDirUse use,
                                                         storage::StorageOptions base = {});
+// The writer claim on `storage` (Storage::LockWriters). A refusal keeps its code and gets
+// `advice` (what to do instead, with its leading punctuation) appended to its message.
+Result<std::unique_ptr<storage::WriterLock>> ClaimWriters(storage::Storage& storage,
+                                                          std::string_view advice);
 // The flags that name the same storage again, for a hint such as "`kvconnect db create NAME
 // <these>`": empty for the default data directory; never a conninfo (it may hold a password).
 std::string StorageFlagsHint(const StorageFlags& flags);
@@ -91,6 +96,10 @@ std::string AbsolutePath(const std::string& path);
 // as KvKeyJSON. Errors: InvalidArgument "<flag>: <why>".
 Result<std::string> ParseKeyFlag(std::string_view flag, std::string_view text);
 
+// Seconds on the steady clock since `start`.
+double SecondsSince(std::chrono::steady_clock::time_point start);
+// A duration for people: "1.25 s".
+std::string Seconds(double s);
 // "1 entry", "2 entries", "10,000 entries": `n` with thousands separators and the right form.
 std::string Count(int64_t n, std::string_view one, std::string_view many);
 // `n` with thousands separators ("10,000").

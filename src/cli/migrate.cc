@@ -9,6 +9,7 @@
 
 #include "cli/admin.h"
 #include "cli/application.h"
+#include "cli/flags.h"
 #include "cli/kv_source.h"
 #include "cli/migrate_url.h"
 #include "codec/versionstamp.h"
@@ -20,16 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f s", s);
-  return buf;
-}
 
 std::string Stamp(int64_t version) {
   return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
@@ -355,14 +346,9 @@ Result<MigrationReport> Migrate(const storage::StorageOptions& from,
   KVC_RETURN_IF_ERROR(dest.OpenDestination(to, o.verify_only));
   std::unique_ptr<storage::WriterLock> lock;
   if (!o.verify_only) {
-    auto claimed = dest->LockWriters();
-    if (!claimed.ok()) {
-      return Status(claimed.status().code(),
-                    claimed.status().message() +
-                        "; the destination must not be written by anyone else during a "
-                        "migration: stop that server first");
-    }
-    lock = std::move(*claimed);
+    KVC_ASSIGN_OR_RETURN(lock, ClaimWriters(*dest,
+                                            "; the destination must not be written by anyone "
+                                            "else during a migration: stop that server first"));
   }
   MigrationReport report;
   report.from = source->Describe();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/admin.h"
+#include "cli/flags.h"
 #include "cli/kv_source.h"
 #include "cli/secrets.h"
 #include "codec/v8/v8_json.h"
@@ -24,10 +25,6 @@ using Clock = std::chrono::steady_clock;
 const std::string& EndOfKeys() {
   static const std::string kEnd(2049, '\xff');
   return kEnd;
-}
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 std::string Fixed(double v, int digits) {

@@ -37,6 +37,21 @@ Result<std::string> Send(const QueueCliConfig& c, const Call& call) {
   return std::move(r.body);
 }
 
+// Sends `call` and shows its answer: as the server wrote it with --json, else parsed by `parse`
+// and printed by `show` (which returns the exit code). Returns the exit code.
+template <typename Parse, typename Show>
+int Answer(const QueueCliConfig& c, const Call& call, Parse parse, Show show) {
+  auto body = Send(c, call);
+  if (!body.ok()) return PrintError(body.status());
+  if (c.json) {
+    std::cout << *body << "\n";
+    return 0;
+  }
+  auto parsed = parse(*body);
+  if (!parsed.ok()) return PrintError(parsed.status());
+  return show(*parsed);
+}
+
 // `text` cut to `width` characters (bytes; UTF-8 is cut at a character boundary) with "...".
 std::string Cut(const std::string& text, size_t width) {
   if (text.size() <= width) return text;
@@ -45,58 +60,52 @@ std::string Cut(const std::string& text, size_t width) {
   return text.substr(0, end) + "...";
 }
 
-int Stats(const QueueCliConfig& c) {
-  auto body = Send(c, Call{"GET", "queue", ""});
-  if (!body.ok()) return PrintError(body.status());
-  if (c.json) {
-    std::cout << *body << "\n";
-    return 0;
-  }
-  auto n = codec::ParseQueueCountsAnswer(*body);
-  if (!n.ok()) return PrintError(n.status());
+int ShowCounts(const QueueCliConfig& c, const codec::QueueCountsAnswer& n) {
   std::printf("Queue of database '%s':\n", c.db.c_str());
-  std::printf("  %-12s %s\n", "ready", Count(n->ready, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "delayed", Count(n->delayed, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "leased", Count(n->leased, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "dead", Count(n->dead, "dead letter", "dead letters").c_str());
-  if (n->dead > 0) {
+  std::printf("  %-12s %s\n", "ready", Count(n.ready, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "delayed", Count(n.delayed, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "leased", Count(n.leased, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "dead", Count(n.dead, "dead letter", "dead letters").c_str());
+  if (n.dead > 0) {
     std::printf("See them with `kvconnect queue dead list --db %s`.\n", c.db.c_str());
   }
+  return 0;
+}
+
+int Stats(const QueueCliConfig& c) {
+  return Answer(c, Call{"GET", "queue", ""}, codec::ParseQueueCountsAnswer,
+                [&c](const codec::QueueCountsAnswer& n) { return ShowCounts(c, n); });
+}
+
+int ShowDeadList(const QueueCliConfig& c, const codec::QueueDeadListAnswer& page) {
+  if (page.dead_letters.empty()) {
+    std::printf("No dead letters in database '%s'.\n", c.db.c_str());
+    return 0;
+  }
+  const int64_t now = NowUnixMs();
+  std::printf("%-36s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
+  for (const codec::QueueDeadLetterAnswer& d : page.dead_letters) {
+    std::printf("%-36s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
+                static_cast<long long>(d.attempts),
+                Cut(d.last_error.empty() ? "-" : d.last_error, 32).c_str(),
+                Cut(d.value_json, 60).c_str());
+  }
+  std::printf(
+      "%s.",
+      Count(static_cast<int64_t>(page.dead_letters.size()), "dead letter", "dead letters").c_str());
+  if (!page.cursor.empty()) {
+    std::printf(" More: kvconnect queue dead list --db %s --cursor %s", c.db.c_str(),
+                page.cursor.c_str());
+  }
+  std::printf("\n");
   return 0;
 }
 
 int DeadList(const QueueCliConfig& c) {
   std::string body = "{\"limit\":" + std::to_string(c.limit);
   if (!c.cursor.empty()) body += ",\"cursor\":" + codec::JsonQuote(c.cursor);
-  auto answer = Send(c, Call{"POST", "queue/dead/list", body + "}"});
-  if (!answer.ok()) return PrintError(answer.status());
-  if (c.json) {
-    std::cout << *answer << "\n";
-    return 0;
-  }
-  auto page = codec::ParseQueueDeadListAnswer(*answer);
-  if (!page.ok()) return PrintError(page.status());
-  if (page->dead_letters.empty()) {
-    std::printf("No dead letters in database '%s'.\n", c.db.c_str());
-    return 0;
-  }
-  const int64_t now = NowUnixMs();
-  std::printf("%-36s %-40s %-8s %-32s %s\n", "ID", "DEAD SINCE", "ATTEMPTS", "LAST ERROR", "VALUE");
-  for (const codec::QueueDeadLetterAnswer& d : page->dead_letters) {
-    std::printf("%-36s %-40s %-8lld %-32s %s\n", d.id.c_str(), HumanTime(d.dead_at_ms, now).c_str(),
-                static_cast<long long>(d.attempts),
-                Cut(d.last_error.empty() ? "-" : d.last_error, 32).c_str(),
-                Cut(d.value_json, 60).c_str());
-  }
-  std::printf("%s.",
-              Count(static_cast<int64_t>(page->dead_letters.size()), "dead letter", "dead letters")
-                  .c_str());
-  if (!page->cursor.empty()) {
-    std::printf(" More: kvconnect queue dead list --db %s --cursor %s", c.db.c_str(),
-                page->cursor.c_str());
-  }
-  std::printf("\n");
-  return 0;
+  return Answer(c, Call{"POST", "queue/dead/list", body + "}"}, codec::ParseQueueDeadListAnswer,
+                [&c](const codec::QueueDeadListAnswer& page) { return ShowDeadList(c, page); });
 }
 
 std::string IdsBody(const QueueCliConfig& c) {
@@ -113,18 +122,13 @@ int DeadChange(const QueueCliConfig& c, bool requeue) {
   if (!c.all && c.ids.empty()) {
     return PrintError(InvalidArgument("name the dead letters with --id, or give --all"));
   }
-  auto answer =
-      Send(c, Call{"POST", requeue ? "queue/dead/requeue" : "queue/dead/purge", IdsBody(c)});
-  if (!answer.ok()) return PrintError(answer.status());
-  if (c.json) {
-    std::cout << *answer << "\n";
-    return 0;
-  }
-  auto n = codec::ParseQueueCountsAnswer(*answer);
-  if (!n.ok()) return PrintError(n.status());
-  std::printf("%s %s%s.\n", requeue ? "Requeued" : "Purged",
-              Count(n->count, "dead letter", "dead letters").c_str(), requeue ? " (due now)" : "");
-  return 0;
+  return Answer(c, Call{"POST", requeue ? "queue/dead/requeue" : "queue/dead/purge", IdsBody(c)},
+                codec::ParseQueueCountsAnswer, [requeue](const codec::QueueCountsAnswer& n) {
+                  std::printf("%s %s%s.\n", requeue ? "Requeued" : "Purged",
+                              Count(n.count, "dead letter", "dead letters").c_str(),
+                              requeue ? " (due now)" : "");
+                  return 0;
+                });
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "codec/datapath_codec.h"
 
+#include <utility>
+
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -17,6 +19,23 @@ Result<ValueEncoding> ToEncoding(int e) {
     return InvalidArgument("The value encoding " + std::to_string(e) + " is unknown.");
   }
   return static_cast<ValueEncoding>(e);
+}
+
+// The mutation kinds this server applies, as the wire names them.
+constexpr std::pair<pb::MutationType, MutationType> kMutationTypes[] = {
+    {pb::M_SET, MutationType::kSet},
+    {pb::M_DELETE, MutationType::kDelete},
+    {pb::M_SUM, MutationType::kSum},
+    {pb::M_MAX, MutationType::kMax},
+    {pb::M_MIN, MutationType::kMin},
+    {pb::M_SET_SUFFIX_VERSIONSTAMPED_KEY, MutationType::kSetSuffixVersionstampedKey},
+};
+
+Result<MutationType> ToMutationType(pb::MutationType t) {
+  for (const auto& [wire, type] : kMutationTypes) {
+    if (wire == t) return type;
+  }
+  return InvalidArgument("Invalid mutation kind or arguments.");
 }
 
 void FillEntry(const Entry& e, pb::KvEntry* out) {
@@ -58,28 +77,7 @@ Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
     out.sum_min = m.sum_min();
     out.sum_max = m.sum_max();
     out.sum_clamp = m.sum_clamp();
-    switch (m.mutation_type()) {
-      case pb::M_SET:
-        out.type = MutationType::kSet;
-        break;
-      case pb::M_DELETE:
-        out.type = MutationType::kDelete;
-        break;
-      case pb::M_SUM:
-        out.type = MutationType::kSum;
-        break;
-      case pb::M_MAX:
-        out.type = MutationType::kMax;
-        break;
-      case pb::M_MIN:
-        out.type = MutationType::kMin;
-        break;
-      case pb::M_SET_SUFFIX_VERSIONSTAMPED_KEY:
-        out.type = MutationType::kSetSuffixVersionstampedKey;
-        break;
-      default:
-        return InvalidArgument("Invalid mutation kind or arguments.");
-    }
+    KVC_ASSIGN_OR_RETURN(out.type, ToMutationType(m.mutation_type()));
     if (out.type != MutationType::kDelete) {
       if (!m.has_value()) return InvalidArgument("Invalid mutation kind or arguments.");
       KVC_ASSIGN_OR_RETURN(out.value.encoding, ToEncoding(m.value().encoding()));

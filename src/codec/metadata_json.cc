@@ -8,6 +8,17 @@
 #include "codec/json_schema.h"
 
 namespace kvc::codec {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Writes the member `key` holding the string `value`.
+void StringMember(JsonWriter& w, const char* key, const std::string& value) {
+  w.Key(key);
+  w.String(value.c_str(), static_cast<rapidjson::SizeType>(value.size()));
+}
+
+}  // namespace
 
 Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
   MetadataRequest req;
@@ -32,27 +43,22 @@ Result<MetadataRequest> ParseMetadataRequest(std::string_view body) {
 
 std::string EncodeMetadataResponse(const MetadataResponse& r) {
   rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  JsonWriter w(buf);
   w.StartObject();
   w.Key("version");
   w.Int(r.version);
-  w.Key("databaseId");
-  w.String(r.database_id.c_str(), static_cast<rapidjson::SizeType>(r.database_id.size()));
+  StringMember(w, "databaseId", r.database_id);
   w.Key("endpoints");
   w.StartArray();
   for (const Endpoint& e : r.endpoints) {
     w.StartObject();
-    w.Key("url");
-    w.String(e.url.c_str(), static_cast<rapidjson::SizeType>(e.url.size()));
-    w.Key("consistency");
-    w.String(e.consistency.c_str(), static_cast<rapidjson::SizeType>(e.consistency.size()));
+    StringMember(w, "url", e.url);
+    StringMember(w, "consistency", e.consistency);
     w.EndObject();
   }
   w.EndArray();
-  w.Key("token");
-  w.String(r.token.c_str(), static_cast<rapidjson::SizeType>(r.token.size()));
-  w.Key("expiresAt");
-  w.String(r.expires_at.c_str(), static_cast<rapidjson::SizeType>(r.expires_at.size()));
+  StringMember(w, "token", r.token);
+  StringMember(w, "expiresAt", r.expires_at);
   w.EndObject();
   return std::string(buf.GetString(), buf.GetSize());
 }

@@ -30,6 +30,17 @@ bool AllPointReads(const std::vector<ReadRange>& ranges) {
   return !ranges.empty();
 }
 
+// Ends the read transaction `reader` holds open and returns `out` with the snapshot's version
+// and strength. Errors: the reader's.
+Result<ReadResult> EndRead(storage::Reader* reader, ReadResult out) {
+  auto v = reader->DataVersion();
+  out.strong = reader->snapshot_is_strong();
+  reader->End();
+  if (!v.ok()) return v.status();
+  out.version = *v;
+  return out;
+}
+
 // Refuses, before anything is opened, a backend that lacks what an engine with options `o`
 // needs; a capability missing here would otherwise fail the first write that uses it.
 Status CheckCapabilities(const storage::BackendCapabilities& c, const EngineOptions& o) {
@@ -507,12 +518,7 @@ Result<ReadResult> Engine::ReadPoints(storage::Reader* reader, const std::vector
           Entry{ranges[i].start, std::move(r.value), r.encoding, r.version, r.expire_at_ms});
     }
   }
-  auto v = reader->DataVersion();
-  out.strong = reader->snapshot_is_strong();
-  reader->End();
-  if (!v.ok()) return v.status();
-  out.version = *v;
-  return out;
+  return EndRead(reader, std::move(out));
 }
 
 bool Engine::IsSinglePoint(const ReadJob& job) {
@@ -602,12 +608,7 @@ void Engine::ReaderLoop(storage::Reader* reader) {
           return s;
         }
       }
-      auto v = reader->DataVersion();
-      out.strong = reader->snapshot_is_strong();
-      reader->End();
-      if (!v.ok()) return v.status();
-      out.version = *v;
-      return out;
+      return EndRead(reader, std::move(out));
     };
     counters_.storage_reads.fetch_add(1, std::memory_order_relaxed);
     const bool points = cache_.enabled() && AllPointReads(job.ranges);

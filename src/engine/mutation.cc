@@ -5,6 +5,7 @@
 
 #include "codec/v8/v8_value.h"
 #include "common/bytes.h"
+#include "common/enum_names.h"
 
 namespace kvc::engine {
 namespace {
@@ -13,18 +14,13 @@ using codec::BigInt;
 using codec::V8Numeric;
 using storage::StoredRow;
 
-const char* OpName(MutationType t) {
-  switch (t) {
-    case MutationType::kSum:
-      return "sum";
-    case MutationType::kMin:
-      return "min";
-    case MutationType::kMax:
-      return "max";
-    default:
-      return "?";
-  }
-}
+constexpr EnumName<MutationType> kOpNames[] = {
+    {MutationType::kSum, "sum"},
+    {MutationType::kMin, "min"},
+    {MutationType::kMax, "max"},
+};
+
+const char* OpName(MutationType t) { return NameIn(kOpNames, t, "?"); }
 
 StoredRow MakeRow(std::string value, ValueEncoding enc, int64_t version) {
   StoredRow r;

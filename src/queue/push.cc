@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "codec/json_text.h"
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace kvc::queue {
@@ -307,27 +308,20 @@ Result<IpNetwork> ParseIpNetwork(std::string_view text) {
   return network;
 }
 
-const char* AddressClassName(AddressClass c) {
-  switch (c) {
-    case AddressClass::kPublic:
-      return "public";
-    case AddressClass::kLoopback:
-      return "loopback";
-    case AddressClass::kPrivate:
-      return "private";
-    case AddressClass::kLinkLocal:
-      return "link-local";
-    case AddressClass::kSharedCgnat:
-      return "shared (CGNAT)";
-    case AddressClass::kUnspecified:
-      return "unspecified";
-    case AddressClass::kMulticast:
-      return "multicast";
-    case AddressClass::kReserved:
-      return "reserved";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<AddressClass> kAddressClassNames[] = {
+    {AddressClass::kPublic, "public"},
+    {AddressClass::kLoopback, "loopback"},
+    {AddressClass::kPrivate, "private"},
+    {AddressClass::kLinkLocal, "link-local"},
+    {AddressClass::kSharedCgnat, "shared (CGNAT)"},
+    {AddressClass::kUnspecified, "unspecified"},
+    {AddressClass::kMulticast, "multicast"},
+    {AddressClass::kReserved, "reserved"},
+};
+}  // namespace
+
+const char* AddressClassName(AddressClass c) { return NameIn(kAddressClassNames, c, "?"); }
 
 AddressClass ClassifyAddress(const IpAddress& address) {
   const uint8_t* b = address.bytes.data();

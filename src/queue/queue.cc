@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/enum_names.h"
 #include "common/mutex.h"
 #include "common/random.h"
 #include "engine/engine.h"
@@ -37,19 +38,27 @@ std::string_view LeaseMessageId(std::string_view lease) {
   return dot == std::string_view::npos ? std::string_view() : lease.substr(0, dot);
 }
 
+// A lease length as a request asks for it (0: the default). Errors: InvalidArgument outside the
+// configured bounds.
+Status ResolveVisibility(const QueueOptions& o, int64_t* visibility_ms) {
+  if (*visibility_ms == 0) *visibility_ms = o.default_visibility_ms;
+  if (*visibility_ms < o.min_visibility_ms || *visibility_ms > o.max_visibility_ms) {
+    return InvalidArgument("visibility_timeout must be between " +
+                           std::to_string(o.min_visibility_ms) + " and " +
+                           std::to_string(o.max_visibility_ms) + " ms.");
+  }
+  return Status::Ok();
+}
+
+constexpr EnumName<SettleStatus> kSettleStatusNames[] = {
+    {SettleStatus::kOk, "ok"},
+    {SettleStatus::kStale, "stale"},
+    {SettleStatus::kDead, "dead"},
+};
+
 }  // namespace
 
-const char* SettleStatusName(SettleStatus s) {
-  switch (s) {
-    case SettleStatus::kOk:
-      return "ok";
-    case SettleStatus::kStale:
-      return "stale";
-    case SettleStatus::kDead:
-      return "dead";
-  }
-  return "stale";
-}
+const char* SettleStatusName(SettleStatus s) { return NameIn(kSettleStatusNames, s, "stale"); }
 
 struct Queue::State {
   struct Waiter {
@@ -201,12 +210,8 @@ void Queue::Pull(PullRequest request, PullCallback done) {
                          std::to_string(options_.max_pull_messages) + "."));
     return;
   }
-  if (request.visibility_ms == 0) request.visibility_ms = options_.default_visibility_ms;
-  if (request.visibility_ms < options_.min_visibility_ms ||
-      request.visibility_ms > options_.max_visibility_ms) {
-    done(InvalidArgument("visibility_timeout must be between " +
-                         std::to_string(options_.min_visibility_ms) + " and " +
-                         std::to_string(options_.max_visibility_ms) + " ms."));
+  if (Status s = ResolveVisibility(options_, &request.visibility_ms); !s.ok()) {
+    done(s);
     return;
   }
   if (request.wait_ms < 0 || request.wait_ms > options_.max_wait_ms) {
@@ -246,12 +251,8 @@ void Queue::Settle(SettleRequest request, SettleCallback done) {
     return;
   }
   if (request.kind == SettleKind::kExtend) {
-    if (request.visibility_ms == 0) request.visibility_ms = options_.default_visibility_ms;
-    if (request.visibility_ms < options_.min_visibility_ms ||
-        request.visibility_ms > options_.max_visibility_ms) {
-      done(InvalidArgument("visibility_timeout must be between " +
-                           std::to_string(options_.min_visibility_ms) + " and " +
-                           std::to_string(options_.max_visibility_ms) + " ms."));
+    if (Status s = ResolveVisibility(options_, &request.visibility_ms); !s.ok()) {
+      done(s);
       return;
     }
   }

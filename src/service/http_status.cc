@@ -4,42 +4,37 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace kvc::service {
 
+namespace {
+// The one status->HTTP table. Throttled is 503, not 429, so that clients retry: they all treat
+// 4xx as final.
+constexpr std::pair<StatusCode, int> kHttpStatus[] = {
+    {StatusCode::kOk, 200},
+    {StatusCode::kInvalidArgument, 400},
+    {StatusCode::kUnauthenticated, 401},
+    {StatusCode::kPermissionDenied, 403},
+    {StatusCode::kNotFound, 404},
+    {StatusCode::kMethodNotAllowed, 405},
+    {StatusCode::kPayloadTooLarge, 413},
+    {StatusCode::kHeadersTooLarge, 431},
+    {StatusCode::kUnsupportedMedia, 415},
+    {StatusCode::kResourceExhausted, 429},
+    {StatusCode::kUnavailable, 503},
+    {StatusCode::kThrottled, 503},
+    {StatusCode::kInternal, 500},
+    {StatusCode::kAlreadyExists, 409},
+    {StatusCode::kConflict, 409},
+    {StatusCode::kCorruption, 500},
+    {StatusCode::kIoError, 500},
+};
+}  // namespace
+
 int HttpStatusFor(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return 200;
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kMethodNotAllowed:
-      return 405;
-    case StatusCode::kPayloadTooLarge:
-      return 413;
-    case StatusCode::kHeadersTooLarge:
-      return 431;
-    case StatusCode::kUnsupportedMedia:
-      return 415;
-    case StatusCode::kResourceExhausted:
-      return 429;
-    case StatusCode::kUnavailable:
-    case StatusCode::kThrottled:  // 5xx so clients retry: they all treat 4xx as final
-      return 503;
-    case StatusCode::kInternal:
-      return 500;
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kConflict:
-      return 409;
-    case StatusCode::kCorruption:
-    case StatusCode::kIoError:
-      return 500;
+  for (const auto& [status, http] : kHttpStatus) {
+    if (status == code) return http;
   }
   return 500;
 }

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <memory>
+#include <vector>
 
 #include "common/random.h"
 
@@ -299,11 +300,21 @@ Result<DatabaseCopy> CopyDatabase(Storage& from, const DatabaseRecord& source, S
   return out;
 }
 
+namespace {
+// The tokens of `catalog` that open the database `database_id`. Errors: the catalog's.
+Result<std::vector<AccessTokenRecord>> TokensOpening(Catalog& catalog,
+                                                     const std::string& database_id) {
+  KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, catalog.ListTokens());
+  std::erase_if(tokens,
+                [&](const AccessTokenRecord& t) { return !TokenOpensDatabase(t, database_id); });
+  return tokens;
+}
+}  // namespace
+
 Result<TokenCopy> CopyTokens(Catalog& from, Catalog& to, const std::string& database_id) {
-  KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, from.ListTokens());
+  KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, TokensOpening(from, database_id));
   TokenCopy out;
   for (const AccessTokenRecord& t : tokens) {
-    if (!TokenOpensDatabase(t, database_id)) continue;
     auto there = to.FindToken(t.id);
     if (there.ok()) {
       if (there->hash != t.hash || there->all_databases != t.all_databases ||
@@ -322,10 +333,9 @@ Result<TokenCopy> CopyTokens(Catalog& from, Catalog& to, const std::string& data
 }
 
 Result<TokenComparison> CompareTokens(Catalog& from, Catalog& to, const std::string& database_id) {
-  KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, from.ListTokens());
+  KVC_ASSIGN_OR_RETURN(std::vector<AccessTokenRecord> tokens, TokensOpening(from, database_id));
   TokenComparison out;
   for (const AccessTokenRecord& t : tokens) {
-    if (!TokenOpensDatabase(t, database_id)) continue;
     ++out.source;
     auto there = to.FindToken(t.id);
     if (there.ok() && SameToken(*there, t)) {

@@ -30,6 +30,13 @@ struct Kind {
   Status (*validate)(const StorageOptions& options);
 };
 
+// Opens the storage class S (S::Open) as a Storage.
+template <typename S>
+Result<std::unique_ptr<Storage>> OpenAs(const StorageOptions& options) {
+  KVC_ASSIGN_OR_RETURN(auto storage, S::Open(options));
+  return std::unique_ptr<Storage>(std::move(storage));
+}
+
 // --- sqlite ------------------------------------------------------------------------------------
 
 constexpr Prefix kSqlitePrefixes[] = {{"sqlite:", "DIR", false}};
@@ -38,11 +45,6 @@ Status ParseSqlite(std::string location, StorageOptions* o) {
   if (location.empty()) return InvalidArgument("sqlite: names no data directory (sqlite:DIR)");
   o->location = std::move(location);
   return Status::Ok();
-}
-
-Result<std::unique_ptr<Storage>> OpenSqlite(const StorageOptions& options) {
-  KVC_ASSIGN_OR_RETURN(auto storage, SqliteStorage::Open(options));
-  return std::unique_ptr<Storage>(std::move(storage));
 }
 
 Status ValidateSqlite(const StorageOptions& o) {
@@ -72,11 +74,6 @@ Status ParsePostgres(std::string location, StorageOptions* o) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Storage>> OpenPostgres(const StorageOptions& options) {
-  KVC_ASSIGN_OR_RETURN(auto storage, PgStorage::Open(options));
-  return std::unique_ptr<Storage>(std::move(storage));
-}
-
 Status ValidatePostgres(const StorageOptions& o) {
   KVC_RETURN_IF_ERROR(CheckConninfo(o.location, "the PostgreSQL conninfo"));
   if (!o.read_location.empty()) {
@@ -92,8 +89,8 @@ Status ValidatePostgres(const StorageOptions& o) {
 
 // Every kind of storage: a new one is a row here.
 constexpr Kind kKinds[] = {
-    {"sqlite", kSqlitePrefixes, &ParseSqlite, &OpenSqlite, &ValidateSqlite},
-    {"postgres", kPostgresPrefixes, &ParsePostgres, &OpenPostgres, &ValidatePostgres},
+    {"sqlite", kSqlitePrefixes, &ParseSqlite, &OpenAs<SqliteStorage>, &ValidateSqlite},
+    {"postgres", kPostgresPrefixes, &ParsePostgres, &OpenAs<PgStorage>, &ValidatePostgres},
 };
 
 const Kind* FindKind(std::string_view name) {

@@ -4,6 +4,7 @@
 
 #include "codec/v8/v8_tree.h"
 #include "codec/v8/v8_wire.h"
+#include "common/enum_names.h"
 
 namespace kvc::codec {
 namespace {
@@ -42,20 +43,17 @@ std::optional<std::string> Done(V8PortableOutcome result, V8PortableOutcome* out
   return bytes;
 }
 
+constexpr EnumName<V8PortableOutcome> kOutcomeNames[] = {
+    {V8PortableOutcome::kUnchanged, "unchanged"},
+    {V8PortableOutcome::kReheaded, "format_16_to_15"},
+    {V8PortableOutcome::kRewritten, "rewritten"},
+    {V8PortableOutcome::kKept, "kept"},
+};
+
 }  // namespace
 
 const char* V8PortableOutcomeName(V8PortableOutcome outcome) {
-  switch (outcome) {
-    case V8PortableOutcome::kUnchanged:
-      return "unchanged";
-    case V8PortableOutcome::kReheaded:
-      return "format_16_to_15";
-    case V8PortableOutcome::kRewritten:
-      return "rewritten";
-    case V8PortableOutcome::kKept:
-      return "kept";
-  }
-  return "unknown";
+  return NameIn(kOutcomeNames, outcome, "unknown");
 }
 
 bool IsV8Format16(std::string_view bytes) {

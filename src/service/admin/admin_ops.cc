@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 
+#include "common/enum_names.h"
+
 namespace kvc::service {
 
 int64_t ParseDurationMs(const std::string& text) {
@@ -39,16 +41,16 @@ int64_t ParseDurationMs(const std::string& text) {
   return n * unit;
 }
 
+namespace {
+constexpr EnumName<TokenStatus> kTokenStatusNames[] = {
+    {TokenStatus::kActive, "active"},
+    {TokenStatus::kRevoked, "revoked"},
+    {TokenStatus::kExpired, "expired"},
+};
+}  // namespace
+
 const char* TokenStatusName(TokenStatus status) {
-  switch (status) {
-    case TokenStatus::kActive:
-      return "active";
-    case TokenStatus::kRevoked:
-      return "revoked";
-    case TokenStatus::kExpired:
-      return "expired";
-  }
-  return "unknown";
+  return NameIn(kTokenStatusNames, status, "unknown");
 }
 
 TokenStatus StatusOfToken(const storage::AccessTokenRecord& token, int64_t now_ms) {

@@ -17,6 +17,12 @@
 namespace kvc::service {
 namespace {
 
+// Registers the metric family `builder` makes, named `name` and described by `help`, in `r`.
+template <typename Builder>
+auto& Register(Builder builder, const char* name, const char* help, prometheus::Registry& r) {
+  return builder.Name(name).Help(help).Register(r);
+}
+
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -75,27 +81,17 @@ MetricFamily ToPrometheus(ScrapedFamily f) {
 class Metrics::CommitMetrics : public engine::CommitListener {
  public:
   explicit CommitMetrics(prometheus::Registry& r)
-      : groups_(prometheus::BuildCounter()
-                    .Name("kvconnect_commit_groups_total")
-                    .Help("Durable storage transactions published, by origin")
-                    .Register(r)),
-        writes_(prometheus::BuildCounter()
-                    .Name("kvconnect_committed_writes_total")
-                    .Help("Atomic writes (records) committed, by origin")
-                    .Register(r)),
-        batch_(prometheus::BuildHistogram()
-                   .Name("kvconnect_commit_batch_writes")
-                   .Help("Atomic writes sharing one group commit")
-                   .Register(r)
+      : groups_(Register(prometheus::BuildCounter(), "kvconnect_commit_groups_total",
+                         "Durable storage transactions published, by origin", r)),
+        writes_(Register(prometheus::BuildCounter(), "kvconnect_committed_writes_total",
+                         "Atomic writes (records) committed, by origin", r)),
+        batch_(Register(prometheus::BuildHistogram(), "kvconnect_commit_batch_writes",
+                        "Atomic writes sharing one group commit", r)
                    .Add({}, kBatchBuckets)),
-        transaction_(prometheus::BuildHistogram()
-                         .Name("kvconnect_commit_transaction_seconds")
-                         .Help("From taking the storage write lock to the commit returning")
-                         .Register(r)),
-        sync_(prometheus::BuildHistogram()
-                  .Name("kvconnect_commit_sync_seconds")
-                  .Help("The storage commit call alone (with sync=full mostly fsync)")
-                  .Register(r)) {}
+        transaction_(Register(prometheus::BuildHistogram(), "kvconnect_commit_transaction_seconds",
+                              "From taking the storage write lock to the commit returning", r)),
+        sync_(Register(prometheus::BuildHistogram(), "kvconnect_commit_sync_seconds",
+                       "The storage commit call alone (with sync=full mostly fsync)", r)) {}
 
   void OnCommit(const storage::CommitGroup& g) override {
     const char* origin = OriginName(g.origin);
@@ -124,29 +120,21 @@ class Metrics::CommitMetrics : public engine::CommitListener {
 
 Metrics::Metrics(MetricsOptions options)
     : options_(options), registry_(std::make_shared<prometheus::Registry>()) {
-  requests_ = &prometheus::BuildCounter()
-                   .Name("kvconnect_http_requests_total")
-                   .Help("HTTP requests answered, by route, status class, protocol and transport")
-                   .Register(*registry_);
-  latency_ = &prometheus::BuildHistogram()
-                  .Name("kvconnect_http_request_duration_seconds")
-                  .Help("Time to the response head, by route (watch streams: to their start)")
-                  .Register(*registry_);
-  auth_failures_ = &prometheus::BuildCounter()
-                        .Name("kvconnect_auth_failures_total")
-                        .Help("Requests refused for their credentials, by reason")
-                        .Register(*registry_);
-  rate_limited_ = &prometheus::BuildCounter()
-                       .Name("kvconnect_rate_limited_total")
-                       .Help("Requests refused by a rate limit, by reason")
-                       .Register(*registry_);
-  auto& portable = prometheus::BuildCounter()
-                       .Name("kvconnect_portable_v8_values_total")
-                       .Help(
-                           "V8 values converted so Deno and Node both read them "
-                           "(--portable-v8-values), or kept as sent because the conversion "
-                           "was not provably exact, by path (write, read) and outcome")
-                       .Register(*registry_);
+  requests_ = &Register(prometheus::BuildCounter(), "kvconnect_http_requests_total",
+                        "HTTP requests answered, by route, status class, protocol and transport",
+                        *registry_);
+  latency_ =
+      &Register(prometheus::BuildHistogram(), "kvconnect_http_request_duration_seconds",
+                "Time to the response head, by route (watch streams: to their start)", *registry_);
+  auth_failures_ = &Register(prometheus::BuildCounter(), "kvconnect_auth_failures_total",
+                             "Requests refused for their credentials, by reason", *registry_);
+  rate_limited_ = &Register(prometheus::BuildCounter(), "kvconnect_rate_limited_total",
+                            "Requests refused by a rate limit, by reason", *registry_);
+  auto& portable = Register(
+      prometheus::BuildCounter(), "kvconnect_portable_v8_values_total",
+      "V8 values converted so Deno and Node both read them (--portable-v8-values), or kept as sent "
+      "because the conversion was not provably exact, by path (write, read) and outcome",
+      *registry_);
   for (int on_write = 0; on_write < 2; ++on_write) {
     for (auto outcome : {codec::V8PortableOutcome::kReheaded, codec::V8PortableOutcome::kRewritten,
                          codec::V8PortableOutcome::kKept}) {

@@ -85,6 +85,19 @@ Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* stmt) {
   return c.Error("read data_version");
 }
 
+// Reads the columns v, v_encoding, version, expiration_ms of the current row of `s`, from
+// column `first` on. Errors: Corruption (an unknown value encoding).
+Result<StoredRow> ReadStoredRow(const Stmt& s, int first) {
+  StoredRow row;
+  row.value = s.ColumnBlob(first);
+  const int64_t enc = s.ColumnInt64(first + 1);
+  if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
+  row.encoding = static_cast<ValueEncoding>(enc);
+  row.version = s.ColumnInt64(first + 2);
+  row.expire_at_ms = s.ColumnInt64(first + 3);
+  return row;
+}
+
 // Runs `s` ("select v, v_encoding, version, expiration_ms from kv where k = ?1") for `key`.
 Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std::string_view key) {
   Stmt s(stmt);
@@ -92,13 +105,7 @@ Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std
   int rc = s.Step();
   if (rc == SQLITE_DONE) return std::optional<StoredRow>();
   if (rc != SQLITE_ROW) return c.Error("get");
-  StoredRow row;
-  row.value = s.ColumnBlob(0);
-  int64_t enc = s.ColumnInt64(1);
-  if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
-  row.encoding = static_cast<ValueEncoding>(enc);
-  row.version = s.ColumnInt64(2);
-  row.expire_at_ms = s.ColumnInt64(3);
+  KVC_ASSIGN_OR_RETURN(StoredRow row, ReadStoredRow(s, 0));
   return std::optional<StoredRow>(std::move(row));
 }
 
@@ -263,15 +270,9 @@ class SqliteReader : public Reader {
     s.BindBlob(1, r.start).BindBlob(2, r.end).BindInt64(3, now_ms).BindInt64(4, r.limit);
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      Entry e;
-      e.key = s.ColumnBlob(0);
-      e.value = s.ColumnBlob(1);
-      int64_t enc = s.ColumnInt64(2);
-      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
-      e.encoding = static_cast<ValueEncoding>(enc);
-      e.version = s.ColumnInt64(3);
-      e.expire_at_ms = s.ColumnInt64(4);
-      out->push_back(std::move(e));
+      KVC_ASSIGN_OR_RETURN(StoredRow row, ReadStoredRow(s, 1));
+      out->push_back(Entry{s.ColumnBlob(0), std::move(row.value), row.encoding, row.version,
+                           row.expire_at_ms});
     }
     if (rc != SQLITE_DONE) return conn_.Error("scan");
     return Status::Ok();
@@ -290,12 +291,7 @@ class SqliteReader : public Reader {
     while ((rc = s.Step()) == SQLITE_ROW) {
       KeyedRow k;
       k.key = s.ColumnBlob(0);
-      k.row.value = s.ColumnBlob(1);
-      const int64_t enc = s.ColumnInt64(2);
-      if (!IsKnownEncoding(enc)) return UnknownEncoding(enc);
-      k.row.encoding = static_cast<ValueEncoding>(enc);
-      k.row.version = s.ColumnInt64(3);
-      k.row.expire_at_ms = s.ColumnInt64(4);
+      KVC_ASSIGN_OR_RETURN(k.row, ReadStoredRow(s, 1));
       out->push_back(std::move(k));
     }
     if (rc != SQLITE_DONE) return conn_.Error("scan rows");
