@@ -32,6 +32,56 @@ Result<T> OnReader(engine::Engine& engine, const std::function<Result<T>(storage
   return future.get();
 }
 
+// Checks the last segment of the chain of each snapshot in `snapshots` (each segment once). A
+// damaged one, which a crash leaves on a target without atomic uploads, is deleted from the
+// target and from *live so that its entries are shipped again. Fills *heads with each chain's
+// head version -> its time.
+Status VerifyChainEnds(Target& target, const std::vector<SnapshotRef>& snapshots,
+                       DatabaseBackups* live, std::map<int64_t, int64_t>* heads) {
+  std::set<std::string> verified;
+  for (const SnapshotRef& snap : snapshots) {
+    for (;;) {
+      const std::vector<SegmentRef> c = live->ChainFrom(snap.version);
+      const int64_t h = c.empty() ? snap.version : c.back().last_version;
+      bool good = c.empty() || verified.count(c.back().name) > 0;
+      if (!good) {
+        auto bytes = target.Get(c.back().name);
+        if (!bytes.ok()) return bytes.status();
+        auto seg = DecodeSegment(*bytes);
+        good = seg.ok() && seg->prev_version == c.back().prev_version &&
+               seg->last_version == c.back().last_version;
+        if (!good) {
+          spdlog::warn("backup: segment {} is damaged ({}); shipping its entries again",
+                       c.back().name, seg.ok() ? "bounds differ" : seg.status().message());
+          KVC_RETURN_IF_ERROR(target.Delete(c.back().name));
+          const std::string bad = c.back().name;
+          live->segments.erase(std::remove_if(live->segments.begin(), live->segments.end(),
+                                              [&](const SegmentRef& r) { return r.name == bad; }),
+                               live->segments.end());
+          continue;
+        }
+        verified.insert(c.back().name);
+      }
+      heads->emplace(h, c.empty() ? snap.time_ms : c.back().last_time_ms);
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether `engine`'s change log still holds the entry that follows `version`.
+Result<bool> LogContinues(engine::Engine& engine, int64_t version) {
+  KVC_ASSIGN_OR_RETURN(
+      std::vector<storage::ChangeLogRow> next,
+      OnReader<std::vector<storage::ChangeLogRow>>(
+          engine, [version](storage::Reader& r) -> Result<std::vector<storage::ChangeLogRow>> {
+            std::vector<storage::ChangeLogRow> out;
+            KVC_RETURN_IF_ERROR(r.ReadChangeLog(version, 1, &out));
+            return out;
+          }));
+  return !next.empty() && next.front().prev_version == version;
+}
+
 }  // namespace
 
 ContinuousBackup::ContinuousBackup(std::unique_ptr<Target> target, ContinuousBackupOptions options)
@@ -178,35 +228,8 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   // again), and shipping resumes from the lowest head; if the change log no longer holds what
   // follows it, the gap starts a new snapshot.
   DatabaseBackups live = b;
-  std::set<std::string> verified;
   std::map<int64_t, int64_t> heads;  // chain head -> its time
-  for (const SnapshotRef& snap : b.snapshots) {
-    for (;;) {
-      const std::vector<SegmentRef> c = live.ChainFrom(snap.version);
-      const int64_t h = c.empty() ? snap.version : c.back().last_version;
-      bool good = c.empty() || verified.count(c.back().name) > 0;
-      if (!good) {
-        auto bytes = target_->Get(c.back().name);
-        if (!bytes.ok()) return bytes.status();
-        auto seg = DecodeSegment(*bytes);
-        good = seg.ok() && seg->prev_version == c.back().prev_version &&
-               seg->last_version == c.back().last_version;
-        if (!good) {
-          spdlog::warn("backup: segment {} is damaged ({}); shipping its entries again",
-                       c.back().name, seg.ok() ? "bounds differ" : seg.status().message());
-          KVC_RETURN_IF_ERROR(target_->Delete(c.back().name));
-          const std::string bad = c.back().name;
-          live.segments.erase(std::remove_if(live.segments.begin(), live.segments.end(),
-                                             [&](const SegmentRef& r) { return r.name == bad; }),
-                              live.segments.end());
-          continue;
-        }
-        verified.insert(c.back().name);
-      }
-      heads.emplace(h, c.empty() ? snap.time_ms : c.back().last_time_ms);
-      break;
-    }
-  }
+  KVC_RETURN_IF_ERROR(VerifyChainEnds(*target_, b.snapshots, &live, &heads));
   const std::vector<SegmentRef> chain = live.ChainFrom(newest.version);
   int64_t head = chain.empty() ? newest.version : chain.back().last_version;
   int64_t head_time_ms = chain.empty() ? newest.time_ms : chain.back().last_time_ms;
@@ -214,15 +237,8 @@ Status ContinuousBackup::Initialize(Db& db, const std::shared_ptr<engine::Engine
   // head the log cannot continue is a permanent gap, not filled on every start.
   for (const auto& [h, t] : heads) {
     if (h >= head) break;
-    KVC_ASSIGN_OR_RETURN(
-        std::vector<storage::ChangeLogRow> next,
-        OnReader<std::vector<storage::ChangeLogRow>>(
-            *engine, [h = h](storage::Reader& r) -> Result<std::vector<storage::ChangeLogRow>> {
-              std::vector<storage::ChangeLogRow> out;
-              KVC_RETURN_IF_ERROR(r.ReadChangeLog(h, 1, &out));
-              return out;
-            }));
-    if (!next.empty() && next.front().prev_version == h) {
+    KVC_ASSIGN_OR_RETURN(const bool continues, LogContinues(*engine, h));
+    if (continues) {
       spdlog::info(
           "backup: the log of an older snapshot of '{}' stops at version {}; shipping "
           "again from there",

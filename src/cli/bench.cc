@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "cli/admin_client.h"
 #include "cli/flags.h"
@@ -155,57 +156,62 @@ void RaiseOpenFileLimit() {
   }
 }
 
-}  // namespace
-
-int RunBench(BenchConfig c) {
-  loadgen::BenchOptions& o = c.options;
-  o.http = c.http == "1.1" ? client::HttpVersion::kHttp1 : client::HttpVersion::kHttp2;
-  o.workload = *loadgen::ParseWorkload(c.workload);  // CLI11 checked the name
-  o.preload = !c.no_preload;
-  if (!(c.timeout_s > 0) || c.timeout_s > 86400) {
+// Completes c->options from the flags and checks them; on bad usage prints why and returns an
+// empty optional. Returns the parsed --url.
+std::optional<client::Url> PrepareOptions(BenchConfig* c) {
+  loadgen::BenchOptions& o = c->options;
+  o.http = c->http == "1.1" ? client::HttpVersion::kHttp1 : client::HttpVersion::kHttp2;
+  o.workload = *loadgen::ParseWorkload(c->workload);  // CLI11 checked the name
+  o.preload = !c->no_preload;
+  if (!(c->timeout_s > 0) || c->timeout_s > 86400) {
     std::cerr << "error: --timeout must be a positive number of seconds\n";
-    return 2;
+    return std::nullopt;
   }
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
-  auto token = ResolveToken(o.token, o.url, c.data_dir);
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(c->timeout_s * 1000));
+  auto token = ResolveToken(o.token, o.url, c->data_dir);
   if (!token.ok()) {
     std::cerr << "error: " << token.status().message() << "\n";
-    return 2;
+    return std::nullopt;
   }
   o.token = *token;
   auto url = client::ParseUrl(o.url);
   if (!url.ok()) {
     std::cerr << "error: --url: " << url.status().message() << "\n";
-    return 2;
+    return std::nullopt;
   }
   if (Status s = loadgen::ValidateOptions(o); !s.ok()) {
     std::cerr << "error: " << s.message() << "\n";
-    return 2;
+    return std::nullopt;
   }
-  if (o.http == client::HttpVersion::kHttp1 && c.streams_flag != nullptr &&
-      c.streams_flag->count() > 0 && o.streams != 1) {
+  if (o.http == client::HttpVersion::kHttp1 && c->streams_flag != nullptr &&
+      c->streams_flag->count() > 0 && o.streams != 1) {
     std::cerr << "note: --streams is ignored over HTTP/1.1 (one request in flight per "
                  "connection)\n";
   }
-  RaiseOpenFileLimit();
+  return std::move(*url);
+}
 
-  // Where the run writes: a scratch database unless --db or a URL with a path says where.
-  std::unique_ptr<ScratchDatabase> scratch;
-  if (o.database.empty() && (url->path.empty() || url->path == "/")) {
+// Where the run writes: a scratch database (created here, left in *scratch, its name in
+// c->options.database) unless --db or a URL with a path says where. Says so on stderr. Returns
+// false (after printing why) if the scratch database could not be created.
+bool ChooseDatabase(BenchConfig* c, const client::Url& url,
+                    std::unique_ptr<ScratchDatabase>* scratch) {
+  loadgen::BenchOptions& o = c->options;
+  if (o.database.empty() && (url.path.empty() || url.path == "/")) {
     auto made = ScratchDatabase::Create(o);
     if (!made.ok()) {
       std::cerr << "error: bench runs in a scratch database it creates and deletes; creating one "
                    "on "
-                << url->Origin() << " failed: " << made.status().message()
+                << url.Origin() << " failed: " << made.status().message()
                 << " (that needs an admin token of the server). Give --db NAME to run in an "
                    "existing database instead.\n";
-      return 2;
+      return false;
     }
-    scratch = std::move(*made);
-    o.database = scratch->name();
+    *scratch = std::move(*made);
+    o.database = (*scratch)->name();
     std::cerr << "bench: created the scratch database '" << o.database << "'; the run "
               << WhatItWrites(o) << " there. "
-              << (c.keep ? "It is kept afterwards (--keep)." : "It is deleted after the run.")
+              << (c->keep ? "It is kept afterwards (--keep)." : "It is deleted after the run.")
               << std::endl;
   } else {
     std::cerr << "bench: the run " << WhatItWrites(o) << " in "
@@ -213,49 +219,67 @@ int RunBench(BenchConfig c) {
                                      : "the database '" + o.database + "'")
               << ", and leaves what it writes there." << std::endl;
   }
-  // Deletes (or keeps) the scratch database; false if deleting it failed.
-  auto finish = [&]() {
-    if (!scratch) return true;
-    if (c.keep) {
-      std::cerr << "bench: kept the scratch database '" << scratch->name()
-                << "' (delete it with `kvconnect db delete " << scratch->name() << " --yes`)."
-                << std::endl;
-      return true;
-    }
-    if (Status s = scratch->Delete(); !s.ok()) {
-      std::cerr << "error: deleting the scratch database '" << scratch->name()
-                << "' failed: " << s.message() << "; delete it with `kvconnect db delete "
-                << scratch->name() << " --yes`.\n";
-      return false;
-    }
-    std::cerr << "bench: deleted the scratch database '" << scratch->name() << "'." << std::endl;
+  return true;
+}
+
+// Deletes (or with `keep` keeps) the scratch database, if any; false if deleting it failed.
+bool FinishScratch(ScratchDatabase* scratch, bool keep) {
+  if (scratch == nullptr) return true;
+  if (keep) {
+    std::cerr << "bench: kept the scratch database '" << scratch->name()
+              << "' (delete it with `kvconnect db delete " << scratch->name() << " --yes`)."
+              << std::endl;
     return true;
-  };
+  }
+  if (Status s = scratch->Delete(); !s.ok()) {
+    std::cerr << "error: deleting the scratch database '" << scratch->name()
+              << "' failed: " << s.message() << "; delete it with `kvconnect db delete "
+              << scratch->name() << " --yes`.\n";
+    return false;
+  }
+  std::cerr << "bench: deleted the scratch database '" << scratch->name() << "'." << std::endl;
+  return true;
+}
+
+// The report on stdout (text or JSON), then the first distinct errors and a failed sum check on
+// stderr.
+void PrintReport(const loadgen::BenchReport& report, bool json) {
+  if (json) {
+    std::cout << loadgen::FormatReportJson(report) << std::endl;
+  } else {
+    std::cout << loadgen::FormatReportText(report) << std::flush;
+  }
+  const auto& samples = report.errors.samples();
+  if (!samples.empty()) {
+    std::cerr << "first distinct errors:\n";
+    for (const std::string& text : samples) std::cerr << "  " << text << "\n";
+  }
+  if (report.sum && report.sum->final_read && !report.sum->ok) {
+    std::cerr << "sum check failed: the counter went from " << report.sum->start << " to "
+              << report.sum->final_value << " after " << report.sum->successes
+              << " acknowledged sums\n";
+  }
+}
+
+}  // namespace
+
+int RunBench(BenchConfig c) {
+  const std::optional<client::Url> url = PrepareOptions(&c);
+  if (!url) return 2;
+  RaiseOpenFileLimit();
+  std::unique_ptr<ScratchDatabase> scratch;
+  if (!ChooseDatabase(&c, *url, &scratch)) return 2;
 
   loadgen::BenchStage stage = loadgen::BenchStage::kOptions;
-  Result<loadgen::BenchReport> report = loadgen::RunBenchmark(o, &stage);
-  const bool deleted = finish();
+  Result<loadgen::BenchReport> report = loadgen::RunBenchmark(c.options, &stage);
+  const bool deleted = FinishScratch(scratch.get(), c.keep);
   if (!report.ok()) {
     std::cerr << "error: " << report.status().message() << "\n";
     const bool usage =
         stage == loadgen::BenchStage::kOptions || stage == loadgen::BenchStage::kMetadata;
     return usage ? 2 : 1;
   }
-  if (c.json) {
-    std::cout << loadgen::FormatReportJson(*report) << std::endl;
-  } else {
-    std::cout << loadgen::FormatReportText(*report) << std::flush;
-  }
-  const auto& samples = report->errors.samples();
-  if (!samples.empty()) {
-    std::cerr << "first distinct errors:\n";
-    for (const std::string& text : samples) std::cerr << "  " << text << "\n";
-  }
-  if (report->sum && report->sum->final_read && !report->sum->ok) {
-    std::cerr << "sum check failed: the counter went from " << report->sum->start << " to "
-              << report->sum->final_value << " after " << report->sum->successes
-              << " acknowledged sums\n";
-  }
+  PrintReport(*report, c.json);
   return report->ok() && deleted ? 0 : 1;
 }
 

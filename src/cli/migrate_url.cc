@@ -215,6 +215,45 @@ void PrintVerdict(const UrlImportReport& r, DigestForm form, const CopyState& st
   }
 }
 
+// What the copy did, how fast, and what it could not copy.
+void PrintCopySummary(const UrlImportReport& r, KvSource& source, ImportSink& sink,
+                      std::ostream& log) {
+  const double s = std::max(r.copy_seconds, 1e-9);
+  log << "Copied " << r.copied << " entries ("
+      << Fixed(static_cast<double>(r.copied_bytes) / 1e6, 2) << " MB of keys and values) in "
+      << Fixed(r.copy_seconds, 2) << " s: " << Fixed(static_cast<double>(r.copied) / s, 0)
+      << " entries/s, " << Fixed(static_cast<double>(r.copied_bytes) / 1e6 / s, 2) << " MB/s";
+  if (source.retries() > 0) log << ", " << source.retries() << " retried call(s)";
+  if (source.metadata_exchanges() > 1) {
+    log << ", " << source.metadata_exchanges() << " metadata exchanges";
+  }
+  log << "\n  " << sink.VersionNote() << ".\n"
+      << "  Not copied: queue messages (KV Connect cannot list them) and expiry (KV Connect "
+         "does not expose it: every entry was written without one).\n";
+}
+
+// Reads the source again and the destination back (if it can be read), compares their digests
+// into *r and prints the verdict.
+Status Verify(KvSource& source, ImportSink& sink, int32_t page_entries, const CopyState& st,
+              UrlImportReport* r, std::ostream& log) {
+  log << "Verifying: reading the source again and the destination back ..." << std::endl;
+  const DigestForm form = sink.digest_form();
+  const int64_t seen = st.entries > 0 ? st.max_version : std::numeric_limits<int64_t>::max();
+  KVC_RETURN_IF_ERROR(DigestSource(source, form, page_entries, seen, &r->source, &r->newer));
+  KVC_ASSIGN_OR_RETURN(std::optional<EntryDigest> dest, sink.DigestDestination());
+  if (dest) {
+    r->destination = *dest;
+    r->destination_read = true;
+  }
+  if (!r->destination_read) r->newer = 0;
+  r->verified = true;
+  r->match = r->destination_read && r->source.sha256 == r->destination.sha256 &&
+             r->source.entries == r->destination.entries;
+  if (!r->destination_read) r->match = true;  // nothing to compare with: said in the output
+  PrintVerdict(*r, form, st, log);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log) {
@@ -264,38 +303,13 @@ Result<UrlImportReport> ImportFromUrl(const MigrateConfig& c, std::ostream& log)
   r.copied = st.entries;
   r.copied_bytes = st.bytes;
   r.copy_seconds = SecondsSince(started);
-  const double s = std::max(r.copy_seconds, 1e-9);
-  log << "Copied " << r.copied << " entries ("
-      << Fixed(static_cast<double>(r.copied_bytes) / 1e6, 2) << " MB of keys and values) in "
-      << Fixed(r.copy_seconds, 2) << " s: " << Fixed(static_cast<double>(r.copied) / s, 0)
-      << " entries/s, " << Fixed(static_cast<double>(r.copied_bytes) / 1e6 / s, 2) << " MB/s";
-  if (source->retries() > 0) log << ", " << source->retries() << " retried call(s)";
-  if (source->metadata_exchanges() > 1) {
-    log << ", " << source->metadata_exchanges() << " metadata exchanges";
-  }
-  log << "\n  " << sink->VersionNote() << ".\n"
-      << "  Not copied: queue messages (KV Connect cannot list them) and expiry (KV Connect "
-         "does not expose it: every entry was written without one).\n";
+  PrintCopySummary(r, *source, *sink, log);
   if (c.no_verify) {
     log << "Not verified (--no-verify): no digest was compared, and whether the source changed "
            "during the copy is not known.\n";
     return r;
   }
-  log << "Verifying: reading the source again and the destination back ..." << std::endl;
-  const DigestForm form = sink->digest_form();
-  const int64_t seen = st.entries > 0 ? st.max_version : std::numeric_limits<int64_t>::max();
-  KVC_RETURN_IF_ERROR(DigestSource(*source, form, c.page_entries, seen, &r.source, &r.newer));
-  KVC_ASSIGN_OR_RETURN(std::optional<EntryDigest> dest, sink->DigestDestination());
-  if (dest) {
-    r.destination = *dest;
-    r.destination_read = true;
-  }
-  if (!r.destination_read) r.newer = 0;
-  r.verified = true;
-  r.match = r.destination_read && r.source.sha256 == r.destination.sha256 &&
-            r.source.entries == r.destination.entries;
-  if (!r.destination_read) r.match = true;  // nothing to compare with: said in the output
-  PrintVerdict(r, form, st, log);
+  KVC_RETURN_IF_ERROR(Verify(*source, *sink, c.page_entries, st, &r, log));
   return r;
 }
 

@@ -91,6 +91,11 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--max-queued-writes", c->engine.max_queued_writes,
                 "Writes waiting for the writer before new ones get 503")
       ->capture_default_str();
+  s->add_option("--max-commit-retries", c->engine.max_commit_retries,
+                "Times a group commit that the storage refused for a conflict runs again "
+                "(checks re-evaluated) before its writes get 503")
+      ->check(CLI::Range(size_t{0}, engine::kMaxCommitRetriesLimit))
+      ->capture_default_str();
   s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
                 "Memory for cached point reads per database (0: no cache)")
       ->capture_default_str();

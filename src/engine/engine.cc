@@ -740,6 +740,7 @@ void Engine::CommitBatch(std::vector<WriteJob>& batch) {
       }
       break;
     }
+    counters_.commit_retries.fetch_add(1, std::memory_order_relaxed);
     for (WriteJob& j : batch) {  // run every write again: its checks may fail now
       j.result = Internal("not run");
       j.changes.clear();

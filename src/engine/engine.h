@@ -59,6 +59,10 @@
 
 namespace kvc::engine {
 
+// The most EngineOptions::max_commit_retries may be (`serve --max-commit-retries`): a group
+// that keeps conflicting holds the writer thread and every write queued behind it.
+inline constexpr size_t kMaxCommitRetriesLimit = 1000;
+
 struct EngineOptions {
   int reader_threads = 2;
   size_t max_batch_writes = 512;          // writes per group commit at most
@@ -75,7 +79,7 @@ struct EngineOptions {
   // An optimistic backend (BackendCapabilities::optimistic_conflicts) that refuses a group
   // commit for a conflict gets it again, checks re-evaluated, up to this many times; then its
   // writes answer Unavailable (503, which clients retry).
-  size_t max_commit_retries = 8;
+  size_t max_commit_retries = 8;  // 0..kMaxCommitRetriesLimit
   // SnapshotScans running at once; each holds a reader thread (and its snapshot) throughout.
   size_t max_snapshot_scans = 1;
   Limits limits;
@@ -97,6 +101,8 @@ struct EngineCounters {
   std::atomic<uint64_t> writes_refused{0};  // write queue full
   std::atomic<uint64_t> commit_failures{0};
   std::atomic<uint64_t> commit_conflicts{0};  // group commits an optimistic backend refused
+  // Group commits run again after such a conflict (at most max_commit_retries per group).
+  std::atomic<uint64_t> commit_retries{0};
 };
 
 struct ReadResult {

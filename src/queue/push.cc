@@ -465,6 +465,62 @@ size_t OnWrite(char* /*data*/, size_t size, size_t nmemb, void* /*userdata*/) {
   return size * nmemb;  // the answer's body is not used
 }
 
+// Fills t->headers: the content type and the webhook id, timestamp and signature (with every
+// key in `keys`) of t->delivery and t->body. Returns false if libcurl runs out of memory.
+bool AppendWebhookHeaders(const std::vector<std::string>& keys, int64_t now_ms, PushTransfer* t) {
+  const int64_t timestamp_s = now_ms / 1000;
+  const std::string lines[] = {
+      "Content-Type: application/json",
+      "webhook-id: " + t->delivery.id,
+      "webhook-timestamp: " + std::to_string(timestamp_s),
+      "webhook-signature: " + WebhookSignatureHeader(keys, t->delivery.id, timestamp_s, t->body),
+      "Expect:",  // no 100-continue round trip for larger bodies
+  };
+  for (const std::string& line : lines) {
+    curl_slist* list = curl_slist_append(t->headers, line.c_str());
+    if (list == nullptr) return false;
+    t->headers = list;
+  }
+  return true;
+}
+
+// An idle easy handle, else a new one; nullptr if libcurl cannot create one.
+CURL* TakeEasyHandle(PushCurl* curl) {
+  if (curl->idle.empty()) return curl_easy_init();
+  CURL* easy = curl->idle.back();
+  curl->idle.pop_back();
+  return easy;
+}
+
+// Sets `easy` up to POST t->body to options.url through the SSRF guard, with t's headers and
+// callbacks. Returns the first option libcurl refused, or CURLE_OK.
+CURLcode ConfigureTransfer(CURL* easy, const PushOptions& options, PushTransfer* t) {
+  CURLcode first_error = CURLE_OK;
+  auto set = [&](CURLoption option, auto value) {
+    const CURLcode code = curl_easy_setopt(easy, option, value);
+    if (code != CURLE_OK && first_error == CURLE_OK) first_error = code;
+  };
+  set(CURLOPT_URL, options.url.c_str());
+  set(CURLOPT_PROTOCOLS_STR, "http,https");
+  set(CURLOPT_FOLLOWLOCATION, 0L);
+  set(CURLOPT_PROXY, "");  // no proxy, whatever the environment says
+  set(CURLOPT_NOSIGNAL, 1L);
+  set(CURLOPT_ERRORBUFFER, t->error);
+  set(CURLOPT_POST, 1L);
+  set(CURLOPT_POSTFIELDS, t->body.data());
+  set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
+  set(CURLOPT_HTTPHEADER, t->headers);
+  set(CURLOPT_USERAGENT, "kvconnect");
+  set(CURLOPT_TIMEOUT_MS, static_cast<long>(options.timeout_ms));
+  set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options.timeout_ms));
+  set(CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+  set(CURLOPT_OPENSOCKETDATA, t);
+  set(CURLOPT_HEADERFUNCTION, OnHeader);
+  set(CURLOPT_HEADERDATA, t);
+  set(CURLOPT_WRITEFUNCTION, OnWrite);
+  return first_error;
+}
+
 }  // namespace
 
 PushDispatcher::PushDispatcher(PushOptions options, SettleFn settle, RenderFn render,
@@ -600,57 +656,16 @@ void PushDispatcher::StartTransfer(Delivery d) {
   t->delivery = std::move(d);
   t->body = std::move(body).value();
   t->allow = &allow_;
-  const int64_t timestamp_s = now_ms / 1000;
-  const std::string lines[] = {
-      "Content-Type: application/json",
-      "webhook-id: " + t->delivery.id,
-      "webhook-timestamp: " + std::to_string(timestamp_s),
-      "webhook-signature: " + WebhookSignatureHeader(keys_, t->delivery.id, timestamp_s, t->body),
-      "Expect:",  // no 100-continue round trip for larger bodies
-  };
-  for (const std::string& line : lines) {
-    curl_slist* list = curl_slist_append(t->headers, line.c_str());
-    if (list == nullptr) {
-      Nack(t->delivery.lease, std::nullopt, "libcurl: out of memory");
-      return;
-    }
-    t->headers = list;
+  if (!AppendWebhookHeaders(keys_, now_ms, t.get())) {
+    Nack(t->delivery.lease, std::nullopt, "libcurl: out of memory");
+    return;
   }
-
-  CURL* easy = nullptr;
-  if (!curl_->idle.empty()) {
-    easy = curl_->idle.back();
-    curl_->idle.pop_back();
-  } else {
-    easy = curl_easy_init();
-    if (easy == nullptr) {
-      Nack(t->delivery.lease, std::nullopt, "libcurl: cannot create a handle");
-      return;
-    }
+  CURL* easy = TakeEasyHandle(curl_.get());
+  if (easy == nullptr) {
+    Nack(t->delivery.lease, std::nullopt, "libcurl: cannot create a handle");
+    return;
   }
-  CURLcode first_error = CURLE_OK;
-  auto set = [&](CURLoption option, auto value) {
-    const CURLcode code = curl_easy_setopt(easy, option, value);
-    if (code != CURLE_OK && first_error == CURLE_OK) first_error = code;
-  };
-  set(CURLOPT_URL, options_.url.c_str());
-  set(CURLOPT_PROTOCOLS_STR, "http,https");
-  set(CURLOPT_FOLLOWLOCATION, 0L);
-  set(CURLOPT_PROXY, "");  // no proxy, whatever the environment says
-  set(CURLOPT_NOSIGNAL, 1L);
-  set(CURLOPT_ERRORBUFFER, t->error);
-  set(CURLOPT_POST, 1L);
-  set(CURLOPT_POSTFIELDS, t->body.data());
-  set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
-  set(CURLOPT_HTTPHEADER, t->headers);
-  set(CURLOPT_USERAGENT, "kvconnect");
-  set(CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_ms));
-  set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.timeout_ms));
-  set(CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
-  set(CURLOPT_OPENSOCKETDATA, t.get());
-  set(CURLOPT_HEADERFUNCTION, OnHeader);
-  set(CURLOPT_HEADERDATA, t.get());
-  set(CURLOPT_WRITEFUNCTION, OnWrite);
+  CURLcode first_error = ConfigureTransfer(easy, options_, t.get());
   if (first_error == CURLE_OK && curl_multi_add_handle(curl_->multi, easy) != CURLM_OK) {
     first_error = CURLE_OUT_OF_MEMORY;
   }

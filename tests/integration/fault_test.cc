@@ -16,8 +16,12 @@
 #include "common/random.h"
 #include "engine/engine.h"
 #include "engine/writer_task.h"
+#include "service/directory.h"
+#include "service/ops/metrics.h"
 #include "storage/sqlite/sqlite_backend.h"
+#include "storage/sqlite/sqlite_catalog.h"
 #include "testutil/faulty_backend.h"
+#include "testutil/temp_dir.h"
 
 namespace kvc {
 namespace {
@@ -342,6 +346,65 @@ TEST_F(FaultTest, CommitConflictsBeyondTheBoundAnswerUnavailable) {
   EXPECT_TRUE(engine_->writable());
   EXPECT_TRUE(WriteAll({Triple(2, 0)})[0].ok());
   EXPECT_EQ(ReadAll().size(), 3u);
+}
+
+// commit_retries counts every run again after a conflict; the refusal that ends the retries is
+// a conflict (commit_conflicts) but no retry.
+TEST_F(FaultTest, CommitRetriesCountEveryRunAgain) {
+  auto plan = std::make_shared<FaultPlan>();
+  ASSERT_TRUE(OpenEdited(plan, Optimistic, [](engine::EngineOptions* o) {
+                o->max_commit_retries = 2;
+              }).ok());
+  EXPECT_EQ(engine_->counters().commit_retries.load(), 0u);
+  plan->FailNextOps(WriterOp::kCommit, 1, FaultKind::kConflict);
+  ASSERT_TRUE(WriteAll({Triple(1, 0)})[0].ok());
+  EXPECT_EQ(engine_->counters().commit_retries.load(), 1u);
+  plan->FailNextOps(WriterOp::kCommit, 3, FaultKind::kConflict);
+  EXPECT_EQ(WriteAll({Triple(2, 0)})[0].status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(engine_->counters().commit_conflicts.load(), 4u);
+  EXPECT_EQ(engine_->counters().commit_retries.load(), 3u) << "1, then 2 before the 503";
+}
+
+// /metrics shows each database's retries as kvconnect_commit_retries_total{database="..."}: a
+// directory whose backends are optimistic SQLite with conflicts injected, scraped by Metrics.
+TEST(CommitRetriesMetric, FollowsTheEnginesCount) {
+  testutil::TempDir dir;
+  auto cat = storage::SqliteCatalog::Open((dir.path() / "catalog.sqlite3").string());
+  ASSERT_TRUE(cat.ok()) << cat.status().ToString();
+  std::unique_ptr<storage::SqliteCatalog> catalog = std::move(*cat);
+  const std::string db_path = (dir.path() / "db.sqlite3").string();
+  {
+    auto b = storage::SqliteBackend::Open(db_path, {});
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(catalog->AddDatabase({(*b)->database_id(), "default", db_path, 1}).ok());
+  }
+  auto plan = std::make_shared<FaultPlan>();
+  service::Directory directory(
+      catalog.get(),
+      [plan](const storage::DatabaseRecord& rec) -> Result<std::unique_ptr<storage::Backend>> {
+        KVC_ASSIGN_OR_RETURN(auto b, storage::SqliteBackend::Open(rec.location, {}));
+        return std::unique_ptr<storage::Backend>(std::make_unique<testutil::FaultyBackend>(
+            std::unique_ptr<storage::Backend>(std::move(b)), plan, Optimistic));
+      },
+      service::DirectoryOptions{});
+  ASSERT_TRUE(directory.Start().ok());
+  service::Metrics metrics(service::MetricsOptions{});
+  metrics.Start(&directory);
+  const std::string zero = "kvconnect_commit_retries_total{database=\"default\"} 0\n";
+  EXPECT_NE(metrics.Render().find(zero), std::string::npos) << metrics.Render();
+
+  plan->FailNextOps(WriterOp::kCommit, 2, FaultKind::kConflict);
+  std::promise<Result<CommitResult>> done;
+  directory.snapshot()->Find("default")->engine->Write(
+      Triple(1, 0), [&](Result<CommitResult> r) { done.set_value(std::move(r)); });
+  const Result<CommitResult> r = done.get_future().get();
+  ASSERT_TRUE(r.ok() && r->ok) << r.status().ToString();
+  const std::string two = "kvconnect_commit_retries_total{database=\"default\"} 2\n";
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("# TYPE kvconnect_commit_retries_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find(two), std::string::npos) << text;
+  metrics.Stop();
+  directory.Stop();
 }
 
 // A missing capability is refused when the engine opens, with a Status that names it, not when

@@ -125,5 +125,45 @@ TEST(ConfigFile, PortableV8ValuesSwitch) {
   EXPECT_FALSE(codec::ParseConfigFile(R"({"portable_v8_values": "no"})").ok());
 }
 
+// --max-commit-retries (or the file's max_commit_retries) sets the engines' retry bound; the
+// default stays the engine's, and values outside 0..1000 are refused by the flag and the schema.
+TEST(ConfigFile, MaxCommitRetries) {
+  auto parse = [](std::vector<std::string> args, const std::string& file_json) -> Result<size_t> {
+    TempDir dir;
+    const fs::path file = dir.path() / "config.json";
+    if (!file_json.empty()) {
+      std::ofstream(file) << file_json;
+      args.insert(args.end(), {"--config", file.string()});
+    }
+    CLI::App app;
+    cli::ServeConfig config;
+    CLI::App* serve = cli::AddServeCommand(app, &config);
+    args.insert(args.begin(), {"kvconnect", "serve"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+      return InvalidArgument(e.what());
+    }
+    KVC_RETURN_IF_ERROR(cli::ApplyServeConfigFile(serve, config));
+    return config.engine.max_commit_retries;
+  };
+  auto value = [&](std::vector<std::string> args, const std::string& file_json) -> size_t {
+    Result<size_t> r = parse(std::move(args), file_json);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : 12345;
+  };
+  EXPECT_EQ(value({}, ""), engine::EngineOptions{}.max_commit_retries);
+  EXPECT_EQ(value({"--max-commit-retries", "3"}, ""), 3u);
+  EXPECT_EQ(value({"--max-commit-retries", "0"}, ""), 0u);
+  EXPECT_EQ(value({}, R"({"max_commit_retries": 20})"), 20u);
+  EXPECT_EQ(value({"--max-commit-retries", "5"}, R"({"max_commit_retries": 20})"), 5u);
+  EXPECT_FALSE(parse({"--max-commit-retries", "1001"}, "").ok());
+  EXPECT_FALSE(parse({"--max-commit-retries", "-1"}, "").ok());
+  EXPECT_FALSE(codec::ParseConfigFile(R"({"max_commit_retries": 1001})").ok());
+  EXPECT_FALSE(codec::ParseConfigFile(R"({"max_commit_retries": -1})").ok());
+}
+
 }  // namespace
 }  // namespace kvc

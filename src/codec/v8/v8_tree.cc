@@ -214,6 +214,49 @@ class Decoder {
     return Status::Ok();
   }
 
+  // A number in one of its three wire forms; the form is kept so a re-encode is byte-identical.
+  Status ReadNumber(uint8_t tag, V8Value* out) {
+    if (tag == v8tag::kInt32) {
+      int32_t value;
+      if (!reader_.ReadZigZag32(&value)) return Truncated();
+      out->kind = V8Kind::kNumber;
+      out->number = value;
+      out->number_form = V8NumberForm::kInt32;
+      return Status::Ok();
+    }
+    if (tag == v8tag::kUint32) {
+      uint32_t value;
+      if (!reader_.ReadVarint32(&value)) return Truncated();
+      out->kind = V8Kind::kNumber;
+      out->number = value;
+      out->number_form = V8NumberForm::kUint32;
+      return Status::Ok();
+    }
+    out->kind = V8Kind::kNumber;
+    out->number_form = V8NumberForm::kDouble;
+    return reader_.ReadDouble(&out->number) ? Status::Ok() : Truncated();
+  }
+
+  // A back-reference; only to an id V8 would have registered by now.
+  Status ReadReference(V8Value* out) {
+    uint32_t id;
+    if (!reader_.ReadVarint32(&id)) return Truncated();
+    if (id >= next_id_ || !ids_[id].registered) {
+      return Invalid("reference to unknown object " + std::to_string(id));
+    }
+    *out = V8Value::Reference(id);
+    return Status::Ok();
+  }
+
+  Status ReadDate(V8Value* out) {
+    out->kind = V8Kind::kDate;
+    if (!reader_.ReadDouble(&out->number)) return Truncated();
+    out->id = NewId(V8Kind::kDate);
+    Register(out->id);
+    return Status::Ok();
+  }
+
+  // One value after its tag: a dispatch on the tag to the readers above and below.
   Status ReadTagged(uint8_t tag, V8Value* out, size_t depth) {
     switch (tag) {
       case v8tag::kUndefined:
@@ -226,26 +269,10 @@ class Decoder {
       case v8tag::kFalse:
         *out = V8Value::Boolean(tag == v8tag::kTrue);
         return Status::Ok();
-      case v8tag::kInt32: {
-        int32_t value;
-        if (!reader_.ReadZigZag32(&value)) return Truncated();
-        out->kind = V8Kind::kNumber;
-        out->number = value;
-        out->number_form = V8NumberForm::kInt32;
-        return Status::Ok();
-      }
-      case v8tag::kUint32: {
-        uint32_t value;
-        if (!reader_.ReadVarint32(&value)) return Truncated();
-        out->kind = V8Kind::kNumber;
-        out->number = value;
-        out->number_form = V8NumberForm::kUint32;
-        return Status::Ok();
-      }
+      case v8tag::kInt32:
+      case v8tag::kUint32:
       case v8tag::kDouble:
-        out->kind = V8Kind::kNumber;
-        out->number_form = V8NumberForm::kDouble;
-        return reader_.ReadDouble(&out->number) ? Status::Ok() : Truncated();
+        return ReadNumber(tag, out);
       case v8tag::kBigInt:
         out->kind = V8Kind::kBigInt;
         return ReadV8BigIntPayload(&reader_, &out->bigint) ? Status::Ok() : Truncated();
@@ -255,26 +282,15 @@ class Decoder {
         out->kind = V8Kind::kString;
         out->string.two_byte = tag == v8tag::kTwoByteString;
         return ReadV8StringPayload(tag, &reader_, &out->string.units) ? Status::Ok() : Truncated();
-      case v8tag::kObjectReference: {
-        uint32_t id;
-        if (!reader_.ReadVarint32(&id)) return Truncated();
-        if (id >= next_id_ || !ids_[id].registered) {
-          return Invalid("reference to unknown object " + std::to_string(id));
-        }
-        *out = V8Value::Reference(id);
-        return Status::Ok();
-      }
+      case v8tag::kObjectReference:
+        return ReadReference(out);
       case v8tag::kBeginObject:
         return ReadObject(out, depth);
       case v8tag::kBeginSparseArray:
       case v8tag::kBeginDenseArray:
         return ReadArray(tag == v8tag::kBeginDenseArray, out, depth);
       case v8tag::kDate:
-        out->kind = V8Kind::kDate;
-        if (!reader_.ReadDouble(&out->number)) return Truncated();
-        out->id = NewId(V8Kind::kDate);
-        Register(out->id);
-        return Status::Ok();
+        return ReadDate(out);
       case v8tag::kTrueObject:
       case v8tag::kFalseObject:
       case v8tag::kNumberObject:
@@ -825,9 +841,99 @@ class Encoder {
     return Status::Ok();
   }
 
+  // A back-reference, allowed only to a node V8 has registered by this point.
+  Status WriteReference(const V8Value& v) {
+    auto it = labels_.find(v.target);
+    if (it == labels_.end() || !it->second.registered) {
+      return Fail("a reference to " + std::to_string(v.target) +
+                  ", which is no earlier complete object");
+    }
+    Tag(v8tag::kObjectReference);
+    AppendVarint32(it->second.out_id, &out_);
+    return Status::Ok();
+  }
+
+  Status WriteObject(const V8Value& v, size_t depth) {
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    Complete(label);  // objects can be referred to from inside
+    Tag(v8tag::kBeginObject);
+    if (Status s = WriteProperties(v, depth); !s.ok()) return s;
+    Tag(v8tag::kEndObject);
+    AppendVarint32(static_cast<uint32_t>(v.properties.size()), &out_);
+    return Status::Ok();
+  }
+
+  Status WriteDate(const V8Value& v) {
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    Tag(v8tag::kDate);
+    AppendDouble(v.number, &out_);
+    Complete(label);
+    return Status::Ok();
+  }
+
+  Status WriteRegExp(const V8Value& v) {
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    Tag(v8tag::kRegExp);
+    AppendV8String(v.string.units, v.string.two_byte, &out_);
+    AppendVarint32(v.regexp_flags, &out_);
+    Complete(label);
+    return Status::Ok();
+  }
+
+  // A Map (items are key, value, key, value, ...) or a Set.
+  Status WriteCollection(const V8Value& v, size_t depth) {
+    const bool is_map = v.kind == V8Kind::kMap;
+    if (is_map && v.items.size() % 2 != 0) return Fail("a map with an odd item count");
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    Complete(label);
+    Tag(is_map ? v8tag::kBeginMap : v8tag::kBeginSet);
+    for (const V8Value& item : v.items) {
+      if (Status s = Write(item, depth + 1); !s.ok()) return s;
+    }
+    Tag(is_map ? v8tag::kEndMap : v8tag::kEndSet);
+    AppendVarint32(static_cast<uint32_t>(v.items.size()), &out_);
+    return Status::Ok();
+  }
+
+  // new Boolean / Number / BigInt / String objects.
+  Status WritePrimitiveWrapper(const V8Value& v) {
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    if (v.kind == V8Kind::kBooleanObject) {
+      Tag(v.boolean ? v8tag::kTrueObject : v8tag::kFalseObject);
+    } else if (v.kind == V8Kind::kNumberObject) {
+      Tag(v8tag::kNumberObject);
+      AppendDouble(v.number, &out_);
+    } else if (v.kind == V8Kind::kBigIntObject) {
+      Tag(v8tag::kBigIntObject);
+      AppendV8BigIntPayload(v.bigint, &out_);
+    } else {
+      Tag(v8tag::kStringObject);
+      AppendV8String(v.string.units, v.string.two_byte, &out_);
+    }
+    Complete(label);
+    return Status::Ok();
+  }
+
+  // Deno's host-object form: the marker, then the one wrapped value.
+  Status WriteHostObject(const V8Value& v, size_t depth) {
+    if (v.items.size() != 1) return Fail("a host object without exactly one value");
+    Label* label;
+    if (Status s = Begin(v, &label); !s.ok()) return s;
+    Tag(v8tag::kHostObject);
+    AppendVarint32(kDenoHostObjectMarker, &out_);
+    if (Status s = Write(v.items[0], depth + 1); !s.ok()) return s;
+    Complete(label);
+    return Status::Ok();
+  }
+
+  // One node: a dispatch on its kind to the writers above.
   Status Write(const V8Value& v, size_t depth) {
     if (depth > max_depth_) return Fail("nesting too deep");
-    Label* label = nullptr;
     switch (v.kind) {
       case V8Kind::kUndefined:
         Tag(v8tag::kUndefined);
@@ -849,53 +955,19 @@ class Encoder {
         return Status::Ok();
       case V8Kind::kHole:
         return Fail("a hole outside a dense array");
-      case V8Kind::kReference: {
-        auto it = labels_.find(v.target);
-        if (it == labels_.end() || !it->second.registered) {
-          return Fail("a reference to " + std::to_string(v.target) +
-                      ", which is no earlier complete object");
-        }
-        Tag(v8tag::kObjectReference);
-        AppendVarint32(it->second.out_id, &out_);
-        return Status::Ok();
-      }
+      case V8Kind::kReference:
+        return WriteReference(v);
       case V8Kind::kObject:
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        Complete(label);
-        Tag(v8tag::kBeginObject);
-        if (Status s = WriteProperties(v, depth); !s.ok()) return s;
-        Tag(v8tag::kEndObject);
-        AppendVarint32(static_cast<uint32_t>(v.properties.size()), &out_);
-        return Status::Ok();
+        return WriteObject(v, depth);
       case V8Kind::kArray:
         return WriteArray(v, depth);
       case V8Kind::kDate:
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        Tag(v8tag::kDate);
-        AppendDouble(v.number, &out_);
-        Complete(label);
-        return Status::Ok();
+        return WriteDate(v);
       case V8Kind::kRegExp:
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        Tag(v8tag::kRegExp);
-        AppendV8String(v.string.units, v.string.two_byte, &out_);
-        AppendVarint32(v.regexp_flags, &out_);
-        Complete(label);
-        return Status::Ok();
+        return WriteRegExp(v);
       case V8Kind::kMap:
-      case V8Kind::kSet: {
-        const bool is_map = v.kind == V8Kind::kMap;
-        if (is_map && v.items.size() % 2 != 0) return Fail("a map with an odd item count");
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        Complete(label);
-        Tag(is_map ? v8tag::kBeginMap : v8tag::kBeginSet);
-        for (const V8Value& item : v.items) {
-          if (Status s = Write(item, depth + 1); !s.ok()) return s;
-        }
-        Tag(is_map ? v8tag::kEndMap : v8tag::kEndSet);
-        AppendVarint32(static_cast<uint32_t>(v.items.size()), &out_);
-        return Status::Ok();
-      }
+      case V8Kind::kSet:
+        return WriteCollection(v, depth);
       case V8Kind::kArrayBuffer:
         return WriteBuffer(v);
       case V8Kind::kArrayBufferView:
@@ -904,31 +976,11 @@ class Encoder {
       case V8Kind::kNumberObject:
       case V8Kind::kBigIntObject:
       case V8Kind::kStringObject:
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        if (v.kind == V8Kind::kBooleanObject) {
-          Tag(v.boolean ? v8tag::kTrueObject : v8tag::kFalseObject);
-        } else if (v.kind == V8Kind::kNumberObject) {
-          Tag(v8tag::kNumberObject);
-          AppendDouble(v.number, &out_);
-        } else if (v.kind == V8Kind::kBigIntObject) {
-          Tag(v8tag::kBigIntObject);
-          AppendV8BigIntPayload(v.bigint, &out_);
-        } else {
-          Tag(v8tag::kStringObject);
-          AppendV8String(v.string.units, v.string.two_byte, &out_);
-        }
-        Complete(label);
-        return Status::Ok();
+        return WritePrimitiveWrapper(v);
       case V8Kind::kError:
         return WriteError(v, depth);
       case V8Kind::kHostObject:
-        if (v.items.size() != 1) return Fail("a host object without exactly one value");
-        if (Status s = Begin(v, &label); !s.ok()) return s;
-        Tag(v8tag::kHostObject);
-        AppendVarint32(kDenoHostObjectMarker, &out_);
-        if (Status s = Write(v.items[0], depth + 1); !s.ok()) return s;
-        Complete(label);
-        return Status::Ok();
+        return WriteHostObject(v, depth);
     }
     return Fail("unknown kind");
   }

@@ -345,6 +345,8 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
                                "Snapshot reads that ran on storage (not answered from the cache)");
   F refused = F::Counter("kvconnect_overload_refusals_total",
                          "Requests refused with 503 because a queue was full, by kind");
+  F retries = F::Counter("kvconnect_commit_retries_total",
+                         "Group commits run again after the storage refused them for a conflict");
   if (directory_) {
     const std::shared_ptr<const Directory::Snapshot> snap = directory_->snapshot();
     for (const auto& [id, db] : snap->by_id) {
@@ -368,10 +370,11 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
                   {{"database", name}, {"kind", "read"}});
       refused.Add(static_cast<double>(c.writes_refused.load()),
                   {{"database", name}, {"kind", "write"}});
+      retries.Add(static_cast<double>(c.commit_retries.load()), l);
     }
   }
   for (F* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-               &storage_reads, &refused}) {
+               &storage_reads, &refused, &retries}) {
     out->push_back(std::move(*f));
   }
 }
