@@ -264,6 +264,7 @@ void QueueApi::AddOperationRoutes(Router* router) {
   const std::vector<std::string> bases = {kPath, kDatabasePath};
   auto add = [&](const char* name, const char* method, const char* op, JsonHandler handle) {
     std::vector<std::string> patterns;
+    patterns.reserve(bases.size());
     for (const std::string& base : bases) patterns.push_back(base + "/" + op);
     json_.Add(router, {name,
                        {method},
