@@ -21,6 +21,7 @@
 #include "storage/postgres/pg_conn.h"
 #include "storage/sqlite/sqlite_catalog.h"
 #include "storage/storage.h"
+#include "testutil/catalog_records.h"
 #include "testutil/pg_shared.h"
 #include "testutil/temp_dir.h"
 
@@ -115,22 +116,10 @@ class KindNames {
 using Kinds = ::testing::Types<SqliteCatalogKind, PgCatalogKind>;
 TYPED_TEST_SUITE(CatalogContractTest, Kinds, KindNames);
 
-constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
-constexpr const char* kDbB = "0b6f3a8e-1111-4222-8333-444455556666";
-constexpr const char* kDbC = "0c6f3a8e-1111-4222-8333-444455556666";
-
-storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
-                                    bool all = false) {
-  storage::AccessTokenRecord t;
-  t.id = id;
-  t.name = id;
-  t.database_ids = std::move(dbs);
-  t.all_databases = all;
-  t.scope = 2;
-  t.hash = std::string(64, 'e');
-  t.created_ms = 1;
-  return t;
-}
+using testutil::kDbA;
+using testutil::kDbB;
+using testutil::kDbC;
+using testutil::TokenFor;
 
 // Databases: unique names and ids, found by name or id (in any case), renamed; tokens: unique
 // ids, every field kept, revoked once; every change bumps the counter, and another connection

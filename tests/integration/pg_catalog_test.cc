@@ -13,25 +13,14 @@
 
 #include "storage/postgres/pg_conn.h"
 #include "storage/storage.h"
+#include "testutil/catalog_records.h"
 #include "testutil/pg_shared.h"
 
 namespace kvc {
 namespace {
 
-constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
-
-storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
-                                    bool all = false) {
-  storage::AccessTokenRecord t;
-  t.id = id;
-  t.name = id;
-  t.database_ids = std::move(dbs);
-  t.all_databases = all;
-  t.scope = 2;
-  t.hash = std::string(64, 'e');
-  t.created_ms = 1;
-  return t;
-}
+using testutil::kDbA;
+using testutil::TokenFor;
 
 std::unique_ptr<storage::Storage> Open(const std::string& conninfo) {
   storage::StorageOptions so;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "testutil/catalog_records.h"
 #include "testutil/temp_dir.h"
 
 namespace kvc {
@@ -17,21 +18,9 @@ namespace {
 
 using testutil::TempDir;
 
-constexpr const char* kDbA = "0a6f3a8e-1111-4222-8333-444455556666";
-constexpr const char* kDbB = "0b6f3a8e-1111-4222-8333-444455556666";
-
-storage::AccessTokenRecord TokenFor(const std::string& id, std::vector<std::string> dbs,
-                                    bool all = false) {
-  storage::AccessTokenRecord t;
-  t.id = id;
-  t.name = id;
-  t.database_ids = std::move(dbs);
-  t.all_databases = all;
-  t.scope = 2;
-  t.hash = std::string(64, 'e');
-  t.created_ms = 1;
-  return t;
-}
+using testutil::kDbA;
+using testutil::kDbB;
+using testutil::TokenFor;
 
 // The catalog schema version 1 (before tokens of several databases), as an older kvconnect
 // wrote it, with a database and a token.
