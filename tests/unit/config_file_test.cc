@@ -97,24 +97,37 @@ TEST(ConfigFile, FlagsOverrideTheFile) {
   EXPECT_NE(s.message().find("'bogus'"), std::string::npos) << s.message();
 }
 
+// `kvconnect serve ARGS` (with `--config FILE` holding `file_json` when it is not empty), parsed
+// and the file applied as serve does. Errors: InvalidArgument for a flag CLI11 refuses, or the
+// file's error.
+Result<cli::ServeConfig> ParseServe(std::vector<std::string> args, const std::string& file_json) {
+  TempDir dir;
+  const fs::path file = dir.path() / "config.json";
+  if (!file_json.empty()) {
+    std::ofstream(file) << file_json;
+    args.insert(args.end(), {"--config", file.string()});
+  }
+  CLI::App app;
+  cli::ServeConfig config;
+  CLI::App* serve = cli::AddServeCommand(app, &config);
+  args.insert(args.begin(), {"kvconnect", "serve"});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  KVC_RETURN_IF_ERROR(cli::ApplyServeConfigFile(serve, config));
+  return config;
+}
+
 // --portable-v8-values is on by default; `=false` or the config file's false turn it off.
 TEST(ConfigFile, PortableV8ValuesSwitch) {
   auto parse = [](std::vector<std::string> args, const std::string& file_json) {
-    TempDir dir;
-    const fs::path file = dir.path() / "config.json";
-    if (!file_json.empty()) {
-      std::ofstream(file) << file_json;
-      args.insert(args.end(), {"--config", file.string()});
-    }
-    CLI::App app;
-    cli::ServeConfig config;
-    CLI::App* serve = cli::AddServeCommand(app, &config);
-    args.insert(args.begin(), {"kvconnect", "serve"});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    app.parse(static_cast<int>(argv.size()), argv.data());
-    EXPECT_TRUE(cli::ApplyServeConfigFile(serve, config).ok());
-    return config.service.portable_v8_values;
+    Result<cli::ServeConfig> config = ParseServe(std::move(args), file_json);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() && config->service.portable_v8_values;
   };
   EXPECT_TRUE(parse({}, ""));
   EXPECT_FALSE(parse({"--portable-v8-values=false"}, ""));
@@ -129,24 +142,7 @@ TEST(ConfigFile, PortableV8ValuesSwitch) {
 // default stays the engine's, and values outside 0..1000 are refused by the flag and the schema.
 TEST(ConfigFile, MaxCommitRetries) {
   auto parse = [](std::vector<std::string> args, const std::string& file_json) -> Result<size_t> {
-    TempDir dir;
-    const fs::path file = dir.path() / "config.json";
-    if (!file_json.empty()) {
-      std::ofstream(file) << file_json;
-      args.insert(args.end(), {"--config", file.string()});
-    }
-    CLI::App app;
-    cli::ServeConfig config;
-    CLI::App* serve = cli::AddServeCommand(app, &config);
-    args.insert(args.begin(), {"kvconnect", "serve"});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    try {
-      app.parse(static_cast<int>(argv.size()), argv.data());
-    } catch (const CLI::ParseError& e) {
-      return InvalidArgument(e.what());
-    }
-    KVC_RETURN_IF_ERROR(cli::ApplyServeConfigFile(serve, config));
+    KVC_ASSIGN_OR_RETURN(cli::ServeConfig config, ParseServe(std::move(args), file_json));
     return config.engine.max_commit_retries;
   };
   auto value = [&](std::vector<std::string> args, const std::string& file_json) -> size_t {
