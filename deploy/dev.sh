@@ -7,12 +7,14 @@
 #   deploy/dev.sh deps [run|test] | build   the individual steps (deps: test's packages by default)
 #   deploy/dev.sh packages run|test     print the Debian packages a command installs, one a line
 # Environment: BUILD_DIR (default ./build), KVC_TEST_LABELS (ctest -L regex, default all),
-#   KVC_SANITIZERS=1 also builds the unit and integration tests with ASan+UBSan and with TSan
-#   and runs them (default: on when CI is set, as in .ci/run; off otherwise, to keep the
-#   everyday loop short).
+#   KVC_SANITIZERS=1 builds the unit and integration tests with ASan+UBSan and with TSan and runs
+#   them there instead of in the plain tree (default: on when CI is set, as in .ci/run; off
+#   otherwise, to keep the everyday loop short).
+#   KVC_CTEST_JOBS: tests the plain tree's ctest runs at once (default: one more than the cores;
+#   the end-to-end tests spend part of their time waiting on client processes).
 #   KVC_DEBUG_INFO=full builds with full debug information (default: line tables only).
 #   KVC_FUZZ=1 also builds the libFuzzer targets (in the clang ASan+UBSan tree) and runs each for
-#   KVC_FUZZ_SECONDS (default 30) on its seed corpus (default: on when CI is set).
+#   KVC_FUZZ_SECONDS (default 20) on its seed corpus (default: on when CI is set).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -127,8 +129,8 @@ wait_late_deps() {
   log "Installed ${LATE_DEPS[*]}"
 }
 
-# ccache (Debian) keeps repeated builds cheap: CI builds the same sources three times (plain
-# g++, TSan g++, and ASan+UBSan with clang, which also builds the fuzzers).
+# ccache (Debian) keeps repeated builds cheap: CI builds the library three times (plain g++, TSan
+# g++, and ASan+UBSan with clang, which also builds the fuzzers).
 # Paths are hashed relative to the checkout, so a fresh clone elsewhere (CI) still hits.
 # Checked when each tree is configured: on a fresh machine `test` installs ccache first.
 CMAKE_LAUNCHER=()
@@ -151,14 +153,16 @@ fi
 
 # Configures $BUILD_DIR and builds the given targets (all when none are given). The tests'
 # targets are configured (KVC_BUILD_TESTS) when their packages are there: `run` without them
-# configures the server alone, and a later `test` turns them on.
+# configures the server alone, and a later `test` turns them on. PLAIN_GTEST_SUITES=OFF leaves
+# out the unit and integration test binaries (`test` does that when the sanitizer trees run them).
+PLAIN_GTEST_SUITES=ON
 build() {
   log "Building ${*:-everything} into $BUILD_DIR"
   local tests=ON
   installed libgtest-dev && installed libgmock-dev || tests=OFF
   use_ccache
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_BUILD_TESTS=$tests \
-    "${MAIN_FLAGS[@]}" \
+    -DKVC_GTEST_SUITES=$PLAIN_GTEST_SUITES "${MAIN_FLAGS[@]}" \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
@@ -254,12 +258,17 @@ case "$cmd" in
     ;;
   test)
     trap on_exit EXIT
+    # With the sanitizers on (CI), the unit and integration suites are compiled and run in the
+    # ASan+UBSan and TSan trees; the plain -O2 tree builds the server and what the end-to-end,
+    # crash, soak, linearizability and deploy tests drive, and runs those.
+    if sanitizers_on; then PLAIN_GTEST_SUITES=OFF; fi
     stage deps test_deps
     stage build build
     if [ -n "$LATE_DEPS_PID" ]; then stage "test packages (rest, after build)" wait_late_deps; fi
     stage "npm ci (e2e)" e2e_deps
     log "Running tests"
-    stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 \
+    stage ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${KVC_CTEST_JOBS:-$((JOBS + 1))}" \
+      --timeout 900 \
       ${KVC_TEST_LABELS:+-L "$KVC_TEST_LABELS"}
     if sanitizers_on || fuzz_on; then stage "sanitizer and fuzzer builds" sanitizer_builds; fi
     if sanitizers_on; then
@@ -269,8 +278,8 @@ case "$cmd" in
       stage "tsan tests (g++)" sanitized_ctest "$TSAN_DIR"
     fi
     if fuzz_on; then
-      log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-30} s each ($ASAN_DIR)"
-      stage "fuzzers (run)" "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-30}"
+      log "Fuzzers (clang, ASan+UBSan), ${KVC_FUZZ_SECONDS:-20} s each ($ASAN_DIR)"
+      stage "fuzzers (run)" "$ROOT/tests/fuzz/run.sh" "$ASAN_DIR" "${KVC_FUZZ_SECONDS:-20}"
     fi
     ;;
   *)
