@@ -126,14 +126,12 @@ int DbCommand(const AdminConfig& c, service::AdminOps& ops) {
 
 int TokenCommand(const AdminConfig& c, service::AdminOps& ops) {
   if (c.action == "create") {
-    service::TokenRequest req;
-    req.databases = c.dbs;
-    req.all_databases = c.all_databases;
-    req.scope = c.scope;
-    req.expires = c.expires;
-    req.name = c.label;
-    req.rate_limit = c.rate_limit;
-    auto t = ops.CreateToken(req);
+    auto t = ops.CreateToken({.databases = c.dbs,
+                              .all_databases = c.all_databases,
+                              .scope = c.scope,
+                              .expires = c.expires,
+                              .name = c.label,
+                              .rate_limit = c.rate_limit});
     if (!t.ok()) return PrintError(t.status());
     std::cout << t->token << "\n";
     const std::string what =

@@ -130,7 +130,7 @@ Status Application::WireComponents() {
   ServeConfig& c = config_;
   c.directory.engine = c.engine;
   c.directory.engine.task_factories.push_back(queue::Queue::Factory(c.queue));
-  c.service.access_token = c.access_token;
+  c.service.auth.bootstrap_token = c.access_token;
   wiring_ = {storage_.get(), &storage_options_, &c.directory.engine, &c.service};
   for (auto& component : components_) KVC_RETURN_IF_ERROR(component->Wire(wiring_));
   // The directory of engines; every engine reports its commits to the metrics, then meets the
@@ -169,8 +169,7 @@ void Application::MakeServices() {
   ServeConfig& c = config_;
   codec::SetMaxJsonDepth(c.service.max_json_depth);
   body_pool_ = std::make_unique<service::WorkPool>(c.service.body_pool, "request body pool");
-  auth_ = std::make_unique<service::Authenticator>(service::AuthOptionsOf(c.service), secret_,
-                                                   directory_.get());
+  auth_ = std::make_unique<service::Authenticator>(c.service.auth, secret_, directory_.get());
   auth_->SetObserver(metrics_.get());
   kv_ = std::make_unique<service::KvService>(c.service, auth_.get(), directory_.get(),
                                              body_pool_.get());

@@ -111,13 +111,12 @@ class ScratchDatabase {
  public:
   // Creates it. Errors: connecting, and the server's answer (AdminHttpError).
   static Result<std::unique_ptr<ScratchDatabase>> Create(const loadgen::BenchOptions& o) {
-    AdminClient::Options ao;
-    ao.url = o.url;
-    ao.token = o.token;
-    ao.ca_file = o.ca_file;
-    ao.insecure = o.insecure;
-    ao.connect_timeout = o.timeout;
-    ao.request_timeout = o.timeout;
+    const AdminClient::Options ao{.url = o.url,
+                                  .token = o.token,
+                                  .ca_file = o.ca_file,
+                                  .insecure = o.insecure,
+                                  .connect_timeout = o.timeout,
+                                  .request_timeout = o.timeout};
     std::unique_ptr<ScratchDatabase> db(new ScratchDatabase());
     db->options_ = ao;
     db->name_ = "bench-" + HexEncode(RandomBytes(4));

@@ -366,13 +366,11 @@ class ServerSink : public ImportSink {
           "or the environment variable KVCONNECT_ACCESS_TOKEN");
     }
     std::unique_ptr<ServerSink> sink(new ServerSink(o));
-    AdminClient::Options ao;
-    ao.url = o.to;
-    ao.token = o.token;
-    ao.db = o.db;
-    ao.ca_file = o.ca_file;
-    ao.request_timeout = o.timeout;
-    KVC_ASSIGN_OR_RETURN(sink->admin_, AdminClient::Connect(ao));
+    KVC_ASSIGN_OR_RETURN(sink->admin_, AdminClient::Connect({.url = o.to,
+                                                             .token = o.token,
+                                                             .db = o.db,
+                                                             .ca_file = o.ca_file,
+                                                             .request_timeout = o.timeout}));
     // Does the database exist? Create it if not.
     Result<codec::AdminEntryListAnswer> probe =
         sink->List(R"({"limit":1,"reverse":true,"raw":true})");

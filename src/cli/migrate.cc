@@ -323,6 +323,17 @@ class Migration {
   MigrationReport* const report_;
 };
 
+// --SIDE-token, --SIDE-token-file and --SIDE-ca-file: how to reach the server at --SIDE URL.
+void AddRemoteFlags(CLI::App* m, const std::string& side, const std::string& token_help,
+                    std::string* token, std::string* token_file, std::string* ca_file) {
+  const std::string url = "--" + side + " URL: ";
+  m->add_option("--" + side + "-token", *token, url + token_help);
+  m->add_option("--" + side + "-token-file", *token_file,
+                url + "read that token from this file (not world-readable)");
+  m->add_option("--" + side + "-ca-file", *ca_file,
+                "--" + side + " https://...: a CA certificate to trust besides the system's");
+}
+
 }  // namespace
 
 bool MigrationReport::ok() const {
@@ -403,12 +414,8 @@ void AddMigrateCommand(CLI::App& app, MigrateConfig* c) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   // --from URL.
-  m->add_option("--from-token", c->from_token,
-                "--from URL: the source's access token (default: env DENO_KV_ACCESS_TOKEN)");
-  m->add_option("--from-token-file", c->from_token_file,
-                "--from URL: read the source's access token from this file (not world-readable)");
-  m->add_option("--from-ca-file", c->from_ca_file,
-                "--from https://...: a CA certificate to trust besides the system's");
+  AddRemoteFlags(m, "from", "the source's access token (default: env DENO_KV_ACCESS_TOKEN)",
+                 &c->from_token, &c->from_token_file, &c->from_ca_file);
   m->add_flag("--from-insecure", c->from_insecure,
               "--from https://...: do not verify the source's certificate");
   m->add_flag("--from-http1", c->from_http1,
@@ -426,12 +433,8 @@ void AddMigrateCommand(CLI::App& app, MigrateConfig* c) {
   m->add_option("--max-rate", c->max_rate,
                 "--from URL: copy at most this many entries per second (0: no limit)")
       ->capture_default_str();
-  m->add_option("--to-token", c->to_token,
-                "--to URL: an admin token of that server (default: env KVCONNECT_ACCESS_TOKEN)");
-  m->add_option("--to-token-file", c->to_token_file,
-                "--to URL: read the admin token from this file (not world-readable)");
-  m->add_option("--to-ca-file", c->to_ca_file,
-                "--to https://...: a CA certificate to trust besides the system's");
+  AddRemoteFlags(m, "to", "an admin token of that server (default: env KVCONNECT_ACCESS_TOKEN)",
+                 &c->to_token, &c->to_token_file, &c->to_ca_file);
   m->add_option("--request-bytes", c->request_bytes,
                 "--to URL: dump bytes per import request at most (below the server's "
                 "--max-body-bytes)")

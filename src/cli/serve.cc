@@ -145,22 +145,22 @@ void AddTimeoutFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--catalog-poll-ms", c->directory.poll_ms,
                 "How often the catalog is checked for revocations and database changes")
       ->capture_default_str();
-  s->add_option("--rate-limit-rps", c->service.rate_limit_rps,
+  s->add_option("--rate-limit-rps", c->service.auth.rate_limit_rps,
                 "Requests per second per access token unless the token sets its own (0: off)")
       ->capture_default_str();
-  s->add_option("--rate-limit-burst", c->service.rate_limit_burst,
+  s->add_option("--rate-limit-burst", c->service.auth.rate_limit_burst,
                 "Requests an access token may make at once (token bucket size)")
       ->capture_default_str();
-  s->add_option("--bootstrap-rate-limit-rps", c->service.bootstrap_rate_limit_rps,
+  s->add_option("--bootstrap-rate-limit-rps", c->service.auth.bootstrap_rate_limit_rps,
                 "Requests per second for the bootstrap token (0: unlimited)")
       ->capture_default_str();
-  s->add_option("--metadata-rate-limit-rps", c->service.metadata_rate_limit_rps,
+  s->add_option("--metadata-rate-limit-rps", c->service.auth.metadata_rate_limit_rps,
                 "The metadata exchange (opening a database) has its own budget per access token: "
                 "at least this many per second, never less than the token's own rate (0: "
                 "unlimited)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  s->add_option("--metadata-rate-limit-burst", c->service.metadata_rate_limit_burst,
+  s->add_option("--metadata-rate-limit-burst", c->service.auth.metadata_rate_limit_burst,
                 "Metadata exchanges an access token may make at once (at least)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -303,16 +303,16 @@ void AddQueueFlags(CLI::App* s, ServeConfig* c) {
 
 // PostgreSQL's timings (storage::StorageOptions).
 void AddPostgresTimingFlags(CLI::App* s, storage::StorageOptions* o) {
-  s->add_option("--pg-change-retention-ms", o->change_retention_ms,
+  s->add_option("--pg-change-retention-ms", o->pg.change_retention_ms,
                 "With --postgres: keep commit records for other nodes' change feeds this long")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  s->add_option("--pg-feed-poll-ms", o->feed_poll_ms,
+  s->add_option("--pg-feed-poll-ms", o->pg.feed_poll_ms,
                 "With --postgres: re-read the commit records this often when no notification "
                 "came (a safety net)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  s->add_option("--pg-commit-check-ms", o->commit_outcome_wait_ms,
+  s->add_option("--pg-commit-check-ms", o->pg.commit_outcome_wait_ms,
                 "With --postgres: when the connection breaks during COMMIT, keep asking "
                 "PostgreSQL this long (through a failover) whether it landed before answering "
                 "503")

@@ -37,12 +37,11 @@ Result<std::unique_ptr<BlockingClient>> BlockingClient::Connect(
                          MakeTlsContext(options.version, options.insecure, options.ca_file));
   }
   KVC_ASSIGN_OR_RETURN(auto addresses, ResolveHost(options.origin.host, options.origin.port));
-  ConnectionOptions co;
-  co.version = options.version;
-  co.origin = options.origin;
-  co.connect_timeout = options.connect_timeout;
-  co.keep_headers = options.keep_headers;
-  co.max_response_bytes = options.max_response_bytes;
+  const ConnectionOptions co{.version = options.version,
+                             .origin = options.origin,
+                             .connect_timeout = options.connect_timeout,
+                             .max_response_bytes = options.max_response_bytes,
+                             .keep_headers = options.keep_headers};
   impl->conn = MakeConnection(impl->io, co, addresses, impl->tls.get());
   impl->thread = std::thread([io = &impl->io] { io->run(); });
   std::unique_ptr<BlockingClient> client(new BlockingClient(std::move(impl)));

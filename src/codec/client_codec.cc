@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "codec/proto_parse.h"
 #include "codec/utf8.h"
 #include "codec/v8/v8_wire.h"
 #include "codec/versionstamp.h"
@@ -91,9 +92,7 @@ std::string EncodeWatchRequest(const std::vector<std::string>& keys) {
 
 Result<SnapshotReadResult> DecodeSnapshotReadOutput(std::string_view body) {
   pb::SnapshotReadOutput msg;
-  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return Undecodable("a SnapshotReadOutput message");
-  }
+  if (!ParseMessage(body, &msg)) return Undecodable("a SnapshotReadOutput message");
   SnapshotReadResult out;
   out.status = static_cast<ReadStatus>(msg.status());
   out.read_disabled = msg.read_disabled();
@@ -112,9 +111,7 @@ Result<SnapshotReadResult> DecodeSnapshotReadOutput(std::string_view body) {
 
 Result<AtomicWriteResult> DecodeAtomicWriteOutput(std::string_view body) {
   pb::AtomicWriteOutput msg;
-  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return Undecodable("an AtomicWriteOutput message");
-  }
+  if (!ParseMessage(body, &msg)) return Undecodable("an AtomicWriteOutput message");
   AtomicWriteResult out;
   out.status = static_cast<WriteStatus>(msg.status());
   if (out.status == WriteStatus::kSuccess) {
@@ -130,9 +127,7 @@ Result<AtomicWriteResult> DecodeAtomicWriteOutput(std::string_view body) {
 
 Result<WatchResult> DecodeWatchOutput(std::string_view payload) {
   pb::WatchOutput msg;
-  if (!msg.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return Undecodable("a WatchOutput message");
-  }
+  if (!ParseMessage(payload, &msg)) return Undecodable("a WatchOutput message");
   WatchResult out;
   out.status = static_cast<ReadStatus>(msg.status());
   out.keys.reserve(static_cast<size_t>(msg.keys_size()));

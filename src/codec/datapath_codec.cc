@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "codec/proto_parse.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -50,9 +51,7 @@ void FillEntry(const Entry& e, pb::KvEntry* out) {
 
 Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body) {
   pb::SnapshotRead msg;
-  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return Invalid("could not decode a SnapshotRead message");
-  }
+  if (!ParseMessage(body, &msg)) return Invalid("could not decode a SnapshotRead message");
   std::vector<ReadRange> out;
   out.reserve(static_cast<size_t>(msg.ranges_size()));
   for (const auto& r : msg.ranges()) {
@@ -63,9 +62,7 @@ Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body) {
 
 Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
   pb::AtomicWrite msg;
-  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return Invalid("could not decode an AtomicWrite message");
-  }
+  if (!ParseMessage(body, &msg)) return Invalid("could not decode an AtomicWrite message");
   AtomicWrite w;
   w.checks.reserve(static_cast<size_t>(msg.checks_size()));
   for (const auto& c : msg.checks()) w.checks.push_back(Check{c.key(), c.versionstamp()});
@@ -102,9 +99,7 @@ Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
 
 Result<std::vector<std::string>> DecodeWatch(std::string_view body) {
   pb::Watch msg;
-  if (!msg.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return Invalid("could not decode a Watch message");
-  }
+  if (!ParseMessage(body, &msg)) return Invalid("could not decode a Watch message");
   std::vector<std::string> keys;
   keys.reserve(static_cast<size_t>(msg.keys_size()));
   for (const auto& k : msg.keys()) keys.push_back(k.key());

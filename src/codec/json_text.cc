@@ -9,6 +9,11 @@ namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
 
+// The characters written as a backslash and a letter; other control characters and DEL are
+// written as \u00XX.
+constexpr char kEscaped[] = "\"\\\n\r\t";
+constexpr char kEscapeLetters[] = "\"\\nrt";
+
 }  // namespace
 
 void AppendJsonQuoted(std::string_view s, std::string* out) {
@@ -27,30 +32,19 @@ void AppendJsonQuoted(std::string_view s, std::string* out) {
       continue;
     }
     ++pos;
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          out->append("\\u00");
-          out->push_back(kHexDigits[c >> 4]);
-          out->push_back(kHexDigits[c & 0x0F]);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+    if (c >= 0x20 && c != 0x7F && c != '"' && c != '\\') {
+      out->push_back(static_cast<char>(c));
+      continue;
+    }
+    const std::string_view escaped(kEscaped);
+    const size_t i = escaped.find(static_cast<char>(c));
+    if (i != std::string_view::npos) {
+      out->push_back('\\');
+      out->push_back(kEscapeLetters[i]);
+    } else {
+      out->append("\\u00");
+      out->push_back(kHexDigits[c >> 4]);
+      out->push_back(kHexDigits[c & 0x0F]);
     }
   }
   out->push_back('"');

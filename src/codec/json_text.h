@@ -20,4 +20,17 @@ void AppendJsonQuoted(std::string_view s, std::string* out);
 // Returns `s` as a JSON string literal (see AppendJsonQuoted).
 std::string JsonQuote(std::string_view s);
 
+// Appends a JSON array of `items`: `append_item(item, out)` writes each one's JSON.
+template <typename Items, typename AppendItem>
+void AppendJsonArray(const Items& items, AppendItem&& append_item, std::string* out) {
+  out->push_back('[');
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out->push_back(',');
+    first = false;
+    append_item(item, out);
+  }
+  out->push_back(']');
+}
+
 }  // namespace kvc::codec

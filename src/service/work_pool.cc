@@ -7,7 +7,8 @@
 
 namespace kvc::service {
 
-WorkPool::WorkPool(WorkPoolOptions options, const char* name) : options_(options), name_(name) {
+WorkPool::WorkPool(WorkPoolOptions options, const char* name)
+    : options_(std::move(options)), name_(name) {
   const size_t n = options_.threads == 0 ? 1 : options_.threads;
   for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
 }
@@ -21,13 +22,11 @@ WorkPool::~WorkPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-Status WorkPool::Post(std::function<void()> work) {
+Status WorkPool::Post(std::function<void()> work, bool bounded) {
   {
     MutexLock lock(mu_);
     if (stopping_) return Unavailable("The server is shutting down.");
-    if (queue_.size() >= options_.max_queued) {
-      return Unavailable("Too many requests are waiting to be parsed; try again shortly.");
-    }
+    if (bounded && queue_.size() >= options_.max_queued) return Unavailable(options_.full_text);
     queue_.push_back(std::move(work));
   }
   cv_.NotifyOne();

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,8 +21,10 @@ namespace kvc::service {
 
 struct WorkPoolOptions {
   size_t threads = 2;
-  // Work waiting for a thread beyond this is refused (Post answers Unavailable, so 503).
+  // Work waiting for a thread beyond this is refused (Post answers Unavailable, so 503) ...
   size_t max_queued = 256;
+  // ... with this text.
+  std::string full_text = "Too many requests are waiting to be parsed; try again shortly.";
 };
 
 class WorkPool {
@@ -32,10 +35,11 @@ class WorkPool {
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
 
-  // Queues `work` for a pool thread. Errors: Unavailable when the queue is full or the pool is
-  // stopping (then `work` does not run). A throw from `work` is logged and dropped: work that
+  // Queues `work` for a pool thread. Errors: Unavailable when the pool is stopping or, if
+  // `bounded`, when the queue is full (then `work` does not run); unbounded posts are for the
+  // later steps of work already admitted. A throw from `work` is logged and dropped: work that
   // answers a request catches its own errors.
-  [[nodiscard]] Status Post(std::function<void()> work) KVC_EXCLUDES(mu_);
+  [[nodiscard]] Status Post(std::function<void()> work, bool bounded = true) KVC_EXCLUDES(mu_);
 
  private:
   void Loop() KVC_EXCLUDES(mu_);

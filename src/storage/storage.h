@@ -25,6 +25,7 @@
 #include "storage/backend.h"
 #include "storage/catalog.h"
 #include "storage/node_registry.h"
+#include "storage/pg_tuning.h"
 
 namespace kvc::storage {
 
@@ -68,17 +69,8 @@ struct StorageOptions {
   std::string vfs;
   // postgres: reads go to this conninfo (a streaming standby) when set.
   std::string read_location;
-  // postgres: how long commits stay in the change table other nodes' feeds read (ms), and how
-  // often a feed re-reads it when no notification came.
-  int64_t change_retention_ms = 60 * 1000;
-  int64_t feed_poll_ms = 1000;
-  // postgres: how soon another node takes over sweeping expired keys when the sweeper dies.
-  int64_t expiry_leader_retry_ms = 2000;
-  // postgres: how long a writer whose connection broke during COMMIT keeps asking whether it
-  // landed before answering 503 (PgBackendOptions::commit_outcome_wait_ms).
-  int64_t commit_outcome_wait_ms = 10000;
-  // postgres: the application_name of this node's connections.
-  std::string application_name = "kvconnect";
+  // postgres: the timings and name of this node's sessions, handed to each database's backend.
+  PgTuning pg;
 };
 
 class Storage : public DatabaseProvisioner {

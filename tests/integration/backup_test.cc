@@ -66,7 +66,7 @@ class BackupFixture {
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       conninfo_ = *c;
       so.location = conninfo_;
-      so.feed_poll_ms = 200;
+      so.pg.feed_poll_ms = 200;
     } else {
       so.location = (dir_ / "data").string();
     }

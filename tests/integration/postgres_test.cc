@@ -64,9 +64,9 @@ std::unique_ptr<Node> OpenNode(const std::string& conninfo, const std::string& n
   storage::StorageOptions so;
   so.kind = "postgres";
   so.location = conninfo;
-  so.feed_poll_ms = 200;
-  so.expiry_leader_retry_ms = 300;
-  so.application_name = name;
+  so.pg.feed_poll_ms = 200;
+  so.pg.expiry_leader_retry_ms = 300;
+  so.pg.application_name = name;
   auto st = storage::OpenStorage(so);
   EXPECT_TRUE(st.ok()) << st.status().ToString();
   if (!st.ok()) return nullptr;

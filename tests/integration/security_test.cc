@@ -76,8 +76,8 @@ class SecurityTest : public ::testing::Test {
   // secret each time, as a restart of `serve` on one data directory has).
   void StartService(const std::string& bootstrap) {
     service::ServiceOptions so;
-    so.access_token = bootstrap;
-    so.rate_limit_rps = 0;
+    so.auth.bootstrap_token = bootstrap;
+    so.auth.rate_limit_rps = 0;
     TuneService(so);
     body_pool_ = std::make_unique<service::WorkPool>(so.body_pool);
     service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get(),
@@ -627,8 +627,8 @@ TEST_F(SecurityTest, OneRateBucketForATokenAcrossItsDatabases) {
 
 class RateLimitTest : public SecurityTest {
   void TuneService(service::ServiceOptions& so) override {
-    so.rate_limit_rps = 2;
-    so.rate_limit_burst = 5;
+    so.auth.rate_limit_rps = 2;
+    so.auth.rate_limit_burst = 5;
   }
 };
 
@@ -678,10 +678,10 @@ TEST_F(RateLimitTest, TokenBucketAnswers503WithRetryAfter) {
 // draw from their own full bucket.
 class MetadataBudgetTest : public SecurityTest {
   void TuneService(service::ServiceOptions& so) override {
-    so.rate_limit_rps = 2;
-    so.rate_limit_burst = 5;
-    so.metadata_rate_limit_rps = 1;
-    so.metadata_rate_limit_burst = 3;
+    so.auth.rate_limit_rps = 2;
+    so.auth.rate_limit_burst = 5;
+    so.auth.metadata_rate_limit_rps = 1;
+    so.auth.metadata_rate_limit_burst = 3;
   }
 };
 

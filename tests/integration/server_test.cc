@@ -97,7 +97,7 @@ class ServerTest : public ::testing::Test {
         dopt);
     ASSERT_TRUE(directory_->Start().ok());
     service::ServiceOptions so;
-    so.access_token = kToken;
+    so.auth.bootstrap_token = kToken;
     so.watch_keepalive = std::chrono::milliseconds(300);
     TuneService(so);
     service_ = std::make_unique<service::KvService>(so, std::string(64, 'k'), directory_.get());

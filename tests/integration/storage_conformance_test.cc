@@ -56,7 +56,7 @@ class StorageConformanceTest : public ::testing::TestWithParam<std::string> {
       ASSERT_TRUE(c.ok()) << c.status().ToString();
       conninfo_ = *c;
       so.location = conninfo_;
-      so.feed_poll_ms = 200;
+      so.pg.feed_poll_ms = 200;
     } else {
       so.location = (dir_.path() / "data").string();
     }

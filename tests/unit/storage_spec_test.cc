@@ -48,14 +48,14 @@ TEST(StorageSpec, KeepsTheOptionsASpecDoesNotSet) {
   base.sync = storage::SyncMode::kNormal;
   base.mmap_bytes = 4096;
   base.read_location = "host=standby";
-  base.feed_poll_ms = 77;
+  base.pg.feed_poll_ms = 77;
   auto s = ParseStorageSpec("postgres:host=primary", base);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->location, "host=primary");
   EXPECT_EQ(s->sync, storage::SyncMode::kNormal);
   EXPECT_EQ(s->mmap_bytes, 4096);
   EXPECT_EQ(s->read_location, "host=standby");
-  EXPECT_EQ(s->feed_poll_ms, 77);
+  EXPECT_EQ(s->pg.feed_poll_ms, 77);
 }
 
 // Each hostile spec is refused as InvalidArgument, and the message never holds the secret.

@@ -55,13 +55,16 @@ TEST(WorkPool, AFullQueueIsRefusedWithUnavailable) {
   EXPECT_TRUE(pool.Post([&] { ++runs; }).ok());
   const Status full = pool.Post([&] { ++runs; });
   EXPECT_EQ(full.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(full.message(), WorkPoolOptions{}.full_text);
+  // A later step of admitted work is queued past the bound.
+  EXPECT_TRUE(pool.Post([&] { runs += 10; }, /*bounded=*/false).ok());
   {
     MutexLock lock(mu);
     release = true;
     cv.NotifyAll();
   }
-  EXPECT_TRUE(testutil::WaitFor([&] { return runs.load() >= 2; })) << "the two queued tasks";
-  EXPECT_EQ(runs.load(), 2);
+  EXPECT_TRUE(testutil::WaitFor([&] { return runs.load() >= 12; })) << "the three queued tasks";
+  EXPECT_EQ(runs.load(), 12);
 }
 
 TEST(WorkPool, AThrowIsContained) {

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <optional>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 
@@ -139,36 +140,18 @@ class JsonReader {
       if (c == '\\') {
         if (++pos_ >= text_.size()) return Error("unterminated string");
         const char e = text_[pos_++];
-        switch (e) {
-          case '"':
-          case '\\':
-          case '/':
-            out->push_back(static_cast<char16_t>(e));
-            break;
-          case 'b':
-            out->push_back(u'\b');
-            break;
-          case 'f':
-            out->push_back(u'\f');
-            break;
-          case 'n':
-            out->push_back(u'\n');
-            break;
-          case 'r':
-            out->push_back(u'\r');
-            break;
-          case 't':
-            out->push_back(u'\t');
-            break;
-          case 'u': {
-            uint32_t unit;
-            if (!ReadHex4(&unit)) return Error("bad \\u escape");
-            out->push_back(static_cast<char16_t>(unit));  // surrogates kept as they are
-            break;
-          }
-          default:
-            return Error("bad escape");
+        if (e == 'u') {
+          uint32_t unit;
+          if (!ReadHex4(&unit)) return Error("bad \\u escape");
+          out->push_back(static_cast<char16_t>(unit));  // surrogates kept as they are
+          continue;
         }
+        // The letters after a backslash and the characters they stand for.
+        static constexpr std::string_view kLetters = "\"\\/bfnrt";
+        static constexpr std::u16string_view kMeanings = u"\"\\/\b\f\n\r\t";
+        const size_t i = kLetters.find(e);
+        if (i == std::string_view::npos) return Error("bad escape");
+        out->push_back(kMeanings[i]);
         continue;
       }
       if (c < 0x80) {

@@ -27,6 +27,7 @@
 namespace kvc::service {
 namespace {
 
+using codec::AppendJsonArray;
 using codec::AppendJsonQuoted;
 using codec::JsonQuote;
 
@@ -44,12 +45,10 @@ std::string VersionstampJson(int64_t version) {
 
 // One Server-Sent Event named `entries` with `items` (JSON objects) as its data.
 std::string SseEvent(const std::vector<std::string>& items) {
-  std::string out = "event: entries\ndata: {\"entries\":[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out.push_back(',');
-    out += items[i];
-  }
-  out += "]}\n\n";
+  std::string out = "event: entries\ndata: {\"entries\":";
+  AppendJsonArray(
+      items, [](const std::string& item, std::string* o) { *o += item; }, &out);
+  out += "}\n\n";
   return out;
 }
 
@@ -155,12 +154,8 @@ std::string TokenJson(const TokenInfo& info) {
   // "database" and "database_id" name its first database, for clients of one-database tokens.
   const bool some = !t.database_ids.empty() && !info.database_names.empty();
   auto list = [](const std::vector<std::string>& items) {
-    std::string out = "[";
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (i > 0) out.push_back(',');
-      AppendJsonQuoted(items[i], &out);
-    }
-    out.push_back(']');
+    std::string out;
+    AppendJsonArray(items, AppendJsonQuoted, &out);
     return out;
   };
   std::string out =
@@ -199,7 +194,11 @@ AdminApi::AdminApi(AdminApiOptions options, Directory* directory, Authenticator*
     : env_{options, directory, ops, metrics,
            [this](Work work, bool bounded) { return Post(std::move(work), bounded); }},
       json_(AdminPolicy(auth, directory, [this](Work work) { return Post(std::move(work)); })) {
-  worker_ = std::thread([this] { WorkerLoop(); });
+  worker_ = std::make_unique<WorkPool>(
+      WorkPoolOptions{.threads = 1,
+                      .max_queued = options.max_queued_operations,
+                      .full_text = "Too many admin operations are waiting; try again shortly."},
+      "admin operation failed");
   AddServerRoutes(&routes_);
   AddEntryRoutes(&routes_);
   AddQueueAdminRoutes(json_, &routes_, kDatabasePattern);
@@ -207,12 +206,7 @@ AdminApi::AdminApi(AdminApiOptions options, Directory* directory, Authenticator*
 }
 
 AdminApi::~AdminApi() {
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  worker_.join();
+  worker_.reset();
   MutexLock lock(backup_mu_);
   if (backup_thread_.joinable()) backup_thread_.join();
 }
@@ -287,35 +281,7 @@ void AdminApi::StartBackup(const JsonCallPtr& call, const storage::DatabaseRecor
   });
 }
 
-Status AdminApi::Post(Work work, bool bounded) {
-  {
-    MutexLock lock(mu_);
-    if (stopping_) return Unavailable("The server is shutting down.");
-    if (bounded && queue_.size() >= env_.options.max_queued_operations) {
-      return Unavailable("Too many admin operations are waiting; try again shortly.");
-    }
-    queue_.push_back(std::move(work));
-  }
-  cv_.NotifyOne();
-  return Status::Ok();
-}
-
-void AdminApi::WorkerLoop() {
-  MutexLock lock(mu_);
-  for (;;) {
-    while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
-    if (queue_.empty()) return;  // stopping, and everything queued is done
-    Work work = std::move(queue_.front());
-    queue_.pop_front();
-    lock.Unlock();
-    try {
-      work();
-    } catch (const std::exception& e) {
-      spdlog::error("admin operation failed: {}", e.what());
-    }
-    lock.Lock();
-  }
-}
+Status AdminApi::Post(Work work, bool bounded) { return worker_->Post(std::move(work), bounded); }
 
 // --- Server-wide operations -------------------------------------------------------------------
 
@@ -412,12 +378,10 @@ void ListTokens(const AdminApi::Env& env, const JsonCallPtr& call) {
   OnWorker(env, call, [&env, call] {
     auto tokens = env.ops->ListTokens("");
     if (!tokens.ok()) return call->Fail(tokens.status());
-    std::string out = "{\"tokens\":[";
-    for (size_t i = 0; i < tokens->size(); ++i) {
-      if (i > 0) out.push_back(',');
-      out += TokenJson((*tokens)[i]);
-    }
-    out += "]}";
+    std::string out = "{\"tokens\":";
+    AppendJsonArray(
+        *tokens, [](const TokenInfo& t, std::string* o) { *o += TokenJson(t); }, &out);
+    out += "}";
     call->Ok(std::move(out));
   });
 }

@@ -28,7 +28,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,6 +44,7 @@
 #include "service/http_types.h"
 #include "service/json_api.h"
 #include "service/router.h"
+#include "service/work_pool.h"
 
 namespace kvc::service {
 
@@ -112,7 +112,6 @@ class AdminApi : public Handler {
   using Work = std::function<void()>;
 
   Status Post(Work work, bool bounded = true);
-  void WorkerLoop() KVC_EXCLUDES(mu_);
 
   // The endpoints, by group (admin_api.cc).
   void AddServerRoutes(Router* router);
@@ -140,11 +139,9 @@ class AdminApi : public Handler {
   std::map<std::string, std::chrono::steady_clock::time_point> last_backup_
       KVC_GUARDED_BY(backup_mu_);
 
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<Work> queue_ KVC_GUARDED_BY(mu_);
-  bool stopping_ KVC_GUARDED_BY(mu_) = false;
-  std::thread worker_;
+  // The worker: one thread, so catalog operations run one at a time. Reset first on
+  // destruction (it finishes what is queued, which may start a backup thread).
+  std::unique_ptr<WorkPool> worker_;
 };
 
 // The JSON of a database, with what the directory and metrics know of it.

@@ -14,6 +14,7 @@
 #include "common/ascii.h"
 #include "common/clock.h"
 #include "queue/queue.h"
+#include "service/guarded.h"
 #include "service/http_status.h"
 #include "service/kvconnect/watch_stream.h"
 
@@ -34,12 +35,28 @@ HttpResponse ProtobufResponse(std::string body) {
 // escaping into an engine thread.
 template <typename F>
 void Guarded(const Responder& respond, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("handler failed: {}", e.what());
-    respond(ErrorResponse(Internal("An internal server error occurred.")));
+  RunGuarded("handler", f, [&](const Status& s) { respond(ErrorResponse(s)); });
+}
+
+// The first steps of every data-path request: the token names a database this request may use
+// (`write`: to write), and the body decodes. On failure answers the error and returns false.
+template <typename T>
+bool Admit(Authenticator& auth, const HttpRequest& req, bool write,
+           Result<T> (*decode)(std::string_view), const Responder& respond,
+           std::shared_ptr<engine::Engine>* engine, T* body) {
+  auto db = auth.AuthorizeDataPath(req, write, NowUnixMs());
+  if (!db.ok()) {
+    respond(ErrorResponse(db.status()));
+    return false;
   }
+  auto decoded = decode(req.body);
+  if (!decoded.ok()) {
+    respond(ErrorResponse(decoded.status()));
+    return false;
+  }
+  *engine = std::move(*db);
+  *body = std::move(*decoded);
+  return true;
 }
 
 // RFC 3986 authority characters without userinfo: unreserved, sub-delims, ':', '[', ']' and
@@ -88,23 +105,12 @@ Result<std::string> NormalizePublicUrl(std::string_view url) {
   return out;
 }
 
-AuthOptions AuthOptionsOf(const ServiceOptions& o) {
-  AuthOptions a;
-  a.bootstrap_token = o.access_token;
-  a.rate_limit_rps = o.rate_limit_rps;
-  a.rate_limit_burst = o.rate_limit_burst;
-  a.bootstrap_rate_limit_rps = o.bootstrap_rate_limit_rps;
-  a.metadata_rate_limit_rps = o.metadata_rate_limit_rps;
-  a.metadata_rate_limit_burst = o.metadata_rate_limit_burst;
-  return a;
-}
-
 KvService::KvService(ServiceOptions options, std::string server_secret, Directory* directory,
                      WorkPool* body_pool)
     : options_(std::move(options)),
       directory_(directory),
-      owned_auth_(std::make_unique<Authenticator>(AuthOptionsOf(options_), std::move(server_secret),
-                                                  directory)),
+      owned_auth_(
+          std::make_unique<Authenticator>(options_.auth, std::move(server_secret), directory)),
       auth_(owned_auth_.get()),
       body_pool_(body_pool) {
   AddRoutes(&routes_);
@@ -365,10 +371,11 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
 }
 
 void KvService::SnapshotRead(const HttpRequest& req, const Responder& respond) {
-  auto db = auth_->AuthorizeDataPath(req, /*write=*/false, NowUnixMs());
-  if (!db.ok()) return respond(ErrorResponse(db.status()));
-  auto ranges = codec::DecodeSnapshotRead(req.body);
-  if (!ranges.ok()) return respond(ErrorResponse(ranges.status()));
+  std::shared_ptr<engine::Engine> engine;
+  std::vector<ReadRange> ranges;
+  if (!Admit(*auth_, req, /*write=*/false, codec::DecodeSnapshotRead, respond, &engine, &ranges)) {
+    return;
+  }
   const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
   auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
     Guarded(respond, [&] {
@@ -377,25 +384,25 @@ void KvService::SnapshotRead(const HttpRequest& req, const Responder& respond) {
       respond(ProtobufResponse(codec::EncodeSnapshotReadOutput(r->ranges, r->strong)));
     });
   };
-  (*db)->SnapshotRead(std::move(*ranges), std::move(answer));
+  engine->SnapshotRead(std::move(ranges), std::move(answer));
 }
 
 void KvService::AtomicWrite(const HttpRequest& req, const Responder& respond) {
-  auto db = auth_->AuthorizeDataPath(req, /*write=*/true, NowUnixMs());
-  if (!db.ok()) return respond(ErrorResponse(db.status()));
-  std::shared_ptr<engine::Engine> engine = std::move(*db);
-  auto write = codec::DecodeAtomicWrite(req.body);
-  if (!write.ok()) return respond(ErrorResponse(write.status()));
-  if (!write->enqueues.empty()) {
+  std::shared_ptr<engine::Engine> engine;
+  kvc::AtomicWrite write;  // the type, not this member function
+  if (!Admit(*auth_, req, /*write=*/true, codec::DecodeAtomicWrite, respond, &engine, &write)) {
+    return;
+  }
+  if (!write.enqueues.empty()) {
     // The queue's cap on undelivered messages (429), as for the queue API's enqueue.
     if (auto queue = queue::Queue::QueueFor(*engine)) {
-      if (Status s = queue->AdmitEnqueue(write->enqueues.size()); !s.ok()) {
+      if (Status s = queue->AdmitEnqueue(write.enqueues.size()); !s.ok()) {
         return respond(ErrorResponse(s));
       }
     }
   }
-  if (options_.portable_v8_values) portable_.OnWrite(&*write, engine->limits(), engine->now_ms());
-  engine->Write(std::move(*write), [respond](Result<CommitResult> r) mutable {
+  if (options_.portable_v8_values) portable_.OnWrite(&write, engine->limits(), engine->now_ms());
+  engine->Write(std::move(write), [respond](Result<CommitResult> r) mutable {
     Guarded(respond, [&] {
       if (!r.ok()) return respond(ErrorResponse(r.status()));
       respond(ProtobufResponse(codec::EncodeAtomicWriteOutput(*r)));
@@ -404,19 +411,17 @@ void KvService::AtomicWrite(const HttpRequest& req, const Responder& respond) {
 }
 
 void KvService::Watch(const HttpRequest& req, const Responder& respond) {
-  auto db = auth_->AuthorizeDataPath(req, /*write=*/false, NowUnixMs());
-  if (!db.ok()) return respond(ErrorResponse(db.status()));
-  std::shared_ptr<engine::Engine> engine = std::move(*db);
-  auto keys = codec::DecodeWatch(req.body);
-  if (!keys.ok()) return respond(ErrorResponse(keys.status()));
-  if (Status s = engine::ValidateWatch(*keys, engine->limits()); !s.ok()) {
+  std::shared_ptr<engine::Engine> engine;
+  std::vector<std::string> keys;
+  if (!Admit(*auth_, req, /*write=*/false, codec::DecodeWatch, respond, &engine, &keys)) return;
+  if (Status s = engine::ValidateWatch(keys, engine->limits()); !s.ok()) {
     return respond(ErrorResponse(s));
   }
   HttpResponse r;
   r.status = 200;
   r.content_type = "application/octet-stream";
   r.stream = std::make_shared<WatchStream>(
-      std::move(engine), std::move(*keys),
+      std::move(engine), std::move(keys),
       options_.portable_v8_values ? portable_.WatchFrameEncoder() : nullptr);
   r.heartbeat = std::string(4, '\0');
   r.heartbeat_interval = options_.watch_keepalive;

@@ -47,7 +47,12 @@
 namespace kvc::service {
 
 struct ServiceOptions {
-  std::string access_token;  // the bootstrap access token (>= 12 characters)
+  // The bootstrap access token (auth.bootstrap_token, >= 12 characters) and the rate limits:
+  // requests per second per access token (token bucket), unless the token sets its own rate
+  // (then its bucket holds max(rate, 1) requests); 0: unlimited. The bootstrap token has its
+  // own setting (default unlimited). Over the limit: kThrottled (503 with Retry-After). The
+  // metadata exchange has its own per-token budget (AuthOptions::metadata_rate_limit_rps).
+  AuthOptions auth;
   // expiresAt in the metadata answer = now + this. Deno refreshes every 60 s regardless.
   int64_t metadata_ttl_ms = 60LL * 60 * 1000;
   // A data-path token stays valid this long past expiresAt: Deno <= 2.9 stops refreshing after
@@ -61,16 +66,6 @@ struct ServiceOptions {
   // Without public_url: the Host/:authority values metadata answers may build endpoint URLs
   // from (--allowed-host; see HostAllowed). Another Host gets 400. Empty: any Host.
   std::vector<std::string> allowed_hosts;
-  // Requests per second per access token (token bucket), unless the token sets its own rate
-  // (then its bucket holds max(rate, 1) requests); 0: unlimited. The bootstrap token has its
-  // own setting (default unlimited). Over the limit: kThrottled (503 with Retry-After).
-  double rate_limit_rps = 10000;
-  double rate_limit_burst = 20000;
-  double bootstrap_rate_limit_rps = 0;
-  // The metadata exchange's own per-token budget (AuthOptions::metadata_rate_limit_rps): at
-  // least this, never less than the token's data budget; 0: unlimited.
-  double metadata_rate_limit_rps = 100;
-  double metadata_rate_limit_burst = 1000;
   // Store and serve V8 values in the form both Deno and Node read
   // (service/kvconnect/portable_values.h, codec/v8/v8_portable.h), each conversion only when
   // provably exact. false: values are stored and served exactly as clients sent them.
@@ -106,9 +101,6 @@ std::string MetadataTarget(std::string_view path);
 // Checks a --public-url value: http or https, a host, no userinfo, query or fragment. Returns it
 // with a lowercase scheme and without trailing slashes; kInvalidArgument says what is wrong.
 Result<std::string> NormalizePublicUrl(std::string_view url);
-
-// The authenticator's options among the service's (rate limits, the bootstrap token).
-AuthOptions AuthOptionsOf(const ServiceOptions& options);
 
 // Is `authority` (host[:port] of a request) one of `allowed`? An entry without a port matches
 // that host on any port, one with a port only that pair; names compare case-insensitively,

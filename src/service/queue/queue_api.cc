@@ -16,6 +16,7 @@
 #include "common/mutex.h"
 #include "engine/engine.h"
 #include "queue/queue.h"
+#include "service/guarded.h"
 #include "service/query.h"
 
 namespace kvc::service {
@@ -130,12 +131,7 @@ namespace {
 // Runs `fn` (an engine callback); a throw (a bug) becomes a 500 instead of a lost response.
 template <typename Fn>
 void Guarded(const JsonCall& call, Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    spdlog::error("queue API handler failed: {}", e.what());
-    call.Fail(Internal("An internal server error occurred."));
-  }
+  RunGuarded("queue API handler", fn, [&](const Status& s) { call.Fail(s); });
 }
 
 // The guard of every queue endpoint: the database's queue runs (attached to the call).
@@ -377,12 +373,10 @@ void ListDead(const JsonCallPtr& call, const codec::QueueDeadListJson& req) {
   QueueOf(*call)->ListDead(
       req.cursor, limit, [call, limit](Result<std::vector<queue::DeadLetter>> r) {
         if (!r.ok()) return call->Fail(r.status());
-        std::string out = "{\"dead_letters\":[";
-        for (size_t i = 0; i < r->size(); ++i) {
-          if (i > 0) out.push_back(',');
-          out += DeadLetterJson((*r)[i]);
-        }
-        out += "],\"cursor\":";
+        std::string out = "{\"dead_letters\":";
+        codec::AppendJsonArray(
+            *r, [](const queue::DeadLetter& d, std::string* o) { *o += DeadLetterJson(d); }, &out);
+        out += ",\"cursor\":";
         out += r->size() == limit && !r->empty() ? codec::JsonQuote(r->back().id) : "null";
         out += "}";
         call->respond(Json(std::move(out)));

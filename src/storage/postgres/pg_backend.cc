@@ -86,8 +86,8 @@ class PgReader : public Reader {
   explicit PgReader(const PgBackendOptions& o)
       : db_(o.database_id),
         use_replica_(o.use_replica),
-        primary_(o.conninfo, {{"application_name", o.application_name}}, "postgres read"),
-        replica_(o.read_conninfo, {{"application_name", o.application_name}},
+        primary_(o.conninfo, {{"application_name", o.tuning.application_name}}, "postgres read"),
+        replica_(o.read_conninfo, {{"application_name", o.tuning.application_name}},
                  "postgres standby read") {
     for (Connection* c : {&primary_, &replica_}) {
       DefineCommon(*c);
@@ -330,7 +330,8 @@ class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
         db_(o.database_id),
         channel_("kvc_" + pg::UuidHex(o.database_id)),
         conn_(o.conninfo,
-              {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}},
+              {{"target_session_attrs", "read-write"},
+               {"application_name", o.tuning.application_name}},
               "postgres write"),
         queue_(conn_, db_) {
     DefineCommon(conn_);
@@ -430,7 +431,8 @@ class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
     const int64_t now = NowUnixMs();
     if (now - last_prune_ms_ > 10000) {
       last_prune_ms_ = now;
-      pending_.push_back(Stmt("log_prune", Params().Text(db_).Int64(now - o_.change_retention_ms)));
+      pending_.push_back(
+          Stmt("log_prune", Params().Text(db_).Int64(now - o_.tuning.change_retention_ms)));
     }
     return Status::Ok();
   }
@@ -494,7 +496,7 @@ class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
 
   Result<std::optional<int64_t>> EarliestExpiry() override {
     // A node that is not the sweeper asks again soon, to take over from one that died.
-    if (!leader_) return std::optional<int64_t>(NowUnixMs() + o_.expiry_leader_retry_ms);
+    if (!leader_) return std::optional<int64_t>(NowUnixMs() + o_.tuning.expiry_leader_retry_ms);
     KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("earliest", Params().Text(db_)));
     if (r.rows() == 0) return std::optional<int64_t>();
     return std::optional<int64_t>(r.Int(0, 0));
@@ -628,10 +630,10 @@ class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
     Connection probe(o_.conninfo,
                      {{"target_session_attrs", "read-write"},
                       {"connect_timeout", "2"},
-                      {"application_name", o_.application_name}},
+                      {"application_name", o_.tuning.application_name}},
                      "postgres commit check");
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.commit_outcome_wait_ms);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(o_.tuning.commit_outcome_wait_ms);
     while (true) {
       // The transaction id is asked about only on its own timeline: a promoted standby that
       // never saw it may not have reached it yet, and pg_xact_status fails for such an id.
@@ -690,7 +692,7 @@ class PgWriter : public Writer, public QueueStore, public ChangeLogWriter {
         spdlog::error(
             "database {}: the connection broke during COMMIT and PostgreSQL did not say "
             "within {} ms whether it landed (xid {}): answered as unavailable",
-            db_, o_.commit_outcome_wait_ms, xid_);
+            db_, o_.tuning.commit_outcome_wait_ms, xid_);
         return false;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(asked ? 100 : 250));
@@ -816,7 +818,8 @@ class PgChangeFeed : public ChangeFeed {
         last_(after),
         cb_(std::move(cb)),
         conn_(o.conninfo,
-              {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}},
+              {{"target_session_attrs", "read-write"},
+               {"application_name", o.tuning.application_name}},
               "postgres change feed") {
     conn_.Define("changes",
                  "select version, prev_version, time_ms, record from kvc_changes where db = "
@@ -866,7 +869,7 @@ class PgChangeFeed : public ChangeFeed {
         conn_.Close();
         continue;
       }
-      Wait(static_cast<int>(o_.feed_poll_ms));
+      Wait(static_cast<int>(o_.tuning.feed_poll_ms));
       if (conn_.raw()) {
         if (!PQconsumeInput(conn_.raw())) {
           conn_.Close();
@@ -928,7 +931,7 @@ Result<std::unique_ptr<PgBackend>> PgBackend::Open(const PgBackendOptions& optio
 }
 
 Result<int64_t> PgBackend::LoadDataVersion() {
-  Connection c(options_.conninfo, {{"application_name", options_.application_name}},
+  Connection c(options_.conninfo, {{"application_name", options_.tuning.application_name}},
                "postgres open");
   KVC_ASSIGN_OR_RETURN(PgResult r,
                        c.Query("select version from kvc_data_version where db = $1::uuid",

@@ -43,6 +43,7 @@
 #include <string>
 
 #include "storage/backend.h"
+#include "storage/pg_tuning.h"
 
 namespace kvc::storage {
 
@@ -53,13 +54,7 @@ struct PgBackendOptions {
   // clears it while the standby lags too far); otherwise to the primary.
   std::string read_conninfo;
   std::shared_ptr<std::atomic<bool>> use_replica;
-  int64_t change_retention_ms = 60 * 1000;
-  int64_t feed_poll_ms = 1000;
-  int64_t expiry_leader_retry_ms = 2000;
-  // How long a writer whose connection broke during COMMIT keeps asking (reconnecting, e.g.
-  // through a failover) whether the commit landed, before answering 503 (outcome unknown).
-  int64_t commit_outcome_wait_ms = 10000;
-  std::string application_name = "kvconnect";
+  PgTuning tuning;
 };
 
 class PgBackend : public Backend {
@@ -72,14 +67,12 @@ class PgBackend : public Backend {
   // the change log; connections re-made by themselves, so a failed commit or an IoError is
   // transient (503); the queue in tables of its own (pg_queue.h).
   BackendCapabilities capabilities() const override {
-    BackendCapabilities c;
-    c.exclusive_writer = false;
-    c.on_commit_error = CommitErrorPolicy::kReconnect;
-    c.change_feed = true;
-    c.change_feed_reads_log = true;
-    c.change_log = true;
-    c.queue_store = true;
-    return c;
+    return {.exclusive_writer = false,
+            .on_commit_error = CommitErrorPolicy::kReconnect,
+            .change_feed = true,
+            .change_feed_reads_log = true,
+            .change_log = true,
+            .queue_store = true};
   }
   Result<std::unique_ptr<ChangeFeed>> OpenChangeFeed(const CommitCallback& on_commit) override;
   Result<int64_t> LoadDataVersion() override;

@@ -16,12 +16,10 @@ constexpr const char* kTokenInsertColumns =
     "database_ids, all_databases";
 
 DatabaseRecord ReadDatabase(const PgResult& r, int i) {
-  DatabaseRecord d;
-  d.id = r.Bytes(i, 0);
-  d.name = r.Bytes(i, 1);
-  d.location = r.Bytes(i, 2);
-  d.created_ms = r.Int(i, 3);
-  return d;
+  return DatabaseRecord{.id = r.Bytes(i, 0),
+                        .name = r.Bytes(i, 1),
+                        .location = r.Bytes(i, 2),
+                        .created_ms = r.Int(i, 3)};
 }
 
 AccessTokenRecord ReadToken(const PgResult& r, int i) {
@@ -62,10 +60,7 @@ Result<std::vector<DatabaseRecord>> PgCatalog::ListDatabases() {
   KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Query(std::string("select ") + kDatabaseColumns +
                                                    " from kvc_databases order by name",
                                                {}));
-  std::vector<DatabaseRecord> out;
-  out.reserve(static_cast<size_t>(r.rows()));
-  for (int i = 0; i < r.rows(); ++i) out.push_back(ReadDatabase(r, i));
-  return out;
+  return pg::AllRows<DatabaseRecord>(r, ReadDatabase);
 }
 
 Result<DatabaseRecord> PgCatalog::FindDatabase(const std::string& name_or_id) {
@@ -190,10 +185,7 @@ Result<std::vector<AccessTokenRecord>> PgCatalog::ListTokens() {
                        conn_.Query(std::string("select ") + kTokenColumns +
                                        " from kvc_access_tokens order by created_ms, id",
                                    {}));
-  std::vector<AccessTokenRecord> out;
-  out.reserve(static_cast<size_t>(r.rows()));
-  for (int i = 0; i < r.rows(); ++i) out.push_back(ReadToken(r, i));
-  return out;
+  return pg::AllRows<AccessTokenRecord>(r, ReadToken);
 }
 
 Result<AccessTokenRecord> PgCatalog::FindToken(const std::string& id) {

@@ -163,4 +163,34 @@ class Connection {
 // The hex digits of a database UUID without dashes (for channel and lock names).
 std::string UuidHex(const std::string& uuid);
 
+template <typename T>
+inline constexpr bool kIsResult = false;
+template <typename T>
+inline constexpr bool kIsResult<Result<T>> = true;
+
+// Appends every row of `r` to `*out`, as `read(r, row)` makes it (a T, or a Result<T> whose
+// error ends the reading and is returned).
+template <typename T, typename Read>
+Status AppendRows(const PgResult& r, Read&& read, std::vector<T>* out) {
+  out->reserve(out->size() + static_cast<size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    auto row = read(r, i);
+    if constexpr (kIsResult<decltype(row)>) {
+      if (!row.ok()) return row.status();
+      out->push_back(std::move(*row));
+    } else {
+      out->push_back(std::move(row));
+    }
+  }
+  return Status::Ok();
+}
+
+// The same, into a new vector.
+template <typename T, typename Read>
+Result<std::vector<T>> AllRows(const PgResult& r, Read&& read) {
+  std::vector<T> out;
+  KVC_RETURN_IF_ERROR(AppendRows(r, std::forward<Read>(read), &out));
+  return out;
+}
+
 }  // namespace kvc::storage::pg

@@ -30,6 +30,21 @@ std::string ScanSql(const char* table, const char* ts) {
          ts + ", q.id) > ($2, $3) order by q." + ts + ", q.id limit $4";
 }
 
+// A message from row i's columns ts, id, data, backoff_schedule, keys_if_undelivered,
+// attempts, lease, last_error.
+Result<QueuedMessage> ReadQueued(const PgResult& r, int i) {
+  QueuedMessage m;
+  m.row.ts = r.Int(i, 0);
+  m.row.id = r.Bytes(i, 1);
+  m.row.payload = r.Bytes(i, 2);
+  KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(r.Bytes(i, 3)));
+  KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(r.Bytes(i, 4)));
+  m.state.attempts = static_cast<int32_t>(r.Int(i, 5));
+  m.state.lease = r.Bytes(i, 6);
+  m.state.last_error = r.Bytes(i, 7);
+  return m;
+}
+
 }  // namespace
 
 void DefineQueueScans(Connection& conn) {
@@ -41,27 +56,11 @@ void DefineQueueScans(Connection& conn) {
 }
 
 Status AppendQueued(const PgResult& r, std::vector<QueuedMessage>* out) {
-  for (int i = 0; i < r.rows(); ++i) {
-    QueuedMessage m;
-    m.row.ts = r.Int(i, 0);
-    m.row.id = r.Bytes(i, 1);
-    m.row.payload = r.Bytes(i, 2);
-    KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(r.Bytes(i, 3)));
-    KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(r.Bytes(i, 4)));
-    m.state.attempts = static_cast<int32_t>(r.Int(i, 5));
-    m.state.lease = r.Bytes(i, 6);
-    m.state.last_error = r.Bytes(i, 7);
-    out->push_back(std::move(m));
-  }
-  return Status::Ok();
+  return AppendRows(r, ReadQueued, out);
 }
 
 Status AppendDead(const PgResult& r, std::vector<DeadLetterRow>* out) {
-  for (int i = 0; i < r.rows(); ++i) {
-    KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(r, i));
-    out->push_back(std::move(d));
-  }
-  return Status::Ok();
+  return AppendRows(r, ReadDead, out);
 }
 
 void QueueStatements::Define() {
@@ -88,7 +87,7 @@ void QueueStatements::Define() {
                "($1::uuid, $2, $3, $4, $5) on conflict (db, id) do update set attempts = "
                "excluded.attempts, lease = excluded.lease, last_error = excluded.last_error");
   conn_.Define("q_get_running",
-               "select r.deadline, r.data, r.backoff_schedule, r.keys_if_undelivered, "
+               "select r.deadline, r.id, r.data, r.backoff_schedule, r.keys_if_undelivered, "
                "coalesce(s.attempts, 0)::bigint, coalesce(s.lease, ''), "
                "coalesce(s.last_error, '') from kvc_queue_running r left join kvc_queue_state s "
                "on s.db = r.db and s.id = r.id where r.db = $1::uuid and r.id = $2 limit 1");
@@ -148,9 +147,7 @@ Result<std::vector<QueuedMessage>> QueueStatements::Due(int64_t now_ms, size_t l
   KVC_ASSIGN_OR_RETURN(
       PgResult r,
       conn_.Run("q_due", Params().Text(db_).Int64(now_ms).Int64(static_cast<int64_t>(limit))));
-  std::vector<QueuedMessage> out;
-  KVC_RETURN_IF_ERROR(AppendQueued(r, &out));
-  return out;
+  return AllRows<QueuedMessage>(r, ReadQueued);
 }
 
 Result<std::optional<int64_t>> QueueStatements::Earliest(bool running) {
@@ -172,15 +169,7 @@ Status QueueStatements::Lease(const QueueRow& row, int64_t deadline_ms,
 Result<std::optional<QueuedMessage>> QueueStatements::GetRunning(std::string_view id) {
   KVC_ASSIGN_OR_RETURN(PgResult r, conn_.Run("q_get_running", Params().Text(db_).Text(id)));
   if (r.rows() == 0) return std::optional<QueuedMessage>();
-  QueuedMessage m;
-  m.row.ts = r.Int(0, 0);
-  m.row.id = std::string(id);
-  m.row.payload = r.Bytes(0, 1);
-  KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(r.Bytes(0, 2)));
-  KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(r.Bytes(0, 3)));
-  m.state.attempts = static_cast<int32_t>(r.Int(0, 4));
-  m.state.lease = r.Bytes(0, 5);
-  m.state.last_error = r.Bytes(0, 6);
+  KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(r, 0));  // its ts is the deadline
   return std::optional<QueuedMessage>(std::move(m));
 }
 
@@ -227,9 +216,7 @@ Result<std::vector<DeadLetterRow>> QueueStatements::ListDead(std::string_view af
   KVC_ASSIGN_OR_RETURN(
       PgResult r,
       conn_.Run("q_list_dead", Params().Text(db_).Text(after).Int64(static_cast<int64_t>(limit))));
-  std::vector<DeadLetterRow> out;
-  KVC_RETURN_IF_ERROR(AppendDead(r, &out));
-  return out;
+  return AllRows<DeadLetterRow>(r, ReadDead);
 }
 
 Result<std::optional<DeadLetterRow>> QueueStatements::TakeDead(std::string_view id) {

@@ -29,7 +29,7 @@ constexpr int32_t kSnapshotLoadRows = 1000;
 pg::Connection Admin(const StorageOptions& o, const char* what) {
   return pg::Connection(
       o.location,
-      {{"target_session_attrs", "read-write"}, {"application_name", o.application_name}}, what);
+      {{"target_session_attrs", "read-write"}, {"application_name", o.pg.application_name}}, what);
 }
 
 }  // namespace
@@ -150,11 +150,7 @@ Result<std::unique_ptr<Backend>> PgStorage::OpenBackend(const DatabaseRecord& da
   o.read_conninfo = options_.read_location;
   o.use_replica = use_replica_;
   o.database_id = database.id;
-  o.change_retention_ms = options_.change_retention_ms;
-  o.feed_poll_ms = options_.feed_poll_ms;
-  o.expiry_leader_retry_ms = options_.expiry_leader_retry_ms;
-  o.commit_outcome_wait_ms = options_.commit_outcome_wait_ms;
-  o.application_name = options_.application_name;
+  o.tuning = options_.pg;
   KVC_ASSIGN_OR_RETURN(auto b, PgBackend::Open(o));
   return std::unique_ptr<Backend>(std::move(b));
 }

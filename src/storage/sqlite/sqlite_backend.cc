@@ -99,6 +99,28 @@ Result<StoredRow> ReadStoredRow(const Stmt& s, int first) {
 }
 
 // Runs `s` ("select v, v_encoding, version, expiration_ms from kv where k = ?1") for `key`.
+// A row of `select k, v, v_encoding, version, expiration_ms` as an entry.
+Result<Entry> ReadEntry(const Stmt& s) {
+  KVC_ASSIGN_OR_RETURN(StoredRow row, ReadStoredRow(s, 1));
+  return Entry{s.ColumnBlob(0), std::move(row.value), row.encoding, row.version, row.expire_at_ms};
+}
+
+// The same columns as a key and its stored row.
+Result<KeyedRow> ReadKeyedRow(const Stmt& s) {
+  KeyedRow k;
+  k.key = s.ColumnBlob(0);
+  KVC_ASSIGN_OR_RETURN(k.row, ReadStoredRow(s, 1));
+  return k;
+}
+
+// A row of `select version, prev_version, time_ms, record` of the change log.
+ChangeLogRow ReadChangeLogRow(const Stmt& s) {
+  return ChangeLogRow{.version = s.ColumnInt64(0),
+                      .prev_version = s.ColumnInt64(1),
+                      .time_ms = s.ColumnInt64(2),
+                      .bytes = s.ColumnBlob(3)};
+}
+
 Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std::string_view key) {
   Stmt s(stmt);
   s.BindBlob(1, key);
@@ -121,12 +143,10 @@ Result<QueueTableCounts> QueryQueueCounts(Connection& c, sqlite3_stmt* stmt, int
   Stmt s(stmt);
   s.BindInt64(1, now_ms);
   if (s.Step() != SQLITE_ROW) return c.Error("queue counts");
-  QueueTableCounts counts;
-  counts.ready = s.ColumnInt64(0);
-  counts.delayed = s.ColumnInt64(1);
-  counts.running = s.ColumnInt64(2);
-  counts.dead = s.ColumnInt64(3);
-  return counts;
+  return QueueTableCounts{.ready = s.ColumnInt64(0),
+                          .delayed = s.ColumnInt64(1),
+                          .running = s.ColumnInt64(2),
+                          .dead = s.ColumnInt64(3)};
 }
 
 // The ready (or running) messages after a (ts, id) place, with their delivery state; the
@@ -216,29 +236,17 @@ class SqliteReader : public Reader {
                        std::vector<ChangeLogRow>* out) override {
     Stmt s(log_read_);
     s.BindInt64(1, after_version).BindInt64(2, static_cast<int64_t>(max_entries));
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      ChangeLogRow row;
-      row.version = s.ColumnInt64(0);
-      row.prev_version = s.ColumnInt64(1);
-      row.time_ms = s.ColumnInt64(2);
-      row.bytes = s.ColumnBlob(3);
-      out->push_back(std::move(row));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("read change log");
-    return Status::Ok();
+    return sqlite::AppendRows(conn_, s, "read change log", ReadChangeLogRow, out);
   }
 
   Result<ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
     Stmt s(log_stats_);
     s.BindInt64(1, after_version);
     if (s.Step() != SQLITE_ROW) return conn_.Error("change log stats");
-    ChangeLogStats st;
-    st.entries = s.ColumnInt64(0);
-    st.oldest_version = s.ColumnInt64(1);
-    st.newest_version = s.ColumnInt64(2);
-    st.oldest_time_ms = s.ColumnInt64(3);
-    return st;
+    return ChangeLogStats{.entries = s.ColumnInt64(0),
+                          .oldest_version = s.ColumnInt64(1),
+                          .newest_version = s.ColumnInt64(2),
+                          .oldest_time_ms = s.ColumnInt64(3)};
   }
 
   Result<StorageStats> Stats() override {
@@ -268,14 +276,7 @@ class SqliteReader : public Reader {
     if (r.start >= r.end || r.limit <= 0) return Status::Ok();
     Stmt s(r.reverse ? scan_rev_ : scan_);
     s.BindBlob(1, r.start).BindBlob(2, r.end).BindInt64(3, now_ms).BindInt64(4, r.limit);
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KVC_ASSIGN_OR_RETURN(StoredRow row, ReadStoredRow(s, 1));
-      out->push_back(Entry{s.ColumnBlob(0), std::move(row.value), row.encoding, row.version,
-                           row.expire_at_ms});
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("scan");
-    return Status::Ok();
+    return sqlite::AppendRows(conn_, s, "scan", ReadEntry, out);
   }
 
   Result<std::optional<StoredRow>> Get(std::string_view key) override {
@@ -287,15 +288,7 @@ class SqliteReader : public Reader {
     if (r.start >= r.end || r.limit <= 0) return Status::Ok();
     Stmt s(scan_rows_);
     s.BindBlob(1, r.start).BindBlob(2, r.end).BindInt64(3, r.limit);
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KeyedRow k;
-      k.key = s.ColumnBlob(0);
-      KVC_ASSIGN_OR_RETURN(k.row, ReadStoredRow(s, 1));
-      out->push_back(std::move(k));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("scan rows");
-    return Status::Ok();
+    return sqlite::AppendRows(conn_, s, "scan rows", ReadKeyedRow, out);
   }
 
   Result<QueueTableCounts> QueueCounts(int64_t now_ms) override {
@@ -313,13 +306,7 @@ class SqliteReader : public Reader {
     }
     Stmt s(stmt);
     s.BindInt64(1, after.ts).BindText(2, after.id).BindInt64(3, static_cast<int64_t>(limit));
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(s));
-      out->push_back(std::move(m));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("scan queue");
-    return Status::Ok();
+    return sqlite::AppendRows(conn_, s, "scan queue", ReadQueued, out);
   }
 
   Status ScanDeadLetters(std::string_view after, size_t limit,
@@ -329,13 +316,7 @@ class SqliteReader : public Reader {
     }
     Stmt s(dead_scan_);
     s.BindText(1, after).BindInt64(2, static_cast<int64_t>(limit));
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(s));
-      out->push_back(std::move(d));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("scan dead letters");
-    return Status::Ok();
+    return sqlite::AppendRows(conn_, s, "scan dead letters", ReadDead, out);
   }
 
   Result<int64_t> DataVersion() override { return snapshot_version_; }
@@ -344,20 +325,12 @@ class SqliteReader : public Reader {
 
  private:
   Connection conn_{kErrorPrefix};
-  sqlite3_stmt* begin_ = nullptr;
-  sqlite3_stmt* end_ = nullptr;
-  sqlite3_stmt* scan_ = nullptr;
-  sqlite3_stmt* scan_rev_ = nullptr;
-  sqlite3_stmt* scan_rows_ = nullptr;
-  sqlite3_stmt* queue_counts_ = nullptr;
-  sqlite3_stmt* version_ = nullptr;
-  sqlite3_stmt* get_ = nullptr;
-  sqlite3_stmt* count_ = nullptr;
-  sqlite3_stmt* pages_ = nullptr;
-  sqlite3_stmt* log_read_ = nullptr;
-  sqlite3_stmt* log_stats_ = nullptr;
+  // Prepared statements, owned by conn_ (queue_counts_, queue_scan_ and dead_scan_ on first use).
+  sqlite3_stmt *begin_ = nullptr, *end_ = nullptr, *scan_ = nullptr, *scan_rev_ = nullptr,
+               *scan_rows_ = nullptr, *queue_counts_ = nullptr, *version_ = nullptr,
+               *get_ = nullptr, *count_ = nullptr, *pages_ = nullptr, *log_read_ = nullptr,
+               *log_stats_ = nullptr, *dead_scan_ = nullptr;
   sqlite3_stmt* queue_scan_[2] = {nullptr, nullptr};  // ready, running
-  sqlite3_stmt* dead_scan_ = nullptr;
   int64_t snapshot_version_ = 0;
 };
 
@@ -404,14 +377,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
   Result<std::vector<QueuedMessage>> QueueDue(int64_t now_ms, size_t limit) override {
     Stmt s(q_due_);
     s.BindInt64(1, now_ms).BindInt64(2, static_cast<int64_t>(limit));
-    std::vector<QueuedMessage> out;
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(s));
-      out.push_back(std::move(m));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("queue due");
-    return out;
+    return sqlite::AllRows<QueuedMessage>(conn_, s, "queue due", ReadQueued);
   }
 
   Result<std::optional<int64_t>> QueueEarliest(bool running) override {
@@ -439,26 +405,15 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
     const int rc = s.Step();
     if (rc == SQLITE_DONE) return std::optional<QueuedMessage>();
     if (rc != SQLITE_ROW) return conn_.Error("queue get running");
-    QueuedMessage m;
-    m.row.ts = s.ColumnInt64(0);
-    m.row.id = std::string(id);
-    m.row.payload = s.ColumnBlob(1);
-    KVC_ASSIGN_OR_RETURN(m.row.backoff_schedule, ParseBackoffSchedule(s.ColumnText(2)));
-    KVC_ASSIGN_OR_RETURN(m.row.keys_if_undelivered, ParseKeys(s.ColumnText(3)));
-    m.state.attempts = static_cast<int32_t>(s.ColumnInt64(4));
-    m.state.lease = s.ColumnText(5);
-    m.state.last_error = s.ColumnText(6);
+    KVC_ASSIGN_OR_RETURN(QueuedMessage m, ReadQueued(s));  // its ts is the deadline
     return std::optional<QueuedMessage>(std::move(m));
   }
 
   Result<std::vector<std::string>> QueueRunningDue(int64_t now_ms, size_t limit) override {
     Stmt s(q_running_due_);
     s.BindInt64(1, now_ms).BindInt64(2, static_cast<int64_t>(limit));
-    std::vector<std::string> ids;
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) ids.push_back(s.ColumnText(0));
-    if (rc != SQLITE_DONE) return conn_.Error("queue running due");
-    return ids;
+    return sqlite::AllRows<std::string>(conn_, s, "queue running due",
+                                        [](const Stmt& row) { return row.ColumnText(0); });
   }
 
   Status QueueSetDeadline(std::string_view id, int64_t deadline_ms) override {
@@ -504,14 +459,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
   Result<std::vector<DeadLetterRow>> QueueListDead(std::string_view after, size_t limit) override {
     Stmt s(q_list_dead_);
     s.BindText(1, after).BindInt64(2, static_cast<int64_t>(limit));
-    std::vector<DeadLetterRow> out;
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      KVC_ASSIGN_OR_RETURN(DeadLetterRow d, ReadDead(s));
-      out.push_back(std::move(d));
-    }
-    if (rc != SQLITE_DONE) return conn_.Error("queue list dead letters");
-    return out;
+    return sqlite::AllRows<DeadLetterRow>(conn_, s, "queue list dead letters", ReadDead);
   }
 
   Result<std::optional<DeadLetterRow>> QueueTakeDead(std::string_view id) override {
@@ -618,11 +566,8 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
   Result<std::vector<std::string>> DeleteExpired(int64_t now_ms) override {
     Stmt s(delete_expired_);
     s.BindInt64(1, now_ms);
-    std::vector<std::string> keys;
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) keys.push_back(s.ColumnBlob(0));
-    if (rc != SQLITE_DONE) return conn_.Error("delete expired");
-    return keys;
+    return sqlite::AllRows<std::string>(conn_, s, "delete expired",
+                                        [](const Stmt& row) { return row.ColumnBlob(0); });
   }
 
   Result<std::optional<int64_t>> EarliestExpiry() override {
@@ -657,7 +602,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
                                        "update set attempts = ?2, lease = ?3, last_error = ?4"));
     KVC_ASSIGN_OR_RETURN(
         q_get_running_,
-        conn_.Prepare("select r.deadline, r.data, r.backoff_schedule, r.keys_if_undelivered, "
+        conn_.Prepare("select r.deadline, r.id, r.data, r.backoff_schedule, r.keys_if_undelivered, "
                       "coalesce(s.attempts, 0), coalesce(s.lease, ''), "
                       "coalesce(s.last_error, '') from queue_running r left join "
                       "kvconnect_queue_state s on s.id = r.id where r.id = ?1 limit 1"));

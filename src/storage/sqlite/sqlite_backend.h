@@ -41,12 +41,10 @@ class SqliteBackend : public Backend {
   // processes out), fail-stop on a failed commit (a failed fsync leaves the outcome unknown),
   // with Deno's queue tables and our change log; no change feed (nobody else writes).
   BackendCapabilities capabilities() const override {
-    BackendCapabilities c;
-    c.exclusive_writer = true;
-    c.on_commit_error = CommitErrorPolicy::kFailStop;
-    c.change_log = true;
-    c.queue_store = true;
-    return c;
+    return {.exclusive_writer = true,
+            .on_commit_error = CommitErrorPolicy::kFailStop,
+            .change_log = true,
+            .queue_store = true};
   }
   Result<int64_t> LoadDataVersion() override;
   Result<std::unique_ptr<Reader>> OpenReader() override;

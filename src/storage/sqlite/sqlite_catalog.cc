@@ -52,12 +52,10 @@ constexpr const char* kErrorPrefix = "catalog: ";
 constexpr int kBusyTimeoutMs = 10000;
 
 DatabaseRecord ReadDatabase(const Stmt& s) {
-  DatabaseRecord d;
-  d.id = s.ColumnText(0);
-  d.name = s.ColumnText(1);
-  d.location = s.ColumnText(2);
-  d.created_ms = s.ColumnInt64(3);
-  return d;
+  return DatabaseRecord{.id = s.ColumnText(0),
+                        .name = s.ColumnText(1),
+                        .location = s.ColumnText(2),
+                        .created_ms = s.ColumnInt64(3)};
 }
 
 AccessTokenRecord ReadToken(const Stmt& s) {
@@ -142,11 +140,7 @@ Result<std::vector<DatabaseRecord>> SqliteCatalog::ListDatabases() {
   MutexLock lock(mu_);
   KVC_ASSIGN_OR_RETURN(
       Stmt s, conn_->PrepareOnce("select id, name, path, created_ms from databases order by name"));
-  std::vector<DatabaseRecord> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadDatabase(s));
-  if (rc != SQLITE_DONE) return conn_->Error("list databases");
-  return out;
+  return sqlite::AllRows<DatabaseRecord>(*conn_, s, "list databases", ReadDatabase);
 }
 
 Result<DatabaseRecord> SqliteCatalog::FindDatabase(const std::string& name_or_id) {
@@ -265,11 +259,7 @@ Result<std::vector<AccessTokenRecord>> SqliteCatalog::ListTokens() {
   std::string sql =
       std::string("select ") + kTokenColumns + " from access_tokens order by created_ms, id";
   KVC_ASSIGN_OR_RETURN(Stmt s, conn_->PrepareOnce(sql.c_str()));
-  std::vector<AccessTokenRecord> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadToken(s));
-  if (rc != SQLITE_DONE) return conn_->Error("list tokens");
-  return out;
+  return sqlite::AllRows<AccessTokenRecord>(*conn_, s, "list tokens", ReadToken);
 }
 
 Result<AccessTokenRecord> SqliteCatalog::FindToken(const std::string& id) {

@@ -97,4 +97,37 @@ class Stmt {
   bool owned_;
 };
 
+template <typename T>
+inline constexpr bool kIsResult = false;
+template <typename T>
+inline constexpr bool kIsResult<Result<T>> = true;
+
+// Steps `s` to its end and appends each row to `*out`, as `read(s)` makes it (a T, or a
+// Result<T> whose error ends the scan). Errors: read's, or conn.Error(what) when a step fails.
+template <typename T, typename Read>
+Status AppendRows(const Connection& conn, Stmt& s, std::string_view what, Read&& read,
+                  std::vector<T>* out) {
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto row = read(static_cast<const Stmt&>(s));
+    if constexpr (kIsResult<decltype(row)>) {
+      if (!row.ok()) return row.status();
+      out->push_back(std::move(*row));
+    } else {
+      out->push_back(std::move(row));
+    }
+  }
+  if (rc != SQLITE_DONE) return conn.Error(what);
+  return Status::Ok();
+}
+
+// The same, into a new vector.
+template <typename T, typename Read>
+Result<std::vector<T>> AllRows(const Connection& conn, Stmt& s, std::string_view what,
+                               Read&& read) {
+  std::vector<T> out;
+  KVC_RETURN_IF_ERROR(AppendRows(conn, s, what, std::forward<Read>(read), &out));
+  return out;
+}
+
 }  // namespace kvc::storage::sqlite
