@@ -19,13 +19,7 @@ export class AdminClient {
   }
 
   async call(method, path, body, { signal } = {}) {
-    let res;
-    try {
-      res = await fetch(this.base + path, this.init(method, body, signal));
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
-    }
+    const res = await reach(this.base + path, this.init(method, body, signal));
     const text = await res.text();
     let json = null;
     try {
@@ -95,23 +89,8 @@ export class AdminClient {
   // AbortError when `signal` aborts, ApiError when the server refuses.
   // EventSource cannot send an Authorization header, so this reads the stream with fetch.
   async watch(name, selector, { signal, onOpen, onEntries }) {
-    let res;
-    try {
-      res = await fetch(`${this.base}${db(name)}/watch`, this.init("POST", selector, signal));
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
-    }
-    if (!res.ok) {
-      const text = await res.text();
-      let json = null;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        // not JSON
-      }
-      throw new ApiError(res.status, json?.code ?? `http_${res.status}`, json?.error ?? text);
-    }
+    const res = await reach(`${this.base}${db(name)}/watch`, this.init("POST", selector, signal));
+    if (!res.ok) throw await errorOf(res);
     onOpen?.();
     await readEvents(res.body, (event, data) => {
       if (event === "entries") onEntries(JSON.parse(data).entries);
@@ -224,13 +203,7 @@ Object.assign(AdminClient.prototype, {
   // -> {blob, bytes, versionstamp}. A body that breaks off (the server gave up, the network
   // failed) rejects: a dump cut short is never returned as if it were whole.
   async exportDump(name, selector, { signal, onBytes } = {}) {
-    let res;
-    try {
-      res = await fetch(`${this.base}${db(name)}/export`, this.init("POST", selector, signal));
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
-    }
+    const res = await reach(`${this.base}${db(name)}/export`, this.init("POST", selector, signal));
     if (!res.ok) throw await errorOf(res);
     const reader = res.body.getReader();
     const parts = [];
@@ -263,21 +236,25 @@ Object.assign(AdminClient.prototype, {
     if (prefix && prefix.length) query.set("prefix", JSON.stringify(prefix));
     if (batch) query.set("batch", String(batch));
     if (firstLine) query.set("first_line", String(firstLine));
-    let res;
-    try {
-      res = await fetch(`${this.base}${db(name)}/import?${query}`, {
-        method: "POST", signal, body,
-        headers: { authorization: `Bearer ${this.token}`, "content-type": "application/x-ndjson" },
-        cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
-      });
-    } catch (e) {
-      if (e.name === "AbortError") throw e;
-      throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
-    }
+    const res = await reach(`${this.base}${db(name)}/import?${query}`, {
+      method: "POST", signal, body,
+      headers: { authorization: `Bearer ${this.token}`, "content-type": "application/x-ndjson" },
+      cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+    });
     if (!res.ok) throw await errorOf(res);
     return res.json();
   },
 });
+
+// fetch(), with a failure to reach the server as ApiError(0, "network"); an abort is rethrown.
+async function reach(url, init) {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    throw new ApiError(0, "network", `The server could not be reached (${e.message}).`);
+  }
+}
 
 // The ApiError for a refused answer; `details` keeps its whole JSON (or null).
 async function errorOf(res) {

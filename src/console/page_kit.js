@@ -1,5 +1,5 @@
 // Small helpers the Tokens, Queue and Import/Export pages share: error texts, human times,
-// counts with plurals, a button that asks once more, and the pages' stylesheet. Pure DOM, text
+// counts with plurals, a button that asks once more, the pages' stylesheet and start. Pure DOM, text
 // nodes only (dom.js).
 
 import { ApiError } from "./api.js";
@@ -83,6 +83,16 @@ export function confirmButton(label, confirmText, onConfirm, { ms = 5000, classN
 export function ensureStyles() {
   if (document.querySelector('link[href="/console/pages.css"]')) return;
   document.head.append(el("link", { rel: "stylesheet", href: "/console/pages.css" }));
+}
+
+// The start of a page of the current database: links the stylesheet, and without a database
+// shows a card that asks for one and returns false.
+export function startDatabasePage(root, ctx, title) {
+  ensureStyles();
+  if (ctx.db) return true;
+  root.append(el("section", { class: "card" }, el("h2", { text: title }),
+    el("p", { class: "message", text: "Choose a database first." })));
+  return false;
 }
 
 // A message line inside a page: show(text, kind) with kind "", "ok", "error" or "conflict".

@@ -9,21 +9,16 @@
 import { clear, el } from "./dom.js";
 import { describeValue, formatKey } from "./kv.js";
 import {
-  confirmButton, count, describeError, ensureStyles, messageLine, timeNode,
+  confirmButton, count, describeError, messageLine, startDatabasePage, timeNode,
 } from "./page_kit.js";
 
 const PAGE = 100;             // dead letters per list call
 const REFRESH_MS = 5000;      // counts, while the page is open and auto refresh is on
 
 export function mount(root, ctx) {
-  ensureStyles();
+  if (!startDatabasePage(root, ctx, "Queue")) return;
   const api = ctx.api;
   const name = ctx.db;
-  if (!name) {
-    root.append(el("section", { class: "card" }, el("h2", { text: "Queue" }),
-      el("p", { class: "message", text: "Choose a database first." })));
-    return;
-  }
   let alive = true;
   let timer = 0;
   ctx.onLeave?.(() => {

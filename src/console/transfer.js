@@ -17,7 +17,7 @@
 import { ApiError } from "./api.js";
 import { el } from "./dom.js";
 import { formatBytes, formatKey, parseKey } from "./kv.js";
-import { count, describeError, ensureStyles, messageLine } from "./page_kit.js";
+import { count, describeError, messageLine, startDatabasePage } from "./page_kit.js";
 
 const CHUNK_LINES = 500;            // lines a request; also the server's batch (entries/commit)
 const CHUNK_BYTES = 1 << 20;        // bytes a request, about (a longer line goes alone)
@@ -72,14 +72,9 @@ async function nextChunk(file, offset, firstLine) {
 }
 
 export function mount(root, ctx) {
-  ensureStyles();
+  if (!startDatabasePage(root, ctx, "Import and export")) return;
   const api = ctx.api;
   const name = ctx.db;
-  if (!name) {
-    root.append(el("section", { class: "card" }, el("h2", { text: "Import and export" }),
-      el("p", { class: "message", text: "Choose a database first." })));
-    return;
-  }
   let exporting = null;   // AbortController while an export runs
   let importing = null;   // AbortController while an import runs
   ctx.onLeave?.(() => {
@@ -134,23 +129,30 @@ export function mount(root, ctx) {
       el("div", { class: "row" }, importButton, importCancel, bar, progressText),
       importMessage));
 
-  function readPrefix(input) {
+  // The key prefix typed in `input` ([] when empty), or null after saying in `message` why the
+  // text is no key.
+  function prefixOrSay(input, message) {
     const text = input.value.trim();
-    return text ? parseKey(text) : [];
+    try {
+      return text ? parseKey(text) : [];
+    } catch (e) {
+      message.show(e.message, "error");
+      return null;
+    }
+  }
+
+  // Disables `button`, enables `cancel`; the AbortController of the run that starts.
+  function startRun(button, cancel) {
+    button.disabled = true;
+    cancel.disabled = false;
+    return new AbortController();
   }
 
   async function runExport() {
-    let prefix;
-    try {
-      prefix = readPrefix(exportPrefix);
-    } catch (e) {
-      exportMessage.show(e.message, "error");
-      return;
-    }
-    const controller = new AbortController();
+    const prefix = prefixOrSay(exportPrefix, exportMessage);
+    if (!prefix) return;
+    const controller = startRun(exportButton, exportCancel);
     exporting = controller;
-    exportButton.disabled = true;
-    exportCancel.disabled = false;
     exportMessage.show("Exporting…");
     try {
       const dump = await api.exportDump(name, prefix.length ? { prefix } : {}, {
@@ -183,17 +185,10 @@ export function mount(root, ctx) {
       importMessage.show("Choose an NDJSON file first.", "error");
       return;
     }
-    let prefix;
-    try {
-      prefix = readPrefix(importPrefix);
-    } catch (e) {
-      importMessage.show(e.message, "error");
-      return;
-    }
-    const controller = new AbortController();
+    const prefix = prefixOrSay(importPrefix, importMessage);
+    if (!prefix) return;
+    const controller = startRun(importButton, importCancel);
     importing = controller;
-    importButton.disabled = true;
-    importCancel.disabled = false;
     importMessage.show("");
     const done = { lines: 0, bytes: 0, entries: 0, batches: 0, deleted: 0 };
     let totalLines = 0;
