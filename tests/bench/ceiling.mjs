@@ -84,7 +84,8 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/ceiling.mjs
                     bench_ceiling_smoke); the figures mean nothing
   -h, --help        this text
 
-Needs nghttpd (Debian: apt-get install nghttp2-server), protoc (protobuf-compiler) and
+Needs nghttpd (Debian: apt-get install nghttp2-server; NGHTTPD_BIN=<path> picks another),
+protoc (protobuf-compiler) and
 \`npm ci\` in tests/e2e (the Deno binary and the harness come from there).`;
 
 function parseOptions(argv) {
@@ -206,11 +207,14 @@ function nghttpdVersion(bin) {
  * (listeningPorts). Fails, saying to install nghttp2-server, when nghttpd is not on PATH.
  */
 async function startNghttpd(htdocs) {
-  // Debian installs it in /usr/sbin, which is not on every user's PATH.
-  const bin = which("nghttpd") ?? (fs.existsSync("/usr/sbin/nghttpd") ? "/usr/sbin/nghttpd" : null);
+  // NGHTTPD_BIN overrides; Debian installs it in /usr/sbin, which is not on every user's PATH.
+  const override = process.env.NGHTTPD_BIN;
+  const bin = override
+    ? (fs.existsSync(override) ? override : null)
+    : which("nghttpd") ?? (fs.existsSync("/usr/sbin/nghttpd") ? "/usr/sbin/nghttpd" : null);
   if (!bin) {
-    throw new Error("nghttpd not found (on PATH or in /usr/sbin): the no-work ceiling needs it. Install Debian's " +
-      "nghttp2-server (apt-get install nghttp2-server; deploy/dev.sh test installs it)");
+    throw new Error(`nghttpd not found (${override ? `NGHTTPD_BIN=${override}` : "on PATH or in /usr/sbin"}): the no-work ` +
+      "ceiling needs it. Install Debian's nghttp2-server (apt-get install nghttp2-server; deploy/dev.sh test installs it)");
   }
   const args = ["--no-tls", "--address=127.0.0.1", `--htdocs=${htdocs}`, "0"];
   const proc = spawnHelper(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
