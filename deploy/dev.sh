@@ -30,10 +30,11 @@ BUILD_PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-c
 # What only the tests need, on top (`test` installs both lists, and Node.js and npm): GoogleTest,
 # clang and its sanitizer runtimes, ccache (CI builds three times), PostgreSQL 15 for the
 # PostgreSQL tests, Chromium for the console tests, promtool (prometheus) for the metrics and
-# alert-rule checks, and the tools the deployment checks drive.
+# alert-rule checks, the tools the deployment checks drive, and nghttpd (nghttp2-server), the
+# no-work HTTP/2 server of the benchmark's ceiling (tests/bench/ceiling.mjs).
 TEST_PACKAGES=(libgtest-dev libgmock-dev sqlite3 openssl systemd python3-yaml clang clang-tidy
   libclang-rt-14-dev ccache prometheus curl chromium fonts-dejavu-core postgresql-15
-  nghttp2-client)
+  nghttp2-client nghttp2-server)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -1,12 +1,16 @@
-// Helpers shared by the benchmark runners (run.mjs, scale.mjs): running commands and
-// `kvconnect bench`, finding tools on PATH, the machine description, number formatting, and
-// the redis-benchmark baseline against a private redis-server.
+// Helpers shared by the benchmark runners (run.mjs, scale.mjs, ceiling.mjs, ...): running
+// commands, `kvconnect bench` and deno/bench.ts, finding tools on PATH, the CPU time of a
+// process, Deno KV keys, the machine description, number formatting, and the redis-benchmark
+// baseline against a private redis-server.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { denoBin, guessTcpPort, kvconnectBin, makeTempDir, runKvconnect, sleep } from "../e2e/harness.mjs";
+import { fileURLToPath } from "node:url";
+import { denoBin, guessTcpPort, kvconnectBin, makeTempDir, runKvconnect, sleep, spawnDeno } from "../e2e/harness.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 // ---------------------------------------------------------------------------
 // Processes
@@ -22,6 +26,14 @@ process.on("exit", () => {
     }
   }
 });
+
+/** Spawns a helper process that is killed when this process exits (unless it ended first). */
+export function spawnHelper(cmd, args, opts) {
+  const child = spawn(cmd, args, opts);
+  children.add(child);
+  child.once("close", () => children.delete(child));
+  return child;
+}
 
 /** Runs a command to completion; resolves { code, signal, stdout, stderr }. */
 export function runCommand(cmd, args, { timeoutMs = 120_000, cwd } = {}) {
@@ -93,6 +105,176 @@ export async function runKvcBench(server, args, { timeoutMs = 180_000 } = {}) {
     report: valid ? report : null,
     stderr: ok ? undefined : `${res.stderr}${valid || !res.stdout.trim() ? "" : `\n--- stdout ---\n${res.stdout}`}`.slice(-4000),
   };
+}
+
+// ---------------------------------------------------------------------------
+// deno/bench.ts: one workload through the real Deno client
+
+export const BENCH_SCRIPT = path.join(HERE, "deno", "bench.ts");
+
+/**
+ * Runs deno/bench.ts once: the workload of `row` ({id, workload, concurrency}) for
+ * opts.duration seconds after opts.warmup, against `kvUrl` (a KV Connect URL, with `token`, or
+ * a SQLite file path). `env` adds or overrides KV_BENCH_* settings; the key namespace defaults
+ * to `<row id>-<8 random characters>`. `onStdoutLine(line, proc)` sees each line the script
+ * prints as it arrives (proc: the Deno child process). Resolves
+ * { row, target, code, signal, timedOut, ok, result, stderr }: `result` is the script's JSON
+ * line or null; `ok` means exit 0, a result and no errors; `stderr` (last 4000 characters) is
+ * kept only when something went wrong.
+ */
+export async function runDenoBench(row, target, { kvUrl, token, opts, env = {}, onStdoutLine } = {}) {
+  const fullEnv = {
+    KV_BENCH_WORKLOAD: row.workload,
+    KV_BENCH_CONCURRENCY: String(row.concurrency),
+    KV_BENCH_DURATION: String(opts.duration),
+    KV_BENCH_WARMUP: String(opts.warmup),
+    KV_BENCH_NS: `${row.id}-${Math.random().toString(36).slice(2, 10)}`,
+    ...env,
+  };
+  const timeoutMs = Math.ceil((opts.duration + opts.warmup) * 1000) + 180_000;
+  const spawned = spawnDeno(BENCH_SCRIPT, {
+    kvUrl, token, env: fullEnv, timeoutMs,
+    onStdoutLine: onStdoutLine ? (line) => onStdoutLine(line, spawned.proc) : undefined,
+  });
+  const res = await spawned.done;
+  const s = res.summary;
+  const valid = s && typeof s.ops === "number" && s.workload === row.workload;
+  const errors = valid ? s.errors : null;
+  return {
+    row: row.id,
+    target,
+    code: res.code,
+    signal: res.signal,
+    timedOut: res.timedOut,
+    ok: res.code === 0 && valid && errors === 0,
+    result: valid ? s : null,
+    stderr: res.code === 0 && !errors ? undefined : res.stderr.slice(-4000),
+  };
+}
+
+/** One line about a runDenoBench() result for the progress log. */
+export function describeDenoRun(r) {
+  if (!r.result) {
+    return `FAILED (exit ${r.code}${r.signal ? `, ${r.signal}` : ""}${r.timedOut ? ", timed out" : ""})`;
+  }
+  const s = r.result;
+  const money = s.extra?.preserved === undefined ? "" : `, total ${s.extra.total_after}/${s.extra.total_expected}`;
+  return `${fmtInt(s.ops_per_s)} ops/s, p50 ${fmtMs(s.p50_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms` +
+    `${s.errors ? `, ${s.errors} errors` : ""}${money}${r.code === 0 ? "" : ` (exit ${r.code})`}`;
+}
+
+/**
+ * The rows a `--workloads` list selects from `rows` ({id, workload, concurrency, ...}), in the
+ * list's order: a row id, a bare workload name (all its rows) or any other
+ * `<workload>@<in flight>` of a workload in `workloads` (a new row). All rows when `spec` is
+ * empty. Throws on anything else.
+ */
+export function selectRows(spec, rows, workloads) {
+  if (!spec) return rows;
+  const out = [];
+  const add = (row) => {
+    if (!out.some((r) => r.id === row.id)) out.push(row);
+  };
+  for (const item of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const known = rows.filter((r) => r.id === item || r.workload === item);
+    if (known.length) {
+      known.forEach(add);
+      continue;
+    }
+    const m = /^([a-z]+)@(\d+)$/.exec(item);
+    if (!m || !workloads.includes(m[1]) || Number(m[2]) < 1) {
+      throw new Error(`unknown row "${item}": use ${rows.map((r) => r.id).join(", ")}, a workload name ` +
+        `(${workloads.join(", ")}) or <workload>@<in flight>`);
+    }
+    add({ id: item, workload: m[1], concurrency: Number(m[2]) });
+  }
+  if (!out.length) throw new Error("--workloads selects no row");
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// CPU time of a process
+
+/** Clock ticks per second of the times in /proc/<pid>/stat. */
+export const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
+
+/**
+ * {ppid, self, children} of a process from /proc/<pid>/stat: `self` is the CPU seconds (user +
+ * system) of all its threads so far, `children` those of its reaped children; null if gone.
+ */
+export function procCpu(pid) {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = text.slice(text.lastIndexOf(")") + 2).split(" ");  // f[0] is field 3 (state)
+    return { ppid: Number(f[1]), self: (Number(f[11]) + Number(f[12])) / CLK_TCK, children: (Number(f[13]) + Number(f[14])) / CLK_TCK };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The TCP ports process `pid` listens on (IPv4 and IPv6), from its socket inodes in
+ * /proc/<pid>/fd and the LISTEN rows of /proc/net/tcp{,6}: how to learn the port of a server
+ * that was told to bind port 0 and does not say which port it got. [] when gone.
+ */
+export function listeningPorts(pid) {
+  const inodes = new Set();
+  let fds = [];
+  try {
+    fds = fs.readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return [];
+  }
+  for (const fd of fds) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = [];
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = fs.readFileSync(file, "utf8");
+    } catch {
+      continue;  // no IPv6
+    }
+    for (const line of text.trim().split("\n").slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      const f = line.trim().split(/\s+/);
+      if (f[3] === "0A" && inodes.has(f[9])) ports.push(parseInt(f[1].split(":")[1], 16));
+    }
+  }
+  return ports;
+}
+
+// ---------------------------------------------------------------------------
+// Deno KV keys
+
+/**
+ * A Deno KV key in the tuple codec: a string part is 0x02 <utf-8, 0x00 as 0x00 0xff> 0x00, a
+ * number part 0x21 and the big-endian IEEE double with the sign bit flipped (all bits flipped
+ * when negative), so that byte order is numeric order.
+ */
+export function tupleKey(...parts) {
+  return Buffer.concat(parts.map((p) => {
+    if (typeof p === "string") {
+      const utf8 = Buffer.from(p);
+      const escaped = [];
+      for (const b of utf8) escaped.push(...(b === 0 ? [0, 0xff] : [b]));
+      return Buffer.from([2, ...escaped, 0]);
+    }
+    if (typeof p === "number") {
+      const d = Buffer.alloc(8);
+      d.writeDoubleBE(p);
+      if (d[0] & 0x80) for (let i = 0; i < 8; i++) d[i] ^= 0xff;
+      else d[0] ^= 0x80;
+      return Buffer.concat([Buffer.from([0x21]), d]);
+    }
+    throw new Error(`tupleKey: unsupported key part ${typeof p}`);
+  }));
 }
 
 /** One line about a `kvconnect bench` run for the progress log. */

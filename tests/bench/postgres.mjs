@@ -37,7 +37,6 @@
 // errors. --smoke (0.5 s windows) is the ctest `bench_postgres_smoke`: it checks that every
 // part runs and the table is printed, never the timings. The numbers belong to the machine they
 // were taken on, which must be otherwise idle.
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -45,7 +44,7 @@ import { parseArgs } from "node:util";
 import { randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
 import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
-  describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption, printMachine, runKvcBench,
+  CLK_TCK, describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption, printMachine, procCpu, runKvcBench,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -104,19 +103,6 @@ function parseOptions(argv) {
 
 // ---------------------------------------------------------------------------
 // Diagnostics: CPU of each process group, /metrics of a node, pg_stat_statements, pg_stat_activity
-
-const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
-
-/** {ppid, self, children} of a process from /proc/<pid>/stat, CPU in seconds; null if gone. */
-function procCpu(pid) {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = text.slice(text.lastIndexOf(")") + 2).split(" ");  // f[0] is field 3 (state)
-    return { ppid: Number(f[1]), self: (Number(f[11]) + Number(f[12])) / CLK_TCK, children: (Number(f[13]) + Number(f[14])) / CLK_TCK };
-  } catch {
-    return null;
-  }
-}
 
 /** A backend of the `postgres` database (the wait-event sampler), by its process title. */
 function isSamplerBackend(pid) {

@@ -30,16 +30,13 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { makeTempDir, removeTempDirs, spawnDeno, startServer } from "../e2e/harness.mjs";
+import { makeTempDir, removeTempDirs, startServer } from "../e2e/harness.mjs";
 import { dataPath, H2, metadata } from "../e2e/raw_client.mjs";
 import {
-  describeKvcBench, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine, redisRows, runCommand, runKvcBench, which,
+  describeDenoRun, describeKvcBench, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine, redisRows,
+  runCommand, runDenoBench, runKvcBench, selectRows, tupleKey, which,
 } from "./lib.mjs";
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const BENCH_SCRIPT = path.join(HERE, "deno", "bench.ts");
 
 /** The rows of the table, in order. `goal` is what the issue asks of kvconnect. */
 const ROWS = [
@@ -50,7 +47,7 @@ const ROWS = [
   { id: "transfer@64", workload: "transfer", concurrency: 64, goal: { ratio: 3, preserved: true } },
   { id: "list@16", workload: "list", concurrency: 16 },
 ];
-const WORKLOADS = ["set", "get", "transfer", "list"];
+const WORKLOADS = ["set", "get", "getmany", "transfer", "list"];
 const TARGETS = ["kvconnect", "local"];
 const SERVER_ARGS = ["--sync", "full", "--rate-limit-rps", "0"];
 
@@ -100,35 +97,12 @@ function parseOptions(argv) {
     duration: num("duration", 5, 0.1, false),
     warmup: num("warmup", 1, 0, false),
     repeat: num("repeat", 1, 1, true),
-    rows: selectRows(values.workloads),
+    rows: selectRows(values.workloads, ROWS, WORKLOADS),
     json: values.json,
     serverArgs: (values["server-args"] ?? "").split(/\s+/).filter(Boolean),
     tools: !values["no-tools"],
     raw: !values["no-raw"],
   };
-}
-
-function selectRows(spec) {
-  if (!spec) return ROWS;
-  const out = [];
-  const add = (row) => {
-    if (!out.some((r) => r.id === row.id)) out.push(row);
-  };
-  for (const item of spec.split(",").map((s) => s.trim()).filter(Boolean)) {
-    const known = ROWS.filter((r) => r.id === item || r.workload === item);
-    if (known.length) {
-      known.forEach(add);
-      continue;
-    }
-    const m = /^([a-z]+)@(\d+)$/.exec(item);
-    if (!m || !WORKLOADS.includes(m[1]) || Number(m[2]) < 1) {
-      throw new Error(`unknown row "${item}": use ${ROWS.map((r) => r.id).join(", ")}, a workload name ` +
-        `(${WORKLOADS.join(", ")}) or <workload>@<in flight>`);
-    }
-    add({ id: item, workload: m[1], concurrency: Number(m[2]) });
-  }
-  if (!out.length) throw new Error("--workloads selects no row");
-  return out;
 }
 
 const fmtLat = (s) => (s ? `${fmtMs(s.p50_ms)} / ${fmtMs(s.p99_ms)} / ${fmtMs(s.p999_ms)}` : "—");
@@ -137,52 +111,13 @@ const fmtLat = (s) => (s ? `${fmtMs(s.p50_ms)} / ${fmtMs(s.p99_ms)} / ${fmtMs(s.
 // Deno benchmarks
 
 async function runBench(row, target, server, opts) {
-  let kvUrl;
-  let token;
-  let localDir;
-  if (target === "kvconnect") {
-    kvUrl = server.url;
-    token = server.token;
-  } else {
-    localDir = await makeTempDir("kvconnect-bench-local-");
-    kvUrl = path.join(localDir, "bench.sqlite");
-  }
-  const env = {
-    KV_BENCH_WORKLOAD: row.workload,
-    KV_BENCH_CONCURRENCY: String(row.concurrency),
-    KV_BENCH_DURATION: String(opts.duration),
-    KV_BENCH_WARMUP: String(opts.warmup),
-    KV_BENCH_NS: `${row.id}-${Math.random().toString(36).slice(2, 10)}`,
-  };
-  const timeoutMs = Math.ceil((opts.duration + opts.warmup) * 1000) + 180_000;
+  if (target === "kvconnect") return await runDenoBench(row, target, { kvUrl: server.url, token: server.token, opts });
+  const localDir = await makeTempDir("kvconnect-bench-local-");
   try {
-    const res = await spawnDeno(BENCH_SCRIPT, { kvUrl, token, env, timeoutMs }).done;
-    const s = res.summary;
-    const valid = s && typeof s.ops === "number" && s.workload === row.workload;
-    const errors = valid ? s.errors : null;
-    return {
-      row: row.id,
-      target,
-      code: res.code,
-      signal: res.signal,
-      timedOut: res.timedOut,
-      ok: res.code === 0 && valid && errors === 0,
-      result: valid ? s : null,
-      stderr: res.code === 0 && !errors ? undefined : res.stderr.slice(-4000),
-    };
+    return await runDenoBench(row, target, { kvUrl: path.join(localDir, "bench.sqlite"), opts });
   } finally {
-    if (localDir) await fsp.rm(localDir, { recursive: true, force: true }).catch(() => {});
+    await fsp.rm(localDir, { recursive: true, force: true }).catch(() => {});
   }
-}
-
-function describeRun(r) {
-  if (!r.result) {
-    return `FAILED (exit ${r.code}${r.signal ? `, ${r.signal}` : ""}${r.timedOut ? ", timed out" : ""})`;
-  }
-  const s = r.result;
-  const money = s.extra?.preserved === undefined ? "" : `, total ${s.extra.total_after}/${s.extra.total_expected}`;
-  return `${fmtInt(s.ops_per_s)} ops/s, p50 ${fmtMs(s.p50_ms)} ms, p99 ${fmtMs(s.p99_ms)} ms` +
-    `${s.errors ? `, ${s.errors} errors` : ""}${money}${r.code === 0 ? "" : ` (exit ${r.code})`}`;
 }
 
 function summarize(row, runs) {
@@ -372,9 +307,6 @@ function varint(n) {
 const field = (no, bytes) => Buffer.concat([varint((no << 3) | 2), varint(bytes.length), bytes]);
 const fieldVarint = (no, n) => Buffer.concat([varint(no << 3), varint(n)]);
 
-/** A Deno KV key of strings in the tuple codec: 0x02 <utf-8> 0x00 per part. */
-const tupleKey = (...parts) => Buffer.concat(parts.map((p) => Buffer.concat([Buffer.from([2]), Buffer.from(p), Buffer.from([0])])));
-
 /** SnapshotRead of one point range, as kv.get(key) sends it. */
 function snapshotReadBody(key) {
   const range = Buffer.concat([field(1, key), field(2, Buffer.concat([key, Buffer.from([0])])), fieldVarint(3, 1)]);
@@ -515,7 +447,7 @@ async function main() {
           const r = await runBench(row, target, server, opts);
           r.repeat = rep + 1;
           runs.push(r);
-          log(`[${row.id} ${target} ${rep + 1}/${opts.repeat}] ${describeRun(r)}`);
+          log(`[${row.id} ${target} ${rep + 1}/${opts.repeat}] ${describeDenoRun(r)}`);
           if (r.stderr) log(r.stderr.trim().split("\n").slice(-10).map((l) => `    ${l}`).join("\n"));
           if (!server.running) throw new Error(`kvconnect exited during ${row.id}:\n${server.logTail(40)}`);
         }

@@ -39,7 +39,7 @@ else
   # Packages only the tests use: none of them may be in the run list.
   bad=()
   for p in libgtest-dev libgmock-dev clang clang-tidy libclang-rt-14-dev ccache prometheus \
-    chromium fonts-dejavu-core postgresql-15 nghttp2-client systemd python3-yaml sqlite3 curl; do
+    chromium fonts-dejavu-core postgresql-15 nghttp2-client nghttp2-server systemd python3-yaml sqlite3 curl; do
     grep -qx -- "$p" <<<"$run_list" && bad+=("$p")
     grep -qx -- "$p" <<<"$test_list" || fail "the test list lacks $p"
   done

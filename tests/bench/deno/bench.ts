@@ -5,13 +5,21 @@
 // Every setting comes from a flag or, failing that, an environment variable:
 //
 //   --target URL|FILE     KV_URL               where to connect (required)
-//   --workload NAME       KV_BENCH_WORKLOAD    set | get | transfer | list (required)
+//   --workload NAME       KV_BENCH_WORKLOAD    set | get | getmany | transfer | list (required)
 //   --concurrency N       KV_BENCH_CONCURRENCY operations in flight (default 1)
 //   --duration S          KV_BENCH_DURATION    timed window in seconds (default 5)
 //   --warmup S            KV_BENCH_WARMUP      untimed warm-up before it (default 1)
-//   --keys N              KV_BENCH_KEYS        key space of set/get (default 10000)
+//   --keys N              KV_BENCH_KEYS        key space of set/get/getmany (default 10000)
 //   --accounts N          KV_BENCH_ACCOUNTS    accounts of transfer (default 100)
 //   --list-size N         KV_BENCH_LIST_SIZE   entries one list returns (default 100)
+//   --getmany-keys N      KV_BENCH_GETMANY_KEYS keys one getMany reads (default 10, at most 10)
+//   --verify 0|1          KV_BENCH_VERIFY      0: transfer skips reading the balances back
+//                                              (for a server of canned answers, which keeps
+//                                              no state; default 1)
+//   --marks 0|1           KV_BENCH_MARKS       1: print "# window-start" on stdout when the
+//                                              timed window opens and "# window-end" when its
+//                                              last operation finished, so that a runner can
+//                                              sample the servers' CPU over exactly the window
 //   --ns TEXT             KV_BENCH_NS          key namespace (default: a random UUID)
 //   DENO_KV_ACCESS_TOKEN                       the server's access token
 //
@@ -20,6 +28,8 @@
 //   set       kv.set of a random key out of --keys.
 //   get       kv.get of a random key out of --keys, all written before the warm-up; a miss
 //             counts as an error.
+//   getmany   kv.getMany of --getmany-keys random keys out of --keys (one read range each),
+//             written like get's; a miss counts as an error.
 //   transfer  a bank transfer between two different random accounts out of --accounts
 //             (each starts with 1000), 1..10 but at most the balance: getMany of both,
 //             then atomic().check(both).set(from, -amount).set(to, +amount).commit(),
@@ -48,10 +58,13 @@ type Opts = {
   keys: number;
   accounts: number;
   listSize: number;
+  getManyKeys: number;
+  verify: boolean;
+  marks: boolean;
   ns: string;
 };
 
-const WORKLOADS = ["set", "get", "transfer", "list"];
+const WORKLOADS = ["set", "get", "getmany", "transfer", "list"];
 const INITIAL_BALANCE = 1000;
 const VALUE = "v".repeat(100);
 const MAX_ERROR_SAMPLES = 5;
@@ -75,7 +88,10 @@ function parseOptions(args: string[]): Opts {
       flags.set(a.slice(2), args[++i]);
     }
   }
-  const known = ["target", "workload", "concurrency", "duration", "warmup", "keys", "accounts", "list-size", "ns"];
+  const known = [
+    "target", "workload", "concurrency", "duration", "warmup", "keys", "accounts", "list-size", "getmany-keys",
+    "verify", "marks", "ns",
+  ];
   for (const k of flags.keys()) if (!known.includes(k)) fail(`unknown flag --${k}`);
   const get = (flag: string, env: string) => flags.get(flag) ?? Deno.env.get(env) ?? undefined;
   const num = (flag: string, env: string, def: number, min: number, integer = true) => {
@@ -91,6 +107,9 @@ function parseOptions(args: string[]): Opts {
   if (!target) fail("no target: pass --target URL|FILE or set KV_URL");
   const workload = get("workload", "KV_BENCH_WORKLOAD") ?? "";
   if (!WORKLOADS.includes(workload)) fail(`--workload must be one of ${WORKLOADS.join(", ")}, got "${workload}"`);
+  const getManyKeys = num("getmany-keys", "KV_BENCH_GETMANY_KEYS", 10, 1);
+  // Deno's client sends at most 10 read ranges in one snapshot read.
+  if (getManyKeys > 10) fail(`--getmany-keys (KV_BENCH_GETMANY_KEYS) must be at most 10, got ${getManyKeys}`);
   return {
     target,
     workload,
@@ -100,6 +119,9 @@ function parseOptions(args: string[]): Opts {
     keys: num("keys", "KV_BENCH_KEYS", 10000, 1),
     accounts: num("accounts", "KV_BENCH_ACCOUNTS", 100, 2),
     listSize: num("list-size", "KV_BENCH_LIST_SIZE", 100, 1),
+    getManyKeys,
+    verify: num("verify", "KV_BENCH_VERIFY", 1, 0) !== 0,
+    marks: num("marks", "KV_BENCH_MARKS", 0, 0) !== 0,
     ns: get("ns", "KV_BENCH_NS") || crypto.randomUUID(),
   };
 }
@@ -163,6 +185,17 @@ function makeWorkload(kv: Deno.Kv, o: Opts): Workload {
         },
         finish: async () => ({ extra: { keys: o.keys } }),
       };
+    case "getmany":
+      return {
+        setup: () => preload(kv, Array.from({ length: o.keys }, (_, i) => [key(i), VALUE] as [Deno.KvKey, unknown])),
+        op: async () => {
+          const keys = Array.from({ length: o.getManyKeys }, () => key(randInt(o.keys)));
+          for (const e of await kv.getMany(keys)) {
+            if (e.versionstamp === null) throw new Error(`getMany ${Deno.inspect(e.key)}: missing`);
+          }
+        },
+        finish: async () => ({ extra: { keys: o.keys, keys_per_op: o.getManyKeys } }),
+      };
     case "list":
       return {
         setup: () => preload(kv, Array.from({ length: o.listSize }, (_, i) => [key(i), VALUE] as [Deno.KvKey, unknown])),
@@ -199,6 +232,7 @@ function makeWorkload(kv: Deno.Kv, o: Opts): Workload {
           }
         },
         finish: async () => {
+          if (!o.verify) return { extra: { accounts: o.accounts, conflicts, total_check: "skipped (--verify 0)" } };
           const keys = Array.from({ length: o.accounts }, (_, i) => acct(i));
           let total = 0;
           let negative = 0;
@@ -292,6 +326,9 @@ async function run(o: Opts) {
       latencies[ops++] = end - start;
     }
   };
+  const startMark = o.marks
+    ? setTimeout(() => console.log("# window-start"), Math.max(0, windowStart - performance.now()))
+    : undefined;
   // Deno's KV Connect client retries a request to an unreachable server without end, so a
   // server that died mid-run would leave the loops waiting forever.
   const stall = setTimeout(() => {
@@ -305,6 +342,8 @@ async function run(o: Opts) {
     loopFailure = e instanceof Error ? e.message : String(e);
   }
   clearTimeout(stall);
+  clearTimeout(startMark);
+  if (o.marks) console.log("# window-end");
 
   const seconds = (lastEnd - windowStart) / 1000;
   const sorted = latencies.slice(0, ops).sort();
