@@ -35,8 +35,8 @@ import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import { makeTempDir, removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
 import {
-  describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo, numberOption, printMachine, procCpu,
-  runDenoBench, selectRows, spawnHelper, tupleKey, which,
+  commandLine, describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo, numberOption,
+  printMachine, procCpu, runDenoBench, runRounds, selectRows, spawnHelper, tupleKey, which,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -447,17 +447,8 @@ function smokeProblems(rows, runs, lines) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  let opts;
-  try {
-    opts = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error(`${e.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (opts.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const { opts, exitCode } = commandLine(parseOptions, USAGE);
+  if (!opts) return exitCode;
 
   let nghttpd;
   let server;
@@ -478,20 +469,11 @@ async function main() {
       kvconnect: { pid: server.proc.pid, token: server.token, urlFor: () => server.url },
       ceiling: { pid: nghttpd.pid, token: "unused-by-the-canned-server", urlFor: ceilingUrl, command: nghttpd.command, version: nghttpd.version },
     };
-    for (const row of opts.rows) {
-      for (let rep = 0; rep < opts.repeat; rep++) {
-        const order = rep % 2 === 0 ? TARGETS : [...TARGETS].reverse();
-        for (const target of order) {
-          const r = await runOne(row, target, targets, opts);
-          r.repeat = rep + 1;
-          runs.push(r);
-          log(`[${row.id} ${target} ${rep + 1}/${opts.repeat}] ${describeOne(r)}`);
-          if (r.stderr) log(r.stderr.trim().split("\n").slice(-10).map((l) => `    ${l}`).join("\n"));
-          if (!server.running) throw new Error(`kvconnect exited during ${row.id}:\n${server.logTail(40)}`);
-          if (!nghttpd.running()) throw new Error(`nghttpd exited during ${row.id}:\n${nghttpd.output()}`);
-        }
-      }
-    }
+    await runRounds(opts, TARGETS, runs, (row, target) => runOne(row, target, targets, opts),
+      describeOne, (row) => {
+        if (!server.running) throw new Error(`kvconnect exited during ${row.id}:\n${server.logTail(40)}`);
+        if (!nghttpd.running()) throw new Error(`nghttpd exited during ${row.id}:\n${nghttpd.output()}`);
+      });
 
     const rows = opts.rows.map((row) => summarize(row, runs));
     const lines = reportLines(rows, opts, targets);

@@ -292,6 +292,48 @@ export function describeKvcBench(r) {
 // Numbers
 
 /**
+ * Runs `one(row, target)` for every row of `opts.rows`, `opts.repeat` times, the order of
+ * `targets` reversed every other round so that neither always goes first. Each result gets its
+ * round (`repeat`), is pushed to `runs` and logged with `describe`, with the tail of its stderr;
+ * `check(row)` runs after each and throws to stop (e.g. a server that exited).
+ */
+export async function runRounds(opts, targets, runs, one, describe, check) {
+  for (const row of opts.rows) {
+    for (let rep = 0; rep < opts.repeat; rep++) {
+      const order = rep % 2 === 0 ? targets : [...targets].reverse();
+      for (const target of order) {
+        const r = await one(row, target);
+        r.repeat = rep + 1;
+        runs.push(r);
+        log(`[${row.id} ${target} ${rep + 1}/${opts.repeat}] ${describe(r)}`);
+        if (r.stderr) log(r.stderr.trim().split("\n").slice(-10).map((l) => `    ${l}`).join("\n"));
+        check(row);
+      }
+    }
+  }
+}
+
+/**
+ * A benchmark's command line read with `parse` (which throws on a bad option): {opts}, or, after
+ * printing `usage` (with the reason for a bad option, on stderr), {exitCode} 0 for --help and 2
+ * for a bad option.
+ */
+export function commandLine(parse, usage, argv = process.argv.slice(2)) {
+  let opts;
+  try {
+    opts = parse(argv);
+  } catch (e) {
+    console.error(`${e.message}\n\n${usage}`);
+    return { exitCode: 2 };
+  }
+  if (opts.help) {
+    console.log(usage);
+    return { exitCode: 0 };
+  }
+  return { opts };
+}
+
+/**
  * The number option `--name` of parseArgs `values`, or `def` when absent; throws unless it is
  * a number (an integer when `integer`) >= `min`.
  */

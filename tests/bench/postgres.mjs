@@ -44,7 +44,8 @@ import { parseArgs } from "node:util";
 import { randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
 import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
-  CLK_TCK, describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption, printMachine, procCpu, runKvcBench,
+  CLK_TCK, commandLine, describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption,
+  printMachine, procCpu, runKvcBench,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -558,17 +559,8 @@ function printWaits(rows) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  let opts;
-  try {
-    opts = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error(`${e.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (opts.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const { opts, exitCode } = commandLine(parseOptions, USAGE);
+  if (!opts) return exitCode;
   const machine = machineInfo();
   printMachine(machine, "kvconnect benchmark: PostgreSQL storage");
 

@@ -32,7 +32,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { makeTempDir, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
-import { fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine } from "./lib.mjs";
+import {
+  commandLine, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine,
+} from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DENO_SCRIPT = path.join(HERE, "deno", "queue_bench.ts");
@@ -317,17 +319,8 @@ function table(opts, kvc, deno) {
 }
 
 async function main() {
-  let opts;
-  try {
-    opts = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error(`${e.message}\n\n${USAGE}`);
-    process.exit(2);
-  }
-  if (opts.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const { opts, exitCode } = commandLine(parseOptions, USAGE);
+  if (!opts) return exitCode;
   const machine = machineInfo();
   printMachine(machine, "kvconnect queue benchmark");
   console.log(`- kvconnect: \`serve ${SERVER_ARGS.join(" ")}\`; Deno local: \`Deno.openKv(file)\` with Deno's defaults`);

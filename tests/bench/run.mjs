@@ -34,8 +34,9 @@ import { parseArgs } from "node:util";
 import { makeTempDir, removeTempDirs, startServer } from "../e2e/harness.mjs";
 import { dataPath, H2, metadata } from "../e2e/raw_client.mjs";
 import {
-  describeDenoRun, describeKvcBench, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine, redisRows,
-  runCommand, runDenoBench, runKvcBench, selectRows, tupleKey, which,
+  commandLine, describeDenoRun, describeKvcBench, fmtInt, fmtMs, log, machineInfo, median,
+  numberOption, printMachine, redisRows, runCommand, runDenoBench, runKvcBench, runRounds,
+  selectRows, tupleKey, which,
 } from "./lib.mjs";
 
 /** The rows of the table, in order. `goal` is what the issue asks of kvconnect. */
@@ -419,17 +420,8 @@ function printTools(tools) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  let opts;
-  try {
-    opts = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error(`${e.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (opts.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const { opts, exitCode } = commandLine(parseOptions, USAGE);
+  if (!opts) return exitCode;
   const machine = machineInfo();
   printMachine(machine);
 
@@ -440,19 +432,10 @@ async function main() {
   let redis = { rows: [], notes: [], missing: "not measured" };
   try {
     log(`server: ${server.describe()}`);
-    for (const row of opts.rows) {
-      for (let rep = 0; rep < opts.repeat; rep++) {
-        const order = rep % 2 === 0 ? TARGETS : [...TARGETS].reverse();
-        for (const target of order) {
-          const r = await runBench(row, target, server, opts);
-          r.repeat = rep + 1;
-          runs.push(r);
-          log(`[${row.id} ${target} ${rep + 1}/${opts.repeat}] ${describeDenoRun(r)}`);
-          if (r.stderr) log(r.stderr.trim().split("\n").slice(-10).map((l) => `    ${l}`).join("\n"));
-          if (!server.running) throw new Error(`kvconnect exited during ${row.id}:\n${server.logTail(40)}`);
-        }
-      }
-    }
+    await runRounds(opts, TARGETS, runs, (row, target) => runBench(row, target, server, opts),
+      describeDenoRun, (row) => {
+        if (!server.running) throw new Error(`kvconnect exited during ${row.id}:\n${server.logTail(40)}`);
+      });
     for (const row of opts.raw ? RAW_ROWS : []) {
       for (let rep = 0; rep < opts.repeat; rep++) {
         const r = await runRaw(row, server, opts);

@@ -26,7 +26,8 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
 import {
-  describeKvcBench, fmtInt, fmtMiB, fmtMs, log, machineInfo, numberOption, printMachine, runKvcBench,
+  commandLine, describeKvcBench, fmtInt, fmtMiB, fmtMs, log, machineInfo, numberOption,
+  printMachine, runKvcBench,
 } from "./lib.mjs";
 
 const SERVER_ARGS = ["--sync", "full", "--rate-limit-rps", "0"];
@@ -342,17 +343,8 @@ function watchGoals(w) {
 // ---------------------------------------------------------------------------
 
 async function main() {
-  let opts;
-  try {
-    opts = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error(`${e.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (opts.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  const { opts, exitCode } = commandLine(parseOptions, USAGE);
+  if (!opts) return exitCode;
   const machine = machineInfo({ deno: false });
   const sizes = [...new Set([opts.keysSmall, opts.keysLarge])];
   let disk = null;
