@@ -11,7 +11,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import {
   annotate, kvconnectBin, LOCAL_BACKEND, makeCerts, makeTempDir, randomToken, removeTempDirs, runKvconnect, Server,
-  sleep,
+  sleep, waitFor,
 } from "./harness.mjs";
 import { metadata, withH2 } from "./raw_client.mjs";
 
@@ -70,7 +70,10 @@ test("port 0 on every listener: the ready file names the bound ports, and so doe
     // No temporary file is left beside it.
     assert.deepEqual(fs.readdirSync(path.dirname(readyFile)), ["ready.json"]);
 
-    // The same object on one log line, and the bound ports (never :0) in the other output.
+    // The same object on one log line, and the bound ports (never :0) in the other output. The
+    // banner comes after the ready file is written: wait for it rather than read too soon.
+    await waitFor(() => server.logTail(200).includes(`Deno.openKv("${ready.url}")`),
+      { what: "the banner naming the bound URL" });
     const log = server.logTail(200);
     const line = /\bready (\{.*\})$/m.exec(log);
     assert.ok(line, `no "ready {...}" log line:\n${log}`);
