@@ -235,6 +235,8 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
   }));
 
   test("queue: dead letters with their last error and attempts; requeue one, purge one, purge all", { timeout: 120_000 }, () => step(async () => {
+    const countIs = (name, value) => until(`the ${name} count at ${value}`,
+      async () => (await text(`#queue-counts [data-count=${name}] dd`)) === value);
     // Three messages whose handler always throws; backoff [1]: 1 attempt + 1 retry, then dead.
     const q = openQueue({ url: server.url, accessToken: server.token });
     for (let n = 1; n <= 3; n++) await q.enqueue({ kind: "poison", n }, { backoffSchedule: [1] });
@@ -247,8 +249,9 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
 
     await mount("queue");
     await until("three dead rows", async () => (await page.locator("#dead-body tr.dead-row").count()) === 3);
-    assert.equal(await text("#queue-counts [data-count=dead] dd"), "3");
-    assert.equal(await text("#queue-counts [data-count=ready] dd"), "0");
+    // The counts and the list load side by side: wait for each rather than read one too soon.
+    await countIs("dead", "3");
+    await countIs("ready", "0");
     const rows = page.locator("#dead-body tr.dead-row");
     for (let i = 0; i < 3; i++) {
       const r = rows.nth(i);
@@ -265,7 +268,7 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
     await second.locator("button.requeue").click();
     await waitText(".page-queue .message", /Requeued 1 dead letter/);
     await until("two dead rows", async () => (await page.locator("#dead-body tr.dead-row").count()) === 2);
-    assert.equal(await text("#queue-counts [data-count=dead] dd"), "2");
+    await countIs("dead", "2");
     const c = await admin("GET", "/databases/default/queue");
     assert.equal(c.ready + c.delayed + c.leased, 1, `the requeued message is back: ${JSON.stringify(c)}`);
     const got = [];
@@ -287,7 +290,7 @@ describe("console pages (tokens, queue, import/export) in Chromium", { skip }, (
     await page.locator("#dead-purge-all").click();
     await waitText(".page-queue .message", /Purged 1 dead letter/);
     await waitText("#dead-status", /^No dead letters\.$/);
-    assert.equal(await text("#queue-counts [data-count=dead] dd"), "0");
+    await countIs("dead", "0");
     assert.deepEqual((await admin("POST", "/databases/default/queue/dead/list", { limit: 10 })).dead_letters, []);
     const left = await admin("GET", "/databases/default/queue");
     assert.equal(left.ready + left.delayed + left.leased + left.dead, 0, JSON.stringify(left));
