@@ -35,8 +35,9 @@ import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import { makeTempDir, removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
 import {
-  commandLine, describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo, numberOption,
-  printMachine, procCpu, runDenoBench, runRounds, selectRows, spawnHelper, tupleKey, which,
+  commandLine, DENO_RUN_OPTIONS, describeDenoRun, fmtInt, fmtMs, listeningPorts, log,
+  machineInfo, numberOption, printMachine, procCpu, runDenoBench, runRounds, selectRows,
+  spawnHelper, tupleKey, which,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -92,11 +93,7 @@ function parseOptions(argv) {
   const { values } = parseArgs({
     args: argv,
     options: {
-      duration: { type: "string" },
-      warmup: { type: "string" },
-      repeat: { type: "string" },
-      workloads: { type: "string" },
-      json: { type: "string" },
+      ...DENO_RUN_OPTIONS,
       smoke: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },

@@ -291,6 +291,15 @@ export function describeKvcBench(r) {
 // ---------------------------------------------------------------------------
 // Numbers
 
+/** The parseArgs options of the benchmarks that run Deno rows (run.mjs, ceiling.mjs). */
+export const DENO_RUN_OPTIONS = {
+  duration: { type: "string" },
+  warmup: { type: "string" },
+  repeat: { type: "string" },
+  workloads: { type: "string" },
+  json: { type: "string" },
+};
+
 /**
  * Runs `one(row, target)` for every row of `opts.rows`, `opts.repeat` times, the order of
  * `targets` reversed every other round so that neither always goes first. Each result gets its

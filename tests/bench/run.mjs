@@ -34,9 +34,9 @@ import { parseArgs } from "node:util";
 import { makeTempDir, removeTempDirs, startServer } from "../e2e/harness.mjs";
 import { dataPath, H2, metadata } from "../e2e/raw_client.mjs";
 import {
-  commandLine, describeDenoRun, describeKvcBench, fmtInt, fmtMs, log, machineInfo, median,
-  numberOption, printMachine, redisRows, runCommand, runDenoBench, runKvcBench, runRounds,
-  selectRows, tupleKey, which,
+  commandLine, DENO_RUN_OPTIONS, describeDenoRun, describeKvcBench, fmtInt, fmtMs, log,
+  machineInfo, median, numberOption, printMachine, redisRows, runCommand, runDenoBench,
+  runKvcBench, runRounds, selectRows, tupleKey, which,
 } from "./lib.mjs";
 
 /** The rows of the table, in order. `goal` is what the issue asks of kvconnect. */
@@ -79,11 +79,7 @@ function parseOptions(argv) {
   const { values } = parseArgs({
     args: argv,
     options: {
-      duration: { type: "string" },
-      warmup: { type: "string" },
-      repeat: { type: "string" },
-      workloads: { type: "string" },
-      json: { type: "string" },
+      ...DENO_RUN_OPTIONS,
       "server-args": { type: "string" },
       "no-tools": { type: "boolean" },
       "no-raw": { type: "boolean" },
