@@ -16,10 +16,6 @@
 namespace kvc::cli {
 namespace {
 
-std::string Stamp(int64_t version) {
-  return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
-}
-
 StorageFlags StorageOf(const BackupConfig& c) { return {c.storage, c.data_dir, c.postgres}; }
 
 // A backup target to read from (--from): opening a directory target makes it, so a mistyped
@@ -72,10 +68,11 @@ int Backup(const BackupConfig& c) {
                                "backup of '" + rec.name + "' failed: " + out.status().message()));
     }
     const codec::SnapshotManifest& m = out->manifest;
-    std::cout << "backed up '" << rec.name << "' at versionstamp " << Stamp(m.version) << " ("
-              << Count(m.key_count, "key", "keys") << ", " << Count(m.bytes, "byte", "bytes")
-              << "; copy " << out->copy_ms << " ms, upload " << out->upload_ms << " ms) to "
-              << (*target)->Describe() << "/" << out->data_object << "\n";
+    std::cout << "backed up '" << rec.name << "' at versionstamp " << codec::VersionToHex(m.version)
+              << " (" << Count(m.key_count, "key", "keys") << ", "
+              << Count(m.bytes, "byte", "bytes") << "; copy " << out->copy_ms << " ms, upload "
+              << out->upload_ms << " ms) to " << (*target)->Describe() << "/" << out->data_object
+              << "\n";
   }
   return 0;
 }
@@ -92,9 +89,9 @@ int List(const BackupConfig& c) {
     for (size_t i = 0; i < ranges->size(); ++i) {
       const backup::RestorableRange& r = (*ranges)[i];
       std::cout << (i ? "," : "") << "\n  {\"database\":" << codec::JsonQuote(r.database)
-                << ",\"snapshot_versionstamp\":\"" << Stamp(r.snapshot_version)
+                << ",\"snapshot_versionstamp\":\"" << codec::VersionToHex(r.snapshot_version)
                 << "\",\"snapshot_time\":\"" << FormatRfc3339Utc(r.snapshot_time_ms)
-                << "\",\"latest_versionstamp\":\"" << Stamp(r.head_version)
+                << "\",\"latest_versionstamp\":\"" << codec::VersionToHex(r.head_version)
                 << "\",\"latest_time\":\"" << FormatRfc3339Utc(r.head_time_ms)
                 << "\",\"segments\":" << r.segments << ",\"log_bytes\":" << r.log_bytes << "}";
     }
@@ -107,9 +104,9 @@ int List(const BackupConfig& c) {
   }
   std::cout << "database\tfrom (snapshot)\t\t\t\t\tthrough (latest commit in the log)\n";
   for (const backup::RestorableRange& r : *ranges) {
-    std::cout << r.database << "\t" << Stamp(r.snapshot_version) << " "
-              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << Stamp(r.head_version) << " "
-              << FormatRfc3339Utc(r.head_time_ms) << "\t("
+    std::cout << r.database << "\t" << codec::VersionToHex(r.snapshot_version) << " "
+              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << codec::VersionToHex(r.head_version)
+              << " " << FormatRfc3339Utc(r.head_time_ms) << "\t("
               << Count(r.segments, "segment", "segments") << ", "
               << Count(r.log_bytes, "byte", "bytes") << ")\n";
   }
@@ -140,8 +137,9 @@ int Restore(const BackupConfig& c) {
   if (!r.ok()) return PrintError(r.status());
   const backup::RestoreOutcome& o = r->outcome;
   std::cout << "restored '" << c.db << "' from " << (*target)->Describe() << " as '"
-            << o.record.name << "' at versionstamp " << Stamp(o.version) << " (committed "
-            << FormatRfc3339Utc(o.time_ms) << "): snapshot " << Stamp(o.snapshot_version) << " + "
+            << o.record.name << "' at versionstamp " << codec::VersionToHex(o.version)
+            << " (committed " << FormatRfc3339Utc(o.time_ms) << "): snapshot "
+            << codec::VersionToHex(o.snapshot_version) << " + "
             << Count(o.entries_applied, "logged commit", "logged commits") << " from "
             << Count(o.segments_read, "segment", "segments") << ", "
             << Count(o.key_count, "key", "keys") << ", in " << o.elapsed_ms << " ms\n";

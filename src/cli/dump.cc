@@ -73,7 +73,7 @@ Result<ExportSummary> ExportDirect(const DumpConfig& c, const codec::AdminRange&
   const auto page_size = static_cast<int32_t>(c.export_page_entries);
   auto run = [&]() -> Status {
     KVC_ASSIGN_OR_RETURN(const int64_t version, reader->DataVersion());
-    summary.versionstamp = codec::VersionstampToHex(codec::VersionToVersionstamp(version));
+    summary.versionstamp = codec::VersionToHex(version);
     const int64_t now = NowUnixMs();
     std::string from = range.start;
     std::vector<Entry> page;

@@ -22,10 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string Stamp(int64_t version) {
-  return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
-}
-
 // The secrets a server keeps beside its databases (cli/application.cc).
 constexpr const char* kServerSecret = "server-secret";
 
@@ -183,8 +179,8 @@ class Migration {
     m->copy_seconds = SecondsSince(started);
     const storage::ContentDigest& c = m->copy.copied;
     log_ << "copied '" << rec.name << "' (id " << rec.id << "): " << c.keys << " keys, " << c.bytes
-         << " bytes at version " << c.version << " (versionstamp " << Stamp(c.version) << ") in "
-         << m->copy.batches << " transaction(s), " << Seconds(m->copy_seconds) << "\n";
+         << " bytes at version " << c.version << " (versionstamp " << codec::VersionToHex(c.version)
+         << ") in " << m->copy.batches << " transaction(s), " << Seconds(m->copy_seconds) << "\n";
     if (m->copy.replaced) {
       const storage::DatabaseRecord& old = *m->copy.replaced;
       log_ << "  replaced the destination's empty '" << old.name << "' (id " << old.id << ")\n";

@@ -33,10 +33,6 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-std::string Stamp(int64_t version) {
-  return codec::VersionstampToHex(codec::VersionToVersionstamp(version));
-}
-
 std::string KeyText(const std::string& key) { return codec::KeyToJson(key); }
 
 // A token from `--X-token`, else `--X-token-file`, else the environment variable `env`.
@@ -206,7 +202,7 @@ void PrintVerdict(const UrlImportReport& r, DigestForm form, const CopyState& st
   if (r.newer > 0) {
     log << "The source changed during the copy: " << r.newer << " entr"
         << (r.newer == 1 ? "y has a versionstamp" : "ies have versionstamps")
-        << " newer than any the copy saw (" << Stamp(st.max_version)
+        << " newer than any the copy saw (" << codec::VersionToHex(st.max_version)
         << "). Stop writes to the source, then import again into an empty destination.\n";
   } else {
     log << "The source and the destination differ (entries changed or deleted at the source "

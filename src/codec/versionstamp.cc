@@ -42,6 +42,10 @@ std::string VersionstampToHex(const Versionstamp& stamp) {
   return hex;
 }
 
+std::string VersionToHex(int64_t version) {
+  return VersionstampToHex(VersionToVersionstamp(version));
+}
+
 std::string VersionstampSuffix(const Versionstamp& stamp) {
   std::string suffix;
   suffix.reserve(kVersionstampSuffixSize);

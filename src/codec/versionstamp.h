@@ -35,6 +35,10 @@ std::string VersionstampToBytes(const Versionstamp& stamp);
 // Returns the 20 lowercase hex digits of stamp.
 std::string VersionstampToHex(const Versionstamp& stamp);
 
+// Returns the 20 hex digits of version's versionstamp, as clients show it (e.g.
+// "00000000000000050000").
+std::string VersionToHex(int64_t version);
+
 // Returns the 22 bytes appended to the key by M_SET_SUFFIX_VERSIONSTAMPED_KEY: 02, the 20 hex
 // digits, 00 (i.e. one extra encoded string key part).
 std::string VersionstampSuffix(const Versionstamp& stamp);

@@ -14,14 +14,16 @@ constexpr size_t kDoorSlots = 4096;
 // Per-entry bookkeeping (map node, hash bucket, list links), charged on top of key and value.
 constexpr size_t kEntryOverhead = 128;
 
-struct StringHash {
-  using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 }  // namespace
 
 struct ReadCache::Shard {
+  // Named here, not in the anonymous namespace: the map member's type must not have internal
+  // linkage (g++ -Wsubobject-linkage, which a unity build turns on for every file).
+  struct StringHash {
+    using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   struct Node {
     const std::string* key = nullptr;  // the map's own key
     bool cached = false;               // holds a lookup answer (row or "no row")
@@ -95,7 +97,7 @@ ReadCache::~ReadCache() = default;
 namespace {
 // Mixes the string hash so shard choice, doorkeeper slot and bucket use different bits.
 uint64_t MixedHash(std::string_view key) {
-  uint64_t h = StringHash{}(key);
+  uint64_t h = std::hash<std::string_view>{}(key);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;

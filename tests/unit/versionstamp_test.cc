@@ -54,6 +54,7 @@ TEST(VersionstampTest, FromBytesRequiresTenBytes) {
 TEST(VersionstampTest, Hex) {
   EXPECT_EQ(VersionstampToHex(VersionToVersionstamp(1)), "00000000000000010000");
   EXPECT_EQ(VersionstampToHex(VersionToVersionstamp(0x0123456789ABCDEF)), "0123456789abcdef0000");
+  EXPECT_EQ(VersionToHex(0x0123456789ABCDEF), "0123456789abcdef0000");
   EXPECT_EQ(VersionstampToHex(Versionstamp{0xFF, 0xEE, 0, 0, 0, 0, 0, 0, 0x0A, 0xB0}),
             "ffee0000000000000ab0");
 }

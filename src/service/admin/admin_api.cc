@@ -39,9 +39,7 @@ std::string NumberJson(double v) {
   return buf;
 }
 
-std::string VersionstampJson(int64_t version) {
-  return JsonQuote(codec::VersionstampToHex(codec::VersionToVersionstamp(version)));
-}
+std::string VersionstampJson(int64_t version) { return JsonQuote(codec::VersionToHex(version)); }
 
 // One Server-Sent Event named `entries` with `items` (JSON objects) as its data.
 std::string SseEvent(const std::vector<std::string>& items) {

@@ -150,9 +150,7 @@ void StartExport(const std::shared_ptr<engine::Engine>& engine, std::string star
           r.status = 200;
           r.content_type = "application/x-ndjson";
           r.headers.emplace_back("cache-control", "no-store");
-          r.headers.emplace_back(
-              "x-kvc-versionstamp",
-              codec::VersionstampToHex(codec::VersionToVersionstamp(page->version)));
+          r.headers.emplace_back("x-kvc-versionstamp", codec::VersionToHex(page->version));
           r.stream = stream;
           respond(std::move(r));
         }

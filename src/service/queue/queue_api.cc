@@ -331,9 +331,8 @@ void QueueApi::Enqueue(const JsonCallPtr& call) {
   engine->Write(std::move(w), [call](Result<CommitResult> r) {
     Guarded(*call, [&] {
       if (!r.ok()) return call->Fail(r.status());
-      call->respond(Json("{\"ok\":true,\"versionstamp\":\"" +
-                         codec::VersionstampToHex(codec::VersionToVersionstamp(r->version)) +
-                         "\"}"));
+      call->respond(
+          Json("{\"ok\":true,\"versionstamp\":\"" + codec::VersionToHex(r->version) + "\"}"));
     });
   });
 }

@@ -56,7 +56,6 @@ Status UnknownEncoding(int64_t enc) {
   return Corruption("a kv row has the unknown value encoding " + std::to_string(enc));
 }
 
-using sqlite::Connection;
 using sqlite::Stmt;
 
 // Every SQLite failure is an I/O error to the layers above; the detail goes to the log.
@@ -64,7 +63,7 @@ constexpr const char* kErrorPrefix = "sqlite ";
 
 // Opens a backend connection: NOMUTEX (each connection is used by one thread at a time), with
 // the configured sync mode and page cache.
-Status OpenConnection(Connection& c, const std::string& path, const SqliteOptions& o,
+Status OpenConnection(sqlite::Connection& c, const std::string& path, const SqliteOptions& o,
                       bool read_only) {
   int flags = read_only ? SQLITE_OPEN_READONLY
                         : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
@@ -77,7 +76,7 @@ Status OpenConnection(Connection& c, const std::string& path, const SqliteOption
   return c.Open(path, flags, o.busy_timeout_ms, pragmas, o.vfs);
 }
 
-Result<int64_t> QueryDataVersion(Connection& c, sqlite3_stmt* stmt) {
+Result<int64_t> QueryDataVersion(sqlite::Connection& c, sqlite3_stmt* stmt) {
   Stmt s(stmt);
   int rc = s.Step();
   if (rc == SQLITE_ROW) return s.ColumnInt64(0);
@@ -121,7 +120,8 @@ ChangeLogRow ReadChangeLogRow(const Stmt& s) {
                       .bytes = s.ColumnBlob(3)};
 }
 
-Result<std::optional<StoredRow>> QueryRow(Connection& c, sqlite3_stmt* stmt, std::string_view key) {
+Result<std::optional<StoredRow>> QueryRow(sqlite::Connection& c, sqlite3_stmt* stmt,
+                                          std::string_view key) {
   Stmt s(stmt);
   s.BindBlob(1, key);
   int rc = s.Step();
@@ -139,7 +139,8 @@ constexpr const char* kQueueCountsSql =
     "?1), (select count(*) from queue_running), (select count(*) from kvconnect_queue_dead)";
 
 // Runs `stmt` (kQueueCountsSql).
-Result<QueueTableCounts> QueryQueueCounts(Connection& c, sqlite3_stmt* stmt, int64_t now_ms) {
+Result<QueueTableCounts> QueryQueueCounts(sqlite::Connection& c, sqlite3_stmt* stmt,
+                                          int64_t now_ms) {
   Stmt s(stmt);
   s.BindInt64(1, now_ms);
   if (s.Step() != SQLITE_ROW) return c.Error("queue counts");
@@ -324,7 +325,7 @@ class SqliteReader : public Reader {
   void End() override { Stmt(end_).Step(); }
 
  private:
-  Connection conn_{kErrorPrefix};
+  sqlite::Connection conn_{kErrorPrefix};
   // Prepared statements, owned by conn_ (queue_counts_, queue_scan_ and dead_scan_ on first use).
   sqlite3_stmt *begin_ = nullptr, *end_ = nullptr, *scan_ = nullptr, *scan_rev_ = nullptr,
                *scan_rows_ = nullptr, *queue_counts_ = nullptr, *version_ = nullptr,
@@ -661,7 +662,7 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
     return conn_.Error(what);
   }
 
-  Connection conn_{kErrorPrefix};
+  sqlite::Connection conn_{kErrorPrefix};
   sqlite3_stmt *begin_ = nullptr, *version_ = nullptr, *commit_ = nullptr, *rollback_ = nullptr;
   sqlite3_stmt *savepoint_ = nullptr, *release_ = nullptr, *rollback_to_ = nullptr;
   sqlite3_stmt *get_ = nullptr, *put_ = nullptr, *del_ = nullptr, *set_version_ = nullptr;
@@ -687,7 +688,7 @@ Result<std::unique_ptr<SqliteBackend>> SqliteBackend::Open(const std::string& pa
 SqliteBackend::~SqliteBackend() = default;
 
 Status SqliteBackend::Initialize() {
-  Connection c(kErrorPrefix);
+  sqlite::Connection c(kErrorPrefix);
   KVC_RETURN_IF_ERROR(OpenConnection(c, path_, options_, /*read_only=*/false));
   KVC_RETURN_IF_ERROR(c.Exec("pragma journal_mode=wal"));
   KVC_RETURN_IF_ERROR(c.Exec("begin immediate"));
@@ -731,7 +732,7 @@ Status SqliteBackend::Initialize() {
 }
 
 Result<int64_t> SqliteBackend::LoadDataVersion() {
-  Connection c(kErrorPrefix);
+  sqlite::Connection c(kErrorPrefix);
   KVC_RETURN_IF_ERROR(OpenConnection(c, path_, options_, /*read_only=*/false));
   KVC_ASSIGN_OR_RETURN(sqlite3_stmt * s, c.Prepare("select version from data_version where k = 0"));
   return QueryDataVersion(c, s);

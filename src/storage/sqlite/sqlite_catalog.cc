@@ -32,10 +32,10 @@ create table if not exists access_tokens (
 create index if not exists access_tokens_by_db on access_tokens (database_id);
 )sql";
 
-// Applied in order to a catalog at schema_version i (1-based: kMigrations[0] takes version 1
+// Applied in order to a catalog at schema_version i (1-based: kCatalogMigrations[0] takes version 1
 // to 2), each in the transaction that opens the catalog. Do not change one that shipped: add a
 // new one.
-constexpr const char* kMigrations[] = {
+constexpr const char* kCatalogMigrations[] = {
     // Tokens for several databases, or all (catalog.h: EncodeTokenDatabases).
     R"sql(
 alter table access_tokens add column database_ids text not null default '';
@@ -43,12 +43,12 @@ alter table access_tokens add column all_databases integer not null default 0;
 update access_tokens set database_ids = database_id;
 )sql",
 };
-constexpr int64_t kSchemaVersion = 1 + static_cast<int64_t>(std::size(kMigrations));
+constexpr int64_t kSchemaVersion = 1 + static_cast<int64_t>(std::size(kCatalogMigrations));
 
 using sqlite::Stmt;
 
 // Every SQLite failure is an I/O error: "catalog: <what>: <sqlite's message>".
-constexpr const char* kErrorPrefix = "catalog: ";
+constexpr const char* kCatalogErrorPrefix = "catalog: ";
 constexpr int kBusyTimeoutMs = 10000;
 
 DatabaseRecord ReadDatabase(const Stmt& s) {
@@ -90,7 +90,7 @@ Status MigrateSchema(sqlite::Connection& conn) {
                            std::to_string(kSchemaVersion) + "); upgrade kvconnect");
   }
   for (int64_t v = version; v < kSchemaVersion; ++v) {
-    KVC_RETURN_IF_ERROR(conn.Exec(kMigrations[v - 1]));
+    KVC_RETURN_IF_ERROR(conn.Exec(kCatalogMigrations[v - 1]));
   }
   if (version == kSchemaVersion) return Status::Ok();
   KVC_ASSIGN_OR_RETURN(
@@ -104,7 +104,7 @@ Status MigrateSchema(sqlite::Connection& conn) {
 
 Result<std::unique_ptr<SqliteCatalog>> SqliteCatalog::Open(const std::string& path,
                                                            const std::string& vfs) {
-  auto conn = std::make_unique<sqlite::Connection>(kErrorPrefix);
+  auto conn = std::make_unique<sqlite::Connection>(kCatalogErrorPrefix);
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   KVC_RETURN_IF_ERROR(conn->Open(path, flags, kBusyTimeoutMs,
                                  "pragma journal_mode=wal; pragma synchronous=full;", vfs));
