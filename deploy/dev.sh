@@ -13,6 +13,9 @@
 #   KVC_CTEST_JOBS: tests the plain tree's ctest runs at once (default: one more than the cores;
 #   the end-to-end tests spend part of their time waiting on client processes).
 #   KVC_DEBUG_INFO=full builds with full debug information (default: line tables only).
+#   KVC_UNITY_BUILD=1 compiles the plain tree's library in batches (CMake unity build), which a cold
+#   build finishes in about 0.6x the time (default: on when CI is set; the sanitizer trees always
+#   do, and precompile the tests' shared headers).
 #   KVC_FUZZ=1 also builds the libFuzzer targets (in the clang ASan+UBSan tree) and runs each for
 #   KVC_FUZZ_SECONDS (default 20) on its seed corpus (default: on when CI is set).
 set -euo pipefail
@@ -157,13 +160,16 @@ fi
 # configures the server alone, and a later `test` turns them on. PLAIN_GTEST_SUITES=OFF leaves
 # out the unit and integration test binaries (`test` does that when the sanitizer trees run them).
 PLAIN_GTEST_SUITES=ON
+unity_on() { [ "${KVC_UNITY_BUILD:-${CI:+1}}" = "1" ]; }
 build() {
   log "Building ${*:-everything} into $BUILD_DIR"
   local tests=ON
   installed libgtest-dev && installed libgmock-dev || tests=OFF
+  local unity=OFF
+  if unity_on; then unity=ON; fi
   use_ccache
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_BUILD_TESTS=$tests \
-    -DKVC_GTEST_SUITES=$PLAIN_GTEST_SUITES "${MAIN_FLAGS[@]}" \
+    -DKVC_GTEST_SUITES=$PLAIN_GTEST_SUITES -DKVC_UNITY_BUILD=$unity "${MAIN_FLAGS[@]}" \
     "${CMAKE_LAUNCHER[@]}" >/dev/null
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
@@ -197,23 +203,28 @@ sanitized_ctest() {
 # The sanitizer trees compile with -O1 and line tables only (what OSS-Fuzz uses): reports still
 # name file and line, and each file compiles in about 0.63x the CPU time of -O2 -g (measured on
 # net/http2_session.cc: 27.2 s at -O2 -g, 19.9 s at -O2 -g1, 17.3 s at -O1 -g1).
+# Both trees are built cold in CI, so they compile the library as a unity build (batches of 8
+# sources: 332 s instead of 517 s for the ASan+UBSan library, measured cold on 2 cores) and
+# precompile the headers the test files share (KVC_UNITY_BUILD, KVC_PRECOMPILED_TEST_HEADERS).
 # The TSan tree (g++) builds the unit tests that start threads and the integration tests; the
 # single-threaded unit tests (KVC_SINGLE_THREADED_UNIT_TESTS) give ThreadSanitizer nothing to find.
 ASAN_DIR=$BUILD_DIR-clang-asan
 TSAN_DIR=$BUILD_DIR-tsan
+SANITIZER_TREE_FLAGS=(-DKVC_UNITY_BUILD=ON -DKVC_PRECOMPILED_TEST_HEADERS=ON)
 sanitizers_on() { [ "${KVC_SANITIZERS:-${CI:+1}}" = "1" ]; }
 fuzz_on() { [ "${KVC_FUZZ:-${CI:+1}}" = "1" ]; }
 asan_configure() {
   use_ccache
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-    -DKVC_SANITIZE="address;undefined" -DKVC_BUILD_FUZZERS=ON "${CMAKE_LAUNCHER[@]}" >/dev/null
+    -DKVC_SANITIZE="address;undefined" -DKVC_BUILD_FUZZERS=ON "${SANITIZER_TREE_FLAGS[@]}" \
+    "${CMAKE_LAUNCHER[@]}" >/dev/null
 }
 tsan_configure() {
   use_ccache
   cmake -S "$ROOT" -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVC_SANITIZE=thread \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DKVC_SINGLE_THREADED_UNIT_TESTS=OFF \
-    "${CMAKE_LAUNCHER[@]}" >/dev/null
+    "${SANITIZER_TREE_FLAGS[@]}" "${CMAKE_LAUNCHER[@]}" >/dev/null
 }
 # Everything the sanitizer and fuzz stages run: the ASan+UBSan tests and the fuzzers (one clang
 # tree), and the TSan tests.
