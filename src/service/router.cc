@@ -89,11 +89,24 @@ void Router::Add(Endpoint endpoint) {
   Route route;
   route.segments = ParsePattern(endpoint.pattern);
   route.endpoint = std::move(endpoint);
-  routes_.push_back(std::move(route));
+  Append(std::move(route));
 }
 
 void Router::Include(const Router& other) {
-  routes_.insert(routes_.end(), other.routes_.begin(), other.routes_.end());
+  for (const Route& r : other.routes_) Append(r);
+}
+
+void Router::Append(Route route) {
+  bool literal = !route.prefix;
+  std::string path;
+  for (const Segment& s : route.segments) {
+    literal = literal && s.kind == Segment::Kind::kLiteral;
+    path.push_back('/');
+    path += s.text;
+  }
+  if (path.empty()) path.push_back('/');  // the root pattern
+  routes_.push_back(std::move(route));
+  if (literal) literal_routes_[path].push_back(routes_.size() - 1);
 }
 
 void Router::Add(std::string route, Match match, std::string path, std::vector<std::string> methods,
@@ -113,7 +126,7 @@ void Router::Add(std::string route, Match match, std::string path, std::vector<s
   Route r;
   r.endpoint = std::move(e);
   r.prefix = true;
-  routes_.push_back(std::move(r));
+  Append(std::move(r));
 }
 
 std::string Router::NormalizePath(const std::string& path) {
@@ -156,6 +169,23 @@ int Router::CompareSpecificity(const std::vector<Segment>& a, const std::vector<
 
 Router::Found Router::Find(const std::string& path, const std::string& method) const {
   Found best;
+  // A normalized path (no empty segment) that a literal pattern spells out: that pattern is the
+  // most specific, and the scan below would pick the same route (the first that takes the
+  // method, else the first).
+  if (path.starts_with('/')) {
+    if (auto it = literal_routes_.find(path); it != literal_routes_.end()) {
+      for (size_t i : it->second) {
+        const Route& r = routes_[i];
+        const bool allowed = Allows(r.endpoint, method);
+        if (best.route == nullptr || allowed) {
+          best.route = &r;
+          best.method_allowed = allowed;
+        }
+        if (allowed) break;
+      }
+      return best;
+    }
+  }
   const std::vector<std::string_view> parts = PathSegments(path);
   std::vector<std::pair<std::string, std::string>> params;
   for (const Route& r : routes_) {

@@ -27,6 +27,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -116,7 +117,15 @@ class Router : public Handler {
   // an upgradable request.
   Responder Wrap(const HttpRequest& request, const std::string* name, Responder respond) const;
 
+  // Appends `route`, and indexes it in literal_routes_ when every segment is a literal.
+  void Append(Route route);
+
   std::vector<Route> routes_;
+  // The pattern routes made of literal segments only (e.g. /v2/snapshot_read), by their path
+  // ("/" + the segments joined with "/"), as indexes into routes_ in the order added. No other
+  // pattern is as specific, so a normalized path found here is answered by one of these without
+  // trying every route (the data path's requests, each one of them).
+  std::unordered_map<std::string, std::vector<size_t>> literal_routes_;
   RequestObserver* observer_ = nullptr;
 };
 

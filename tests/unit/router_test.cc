@@ -135,6 +135,32 @@ TEST(Router, PatternsCaptureParametersAndTheMostSpecificWins) {
                                "unmatched 404 h1 plain"}));
 }
 
+// Paths a literal pattern spells out are looked up by the path (Router::literal_routes_); the
+// answer must be the one trying every pattern gives: the literal pattern over any with
+// parameters (whichever came first), at one pattern the first endpoint that takes the method,
+// else the first one's refusal; routes taken over with Include() too.
+TEST(Router, LiteralPathsChooseAsTheScanDoes) {
+  Router api;
+  api.Add(Endpoint{"any_v2", {"POST"}, "/v2/{op}", Echo("any_v2")});
+  api.Add(Endpoint{"read_get", {"GET"}, "/v2/snapshot_read", Echo("read_get"), nullptr, "First."});
+  api.Add(Endpoint{"read_post", {"POST"}, "/v2/snapshot_read", Echo("read_post"), nullptr, "2nd."});
+  api.Add(Endpoint{"root", {"GET"}, "/", Echo("root")});
+  Router router;
+  router.Include(api);
+  router.Add(Endpoint{"read_post_later", {"POST"}, "/v2/snapshot_read", Echo("later")});
+
+  EXPECT_EQ(Call(router, "POST", "/v2/snapshot_read").body, "read_post");
+  EXPECT_EQ(Call(router, "POST", "//v2/snapshot_read/").body, "read_post");
+  EXPECT_EQ(Call(router, "GET", "/v2/snapshot_read").body, "read_get");
+  const HttpResponse r = Call(router, "DELETE", "/v2/snapshot_read");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.body, "First.");
+  EXPECT_EQ(Call(router, "POST", "/v2/watch").body, "any_v2 op=watch");
+  EXPECT_EQ(Call(router, "GET", "/").body, "root");
+  EXPECT_EQ(Call(router, "GET", "").body, "root");
+  EXPECT_EQ(Call(router, "GET", "/v2/snapshot_read/more").status, 404);
+}
+
 TEST(Router, RefuseHandlerAnswersOtherMethods) {
   Router router;
   Endpoint e{"op", {"POST"}, "/q/{op}", Echo("op")};
