@@ -31,12 +31,11 @@ import fs from "node:fs";
 import http2 from "node:http2";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import v8 from "node:v8";
 import { makeTempDir, removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
 import {
-  commandLine, DENO_RUN_OPTIONS, describeDenoRun, fmtInt, fmtMs, listeningPorts, log,
-  machineInfo, numberOption, printMachine, procCpu, runDenoBench, runRounds, selectRows,
+  commandLine, DENO_RUN_OPTIONS, describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo,
+  numberOption, optionValues, printMachine, procCpu, runDenoBench, runRounds, selectRows,
   spawnHelper, tupleKey, which,
 } from "./lib.mjs";
 
@@ -90,15 +89,9 @@ protoc (protobuf-compiler) and
 \`npm ci\` in tests/e2e (the Deno binary and the harness come from there).`;
 
 function parseOptions(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      ...DENO_RUN_OPTIONS,
-      smoke: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = optionValues(argv, {
+    ...DENO_RUN_OPTIONS,
+    smoke: { type: "boolean" },
   });
   if (values.help) return { help: true };
   const smoke = Boolean(values.smoke);

@@ -8,6 +8,7 @@ import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 import { denoBin, guessTcpPort, kvconnectBin, makeTempDir, runKvconnect, sleep, spawnDeno } from "../e2e/harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -320,6 +321,19 @@ export async function runRounds(opts, targets, runs, one, describe, check) {
       }
     }
   }
+}
+
+/**
+ * The values of a benchmark's options (`node:util` parseArgs `options`) in `argv`, with -h/--help
+ * added; strict, no positional arguments (throws on anything else, for commandLine()).
+ */
+export function optionValues(argv, options) {
+  return parseArgs({
+    args: argv,
+    options: { ...options, help: { type: "boolean", short: "h" } },
+    strict: true,
+    allowPositionals: false,
+  }).values;
 }
 
 /**

@@ -40,12 +40,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
 import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
   CLK_TCK, commandLine, describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption,
-  printMachine, procCpu, runKvcBench,
+  optionValues, printMachine, procCpu, runKvcBench,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -78,18 +77,12 @@ tests/e2e (the Deno binary and the harness come from there). A run with the defa
 about 50 s.`;
 
 function parseOptions(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      duration: { type: "string" },
-      warmup: { type: "string" },
-      json: { type: "string" },
-      "node-args": { type: "string" },
-      smoke: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = optionValues(argv, {
+    duration: { type: "string" },
+    warmup: { type: "string" },
+    json: { type: "string" },
+    "node-args": { type: "string" },
+    smoke: { type: "boolean" },
   });
   if (values.help) return { help: true };
   const smoke = Boolean(values.smoke);

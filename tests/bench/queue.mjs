@@ -30,10 +30,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { makeTempDir, removeTempDirs, sleep, spawnDeno, startServer } from "../e2e/harness.mjs";
 import {
-  commandLine, fmtInt, fmtMs, log, machineInfo, median, numberOption, printMachine,
+  commandLine, fmtInt, fmtMs, log, machineInfo, median, numberOption, optionValues, printMachine,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -61,19 +60,13 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/queue.mjs [
 Needs \`npm ci\` in tests/e2e first (the Deno binary and the harness come from there).`;
 
 function parseOptions(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      messages: { type: "string" },
-      "latency-messages": { type: "string" },
-      consumers: { type: "string" },
-      "max-messages": { type: "string" },
-      json: { type: "string" },
-      smoke: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = optionValues(argv, {
+    messages: { type: "string" },
+    "latency-messages": { type: "string" },
+    consumers: { type: "string" },
+    "max-messages": { type: "string" },
+    json: { type: "string" },
+    smoke: { type: "boolean" },
   });
   if (values.help) return { help: true };
   const smoke = Boolean(values.smoke);

@@ -30,13 +30,12 @@
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { makeTempDir, removeTempDirs, startServer } from "../e2e/harness.mjs";
 import { dataPath, H2, metadata } from "../e2e/raw_client.mjs";
 import {
   commandLine, DENO_RUN_OPTIONS, describeDenoRun, describeKvcBench, fmtInt, fmtMs, log,
-  machineInfo, median, numberOption, printMachine, redisRows, runCommand, runDenoBench,
-  runKvcBench, runRounds, selectRows, tupleKey, which,
+  machineInfo, median, numberOption, optionValues, printMachine, redisRows, runCommand,
+  runDenoBench, runKvcBench, runRounds, selectRows, tupleKey, which,
 } from "./lib.mjs";
 
 /** The rows of the table, in order. `goal` is what the issue asks of kvconnect. */
@@ -76,17 +75,11 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/run.mjs [op
 Needs \`npm ci\` in tests/e2e first (the Deno binary and the harness come from there).`;
 
 function parseOptions(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      ...DENO_RUN_OPTIONS,
-      "server-args": { type: "string" },
-      "no-tools": { type: "boolean" },
-      "no-raw": { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = optionValues(argv, {
+    ...DENO_RUN_OPTIONS,
+    "server-args": { type: "string" },
+    "no-tools": { type: "boolean" },
+    "no-raw": { type: "boolean" },
   });
   if (values.help) return { help: true };
   const num = (name, def, min, integer) => numberOption(values, name, def, min, integer);

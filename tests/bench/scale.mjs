@@ -23,11 +23,10 @@ import fs from "node:fs";
 import fsp from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
 import {
   commandLine, describeKvcBench, fmtInt, fmtMiB, fmtMs, log, machineInfo, numberOption,
-  printMachine, runKvcBench,
+  optionValues, printMachine, runKvcBench,
 } from "./lib.mjs";
 
 const SERVER_ARGS = ["--sync", "full", "--rate-limit-rps", "0"];
@@ -59,21 +58,15 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/scale.mjs [
 The data dirs are made under $TMPDIR (default /tmp); set TMPDIR to use another disk.`;
 
 function parseOptions(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      "keys-small": { type: "string" },
-      "keys-large": { type: "string" },
-      duration: { type: "string" },
-      warmup: { type: "string" },
-      watchers: { type: "string" },
-      "no-reads": { type: "boolean" },
-      "no-watch": { type: "boolean" },
-      json: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = optionValues(argv, {
+    "keys-small": { type: "string" },
+    "keys-large": { type: "string" },
+    duration: { type: "string" },
+    warmup: { type: "string" },
+    watchers: { type: "string" },
+    "no-reads": { type: "boolean" },
+    "no-watch": { type: "boolean" },
+    json: { type: "string" },
   });
   if (values.help) return { help: true };
   const num = (name, def, min, integer) => numberOption(values, name, def, min, integer);
