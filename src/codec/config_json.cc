@@ -85,7 +85,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseConfigFile(std::st
                              "' (see schemas/config.schema.json for the keys)");
     }
     rapidjson::SchemaValidator v(*it->second);
-    if (!m.value.Accept(v)) {
+    if (!AcceptsJson(&v, m.value)) {
       return InvalidArgument("invalid value for '" + key + "': " + Describe(c, key) +
                              " (schema rule '" + v.GetInvalidSchemaKeyword() + "')");
     }

@@ -2,6 +2,7 @@
 
 #include <rapidjson/stringbuffer.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,7 +20,51 @@ struct SchemaCache {
       KVC_GUARDED_BY(mu);
 };
 
+// The nearest double RapidJSON's hasher can take. Under an `enum` or `uniqueItems` rule, RapidJSON
+// 1.1 hashes every value, and its hasher casts a double to a 64-bit integer (int64 if negative,
+// else uint64): 1e30 or -1e30 would be undefined behaviour, and an attacker chooses the numbers.
+// Clamping keeps the answer of every rule our schemas use: the clamped value is still a
+// non-integer-typed double of the same sign, beyond every bound and enum member we write.
+double HashableDouble(double d) {
+  constexpr double kLowest = -9223372036854775808.0;  // -2^63: the last that fits int64
+  static const double kHighest = std::nextafter(18446744073709551616.0, 0.0);  // below 2^64
+  if (d < kLowest) return kLowest;
+  if (d > kHighest) return kHighest;
+  return d;
+}
+
+// Forwards a document to a validator, with doubles through HashableDouble and a NaN (which no
+// parse produces, but a document built in code can hold) as null, so that it fails a number rule.
+class ValidatorInput {
+ public:
+  explicit ValidatorInput(rapidjson::SchemaValidator* v) : v_(v) {}
+  bool Null() { return v_->Null(); }
+  bool Bool(bool b) { return v_->Bool(b); }
+  bool Int(int i) { return v_->Int(i); }
+  bool Uint(unsigned u) { return v_->Uint(u); }
+  bool Int64(int64_t i) { return v_->Int64(i); }
+  bool Uint64(uint64_t u) { return v_->Uint64(u); }
+  bool Double(double d) { return std::isnan(d) ? v_->Null() : v_->Double(HashableDouble(d)); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
+    return v_->RawNumber(s, n, copy);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return v_->String(s, n, copy); }
+  bool StartObject() { return v_->StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return v_->Key(s, n, copy); }
+  bool EndObject(rapidjson::SizeType members) { return v_->EndObject(members); }
+  bool StartArray() { return v_->StartArray(); }
+  bool EndArray(rapidjson::SizeType elements) { return v_->EndArray(elements); }
+
+ private:
+  rapidjson::SchemaValidator* v_;
+};
+
 }  // namespace
+
+bool AcceptsJson(rapidjson::SchemaValidator* validator, const rapidjson::Value& value) {
+  ValidatorInput input(validator);
+  return value.Accept(input);
+}
 
 std::string_view EmbeddedSchema(std::string_view file) {
   for (size_t i = 0; i < kEmbeddedSchemaCount; ++i) {
@@ -63,7 +108,7 @@ const rapidjson::SchemaDocument* CompiledSchema(std::string_view file,
 Status ValidateJson(const rapidjson::SchemaDocument& schema, const rapidjson::Value& value,
                     std::string_view what) {
   rapidjson::SchemaValidator v(schema);
-  if (value.Accept(v)) return Status::Ok();
+  if (AcceptsJson(&v, value)) return Status::Ok();
   rapidjson::StringBuffer path;
   v.GetInvalidDocumentPointer().StringifyUriFragment(path);
   std::string where = path.GetString();

@@ -144,6 +144,46 @@ TEST(JsonParse, ValuesInsideABodyCountTowardsTheCap) {
   EXPECT_TRUE(taken.ok()) << taken.status().ToString();
 }
 
+// RapidJSON 1.1 hashes every value under an `enum` rule, casting a double to a 64-bit integer: a
+// number beyond that range was undefined behaviour (the admin_json fuzzer's find; UBSan halts on
+// it in the sanitizer tree). Each such number now gets the rule's readable refusal.
+TEST(JsonSchema, NumbersBeyondSixtyFourBitsUnderAnEnumAreRefusedByTheRule) {
+  for (const char* number : {"2888888888888888888888888888880000", "-1e300",
+                             "1.8446744073709552e19", "-9223372036854777856"}) {
+    SCOPED_TRACE(number);
+    const std::string pull = std::string(R"({"max_messages":10,"format":)") + number + "}";
+    EXPECT_EQ(ParseQueuePullRequest(pull).status().message(),
+              "The request body does not match the expected schema at #/format (rule 'enum').");
+    const std::string config = std::string(R"({"queue_push_format":)") + number + "}";
+    const std::string refused = ParseConfigFile(config).status().message();
+    EXPECT_NE(refused.find("invalid value for 'queue_push_format'"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("(schema rule 'enum')"), std::string::npos) << refused;
+  }
+  // The members themselves still match, and numbers in range still fail as before.
+  EXPECT_TRUE(ParseQueuePullRequest(R"({"format":"v8"})").ok());
+  EXPECT_EQ(ParseQueuePullRequest(R"({"format":1e18})").status().message(),
+            "The request body does not match the expected schema at #/format (rule 'enum').");
+}
+
+// Every schema validation in src/ goes through AcceptsJson (codec/json_schema.h); a bare
+// value.Accept(validator) would bring back the undefined behaviour above.
+TEST(JsonSchema, NoValidatorIsFedWithoutAcceptsJson) {
+  const fs::path src = fs::path(KVC_SOURCE_DIR) / "src";
+  int validators = 0;
+  for (const auto& file : fs::recursive_directory_iterator(src)) {
+    if (!file.is_regular_file() || file.path().filename() == "json_schema.cc") continue;
+    std::ifstream in(file.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string content = text.str();
+    if (content.find("SchemaValidator") == std::string::npos) continue;
+    ++validators;
+    EXPECT_NE(content.find("AcceptsJson("), std::string::npos) << fs::relative(file.path(), src);
+    EXPECT_EQ(content.find(".Accept(v)"), std::string::npos) << fs::relative(file.path(), src);
+  }
+  EXPECT_GE(validators, 1) << "the scan no longer matches";
+}
+
 // Like tests/unit/layering_test.cc: a RapidJSON parse anywhere else in src/ would bypass the cap.
 TEST(JsonParse, NoOtherRapidJsonParseInSrc) {
   const fs::path src = fs::path(KVC_SOURCE_DIR) / "src";
