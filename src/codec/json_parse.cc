@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "codec/sax_forwarder.h"
+
 namespace kvc::codec {
 namespace {
 
@@ -15,36 +17,22 @@ std::atomic<size_t> max_json_depth{kDefaultMaxJsonDepth};
 
 // A RapidJSON handler that forwards every event to a Document (which builds the value) and
 // refuses an array or object that opens deeper than the cap.
-class DepthCappedHandler {
+class DepthCappedHandler : public SaxForwarder<rapidjson::Document> {
  public:
-  using Ch = char;
-
   DepthCappedHandler(rapidjson::Document* doc, size_t max_depth)
-      : doc_(doc), max_depth_(max_depth) {}
+      : SaxForwarder(doc), max_depth_(max_depth) {}
 
   bool too_deep() const { return too_deep_; }
 
-  bool Null() { return doc_->Null(); }
-  bool Bool(bool b) { return doc_->Bool(b); }
-  bool Int(int i) { return doc_->Int(i); }
-  bool Uint(unsigned u) { return doc_->Uint(u); }
-  bool Int64(int64_t i) { return doc_->Int64(i); }
-  bool Uint64(uint64_t u) { return doc_->Uint64(u); }
-  bool Double(double d) { return doc_->Double(d); }
-  bool RawNumber(const Ch* s, rapidjson::SizeType n, bool copy) {
-    return doc_->RawNumber(s, n, copy);
-  }
-  bool String(const Ch* s, rapidjson::SizeType n, bool copy) { return doc_->String(s, n, copy); }
-  bool Key(const Ch* s, rapidjson::SizeType n, bool copy) { return doc_->Key(s, n, copy); }
-  bool StartObject() { return Open() && doc_->StartObject(); }
+  bool StartObject() { return Open() && target()->StartObject(); }
   bool EndObject(rapidjson::SizeType members) {
     --depth_;
-    return doc_->EndObject(members);
+    return target()->EndObject(members);
   }
-  bool StartArray() { return Open() && doc_->StartArray(); }
+  bool StartArray() { return Open() && target()->StartArray(); }
   bool EndArray(rapidjson::SizeType elements) {
     --depth_;
-    return doc_->EndArray(elements);
+    return target()->EndArray(elements);
   }
 
  private:
@@ -57,7 +45,6 @@ class DepthCappedHandler {
     return true;
   }
 
-  rapidjson::Document* const doc_;
   const size_t max_depth_;
   size_t depth_ = 0;
   bool too_deep_ = false;

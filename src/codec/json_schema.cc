@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codec/embedded_schemas.h"
+#include "codec/sax_forwarder.h"
 #include "common/mutex.h"
 
 namespace kvc::codec {
@@ -35,28 +36,12 @@ double HashableDouble(double d) {
 
 // Forwards a document to a validator, with doubles through HashableDouble and a NaN (which no
 // parse produces, but a document built in code can hold) as null, so that it fails a number rule.
-class ValidatorInput {
+class ValidatorInput : public SaxForwarder<rapidjson::SchemaValidator> {
  public:
-  explicit ValidatorInput(rapidjson::SchemaValidator* v) : v_(v) {}
-  bool Null() { return v_->Null(); }
-  bool Bool(bool b) { return v_->Bool(b); }
-  bool Int(int i) { return v_->Int(i); }
-  bool Uint(unsigned u) { return v_->Uint(u); }
-  bool Int64(int64_t i) { return v_->Int64(i); }
-  bool Uint64(uint64_t u) { return v_->Uint64(u); }
-  bool Double(double d) { return std::isnan(d) ? v_->Null() : v_->Double(HashableDouble(d)); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
-    return v_->RawNumber(s, n, copy);
+  using SaxForwarder::SaxForwarder;
+  bool Double(double d) {
+    return std::isnan(d) ? target()->Null() : target()->Double(HashableDouble(d));
   }
-  bool String(const char* s, rapidjson::SizeType n, bool copy) { return v_->String(s, n, copy); }
-  bool StartObject() { return v_->StartObject(); }
-  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return v_->Key(s, n, copy); }
-  bool EndObject(rapidjson::SizeType members) { return v_->EndObject(members); }
-  bool StartArray() { return v_->StartArray(); }
-  bool EndArray(rapidjson::SizeType elements) { return v_->EndArray(elements); }
-
- private:
-  rapidjson::SchemaValidator* v_;
 };
 
 }  // namespace

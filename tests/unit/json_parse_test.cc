@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -169,6 +170,7 @@ TEST(JsonSchema, NumbersBeyondSixtyFourBitsUnderAnEnumAreRefusedByTheRule) {
 // value.Accept(validator) would bring back the undefined behaviour above.
 TEST(JsonSchema, NoValidatorIsFedWithoutAcceptsJson) {
   const fs::path src = fs::path(KVC_SOURCE_DIR) / "src";
+  const std::regex declared(R"(SchemaValidator\s+(\w+)\s*[({])");
   int validators = 0;
   for (const auto& file : fs::recursive_directory_iterator(src)) {
     if (!file.is_regular_file() || file.path().filename() == "json_schema.cc") continue;
@@ -176,10 +178,14 @@ TEST(JsonSchema, NoValidatorIsFedWithoutAcceptsJson) {
     std::stringstream text;
     text << in.rdbuf();
     const std::string content = text.str();
-    if (content.find("SchemaValidator") == std::string::npos) continue;
-    ++validators;
-    EXPECT_NE(content.find("AcceptsJson("), std::string::npos) << fs::relative(file.path(), src);
-    EXPECT_EQ(content.find(".Accept(v)"), std::string::npos) << fs::relative(file.path(), src);
+    for (std::sregex_iterator it(content.begin(), content.end(), declared), end; it != end; ++it) {
+      ++validators;
+      const std::string name = (*it)[1];
+      EXPECT_EQ(content.find(".Accept(" + name + ")"), std::string::npos)
+          << fs::relative(file.path(), src) << " feeds " << name << " without AcceptsJson";
+      EXPECT_NE(content.find("AcceptsJson(&" + name), std::string::npos)
+          << fs::relative(file.path(), src) << " declares " << name << " and never uses it";
+    }
   }
   EXPECT_GE(validators, 1) << "the scan no longer matches";
 }
