@@ -3,10 +3,14 @@
 // that does no work at all, in one run, printed side by side.
 //
 //   KVCONNECT_BIN=build/kvconnect node tests/bench/ceiling.mjs [--duration 5] [--warmup 1]
-//       [--repeat 2] [--workloads get@1,set,...] [--json results.json] [--smoke]
+//       [--repeat 2] [--workloads get@1,set,...] [--storage sqlite|postgres] [--json results.json]
+//       [--smoke]
 //
 // * kvconnect: `kvconnect serve --sync full --rate-limit-rps 0` through ../e2e/harness.mjs
-//   (fresh data dir, random token, port 0), as in run.mjs.
+//   (fresh data dir, random token, port 0), as in run.mjs. With --storage postgres, a node
+//   `kvconnect serve --postgres CONNINFO --rate-limit-rps 0` on a PostgreSQL 15 that this script
+//   starts (../e2e/pg.mjs, fsync=on, synchronous_commit=on: durable like --sync full); its CPU
+//   per operation is then the node's plus PostgreSQL's (postmaster and backends), both shown.
 // * ceiling: Debian's `nghttpd` (package nghttp2-server) in plain-text HTTP/2 on 127.0.0.1
 //   port 0, serving a directory of canned KV Connect answers this script writes first: the
 //   metadata exchange JSON, and for each workload a fixed SnapshotReadOutput and a fixed
@@ -33,9 +37,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import v8 from "node:v8";
 import { makeTempDir, removeTempDirs, sleep, startServer } from "../e2e/harness.mjs";
+import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
   commandLine, DENO_RUN_OPTIONS, describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo,
-  numberOption, optionValues, printMachine, procCpu, runDenoBench, runRounds, selectRows,
+  numberOption, optionValues, postgresCpu, printMachine, procCpu, runDenoBench, runRounds, selectRows,
   spawnHelper, tupleKey, which,
 } from "./lib.mjs";
 
@@ -54,6 +59,10 @@ const ROWS = [
 const WORKLOADS = ["get", "set", "getmany", "list", "transfer"];
 const TARGETS = ["kvconnect", "ceiling"];
 const SERVER_ARGS = ["--sync", "full", "--rate-limit-rps", "0"];
+const PG_NODE_ARGS = ["--rate-limit-rps", "0"];
+// Durable like --sync full: every commit flushed to PostgreSQL's WAL before it is acknowledged.
+const PG_SETTINGS = ["fsync=on", "synchronous_commit=on", "shared_buffers=128MB"];
+const STORAGES = ["sqlite", "postgres"];
 
 // What the workloads read. A list must fit one page: Deno asks for 100 entries a page and
 // asks again after a full one, and the canned server would give the same full page forever.
@@ -78,6 +87,9 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/ceiling.mjs
   --workloads LIST  comma-separated rows: ${ROWS.map((r) => r.id).join(", ")};
                     a bare workload name (${WORKLOADS.join(", ")}) selects its rows; any other
                     <workload>@<in flight> adds a row (default: all rows)
+  --storage KIND    ${STORAGES.join(" or ")} (default sqlite): what the kvconnect server keeps its
+                    data in; postgres starts a PostgreSQL 15 for the run (KVC_PG_BINDIR, else
+                    /usr/lib/postgresql/15/bin) and adds its CPU to kvconnect's
   --json FILE       also write every raw result, the machine and the table to FILE
   --smoke           brief windows (0.3 s after 0.2 s, 1,000 keys), then check that both targets
                     ran every row without errors and the table was printed (ctest
@@ -92,9 +104,12 @@ function parseOptions(argv) {
   const values = optionValues(argv, {
     ...DENO_RUN_OPTIONS,
     smoke: { type: "boolean" },
+    storage: { type: "string" },
   });
   if (values.help) return { help: true };
   const smoke = Boolean(values.smoke);
+  const storage = values.storage ?? "sqlite";
+  if (!STORAGES.includes(storage)) throw new Error(`--storage takes ${STORAGES.join(" or ")}, not ${storage}`);
   const num = (name, def, min, integer) => numberOption(values, name, def, min, integer);
   return {
     smoke,
@@ -104,6 +119,7 @@ function parseOptions(argv) {
     keys: smoke ? 1000 : 10000,
     rows: selectRows(values.workloads, ROWS, WORKLOADS),
     json: values.json,
+    storage,
   };
 }
 
@@ -268,9 +284,17 @@ function checkCannedMetadata(url) {
 // ---------------------------------------------------------------------------
 // Runs
 
-/** CPU seconds of the server and of the Deno client now; null where a process is gone. */
-function cpuSample(serverPid, clientPid) {
-  return { at: performance.now(), server: procCpu(serverPid)?.self ?? null, client: procCpu(clientPid)?.self ?? null };
+/**
+ * CPU seconds of the server, of its PostgreSQL (when `pgPid`) and of the Deno client now; null
+ * where a process is gone.
+ */
+function cpuSample(serverPid, clientPid, pgPid) {
+  return {
+    at: performance.now(),
+    server: procCpu(serverPid)?.self ?? null,
+    client: procCpu(clientPid)?.self ?? null,
+    pg: pgPid ? postgresCpu(pgPid) : null,
+  };
 }
 
 /** CPU over the window between two samples: seconds, cores busy and µs per operation. */
@@ -279,7 +303,9 @@ function cpuOverWindow(start, end, ops) {
   const wall = (end.at - start.at) / 1000;
   const server = end.server - start.server;
   const client = start.client === null || end.client === null ? null : end.client - start.client;
+  const pg = start.pg === null || end.pg === null ? null : end.pg - start.pg;
   return {
+    pg_us_per_op: pg === null ? null : (pg * 1e6) / ops,
     wall_s: wall,
     server_s: server,
     client_s: client,
@@ -308,8 +334,8 @@ async function runOne(row, target, targets, opts) {
     opts,
     env,
     onStdoutLine: (line, proc) => {
-      if (line === "# window-start") marks.start = cpuSample(t.pid, proc.pid);
-      else if (line === "# window-end") marks.end = cpuSample(t.pid, proc.pid);
+      if (line === "# window-start") marks.start = cpuSample(t.pid, proc.pid, t.pgPid);
+      else if (line === "# window-end") marks.end = cpuSample(t.pid, proc.pid, t.pgPid);
     },
   });
   r.cpu = cpuOverWindow(marks.start, marks.end, r.result?.ops);
@@ -346,7 +372,10 @@ function summarizeSide(row, target, runs) {
     p99_ms: best.result.p99_ms,
     p999_ms: best.result.p999_ms,
     errors: done.reduce((n, r) => n + (r.result.errors ?? 0), 0),
-    server_us_per_op: best.cpu?.server_us_per_op ?? null,
+    // With PostgreSQL storage the server's work is the node's and PostgreSQL's together.
+    server_us_per_op: best.cpu ? best.cpu.server_us_per_op + (best.cpu.pg_us_per_op ?? 0) : null,
+    node_us_per_op: best.cpu?.server_us_per_op ?? null,
+    pg_us_per_op: best.cpu?.pg_us_per_op ?? null,
     server_cores: best.cpu?.server_cores ?? null,
     client_us_per_op: best.cpu?.client_us_per_op ?? null,
     client_cores: best.cpu?.client_cores ?? null,
@@ -375,7 +404,7 @@ function reportLines(rows, opts, targets) {
   const lines = [];
   const p = (s = "") => lines.push(s);
   p("### Deno client: kvconnect vs. a server that does no work (the ceiling)\n");
-  p(`kvconnect: \`kvconnect serve ${SERVER_ARGS.join(" ")}\` (fresh data dir); ceiling: \`${targets.ceiling.command}\` ` +
+  p(`kvconnect: ${targets.kvconnect.command}; ceiling: \`${targets.ceiling.command}\` ` +
     `(${targets.ceiling.version}) answering every request with canned bytes: a fixed metadata JSON, SnapshotReadOutput ` +
     "and AtomicWriteOutput per workload, made with `protoc --encode` from proto/datapath.proto. " +
     "One `Deno.Kv` handle (one HTTP/2 connection) per run.\n");
@@ -383,14 +412,18 @@ function reportLines(rows, opts, targets) {
     `${opts.repeat === 1 ? "one run per target" : `best of ${opts.repeat} runs per target (highest ops/s, with that run's latencies and CPU), alternating order`}; ` +
     "latencies in ms (p50 / p99); ratio = kvconnect / ceiling; CPU = user + system time of the server process " +
     "over the timed window (/proc/PID/stat) per operation, in µs" +
+    `${opts.storage === "postgres" ? " (kvconnect's: the node's + PostgreSQL's, its postmaster and every child)" : ""}` +
     `${opts.smoke ? "; **smoke run: the figures mean nothing**" : ""}\n`);
   p("| row | kvconnect ops/s | ceiling ops/s | ratio | kvconnect p50 / p99 | ceiling p50 / p99 | p50 ratio | kvconnect CPU µs/op | nghttpd CPU µs/op | CPU ratio |");
   p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ops = (s) => (s.ops_per_s === undefined ? "failed" : `${fmtInt(s.ops_per_s)}${s.ok ? "" : " (!)"}`);
   const lat = (s) => (s.ops_per_s === undefined ? "—" : `${fmtMs(s.p50_ms)} / ${fmtMs(s.p99_ms)}`);
+  const kvcCpu = (s) => (s.pg_us_per_op === null || s.pg_us_per_op === undefined
+    ? fmtUs(s.server_us_per_op)
+    : `${fmtUs(s.server_us_per_op)} (${fmtUs(s.node_us_per_op)} + ${fmtUs(s.pg_us_per_op)})`);
   for (const r of rows) {
     p(`| ${r.id} | ${ops(r.kvconnect)} | ${ops(r.ceiling)} | ${fmtX(r.ops_ratio)} | ${lat(r.kvconnect)} | ${lat(r.ceiling)} | ` +
-      `${fmtX(r.p50_ratio)} | ${fmtUs(r.kvconnect.server_us_per_op)} | ${fmtUs(r.ceiling.server_us_per_op)} | ${fmtX(r.cpu_ratio)} |`);
+      `${fmtX(r.p50_ratio)} | ${kvcCpu(r.kvconnect)} | ${fmtUs(r.ceiling.server_us_per_op)} | ${fmtX(r.cpu_ratio)} |`);
   }
   p();
   p("Where the CPU went over the same windows (cores busy: CPU seconds per wall second):\n");
@@ -415,8 +448,11 @@ function reportLines(rows, opts, targets) {
   return lines;
 }
 
-/** What --smoke checks: both targets ran every row without errors, and the table has its rows. */
-function smokeProblems(rows, runs, lines) {
+/**
+ * What --smoke checks: both targets ran every row without errors (with PostgreSQL storage, its
+ * CPU was sampled too), and the table has its rows.
+ */
+function smokeProblems(rows, runs, lines, opts) {
   const problems = [];
   for (const r of rows) {
     for (const t of TARGETS) {
@@ -425,6 +461,9 @@ function smokeProblems(rows, runs, lines) {
         const failed = runs.filter((x) => x.row === r.id && x.target === t && !x.ok);
         problems.push(`${r.id} against ${t}: ${failed.map((x) => describeOne(x)).join("; ") || "no ops or no CPU sample"}`);
       }
+    }
+    if (opts.storage === "postgres" && (r.kvconnect.pg_us_per_op ?? null) === null) {
+      problems.push(`${r.id}: no CPU sample of PostgreSQL over the window`);
     }
     if (r.workload === "transfer" && !r.kvconnect.preserved) problems.push(`${r.id}: kvconnect did not keep the total balance`);
     const line = lines.find((l) => l.startsWith(`| ${r.id} |`));
@@ -442,6 +481,7 @@ async function main() {
 
   let nghttpd;
   let server;
+  let pg;
   const runs = [];
   try {
     const htdocs = await makeTempDir("kvconnect-bench-ceiling-");
@@ -450,13 +490,22 @@ async function main() {
     const machine = machineInfo();
     printMachine(machine, "kvconnect benchmark: the no-work ceiling");
     console.log(`- ${nghttpd.version}\n`);
-    server = await startServer({ extraArgs: SERVER_ARGS });
+    let serverArgs = SERVER_ARGS;
+    if (opts.storage === "postgres") {
+      pg = await startPg({ fsync: true, settings: PG_SETTINGS, tcp: true });
+      serverArgs = ["--postgres", pg.conninfo, ...PG_NODE_ARGS];
+      console.log(`- PostgreSQL: ${(await pg.query("SHOW server_version")).trim()} (${PG_SETTINGS.join(", ")})\n`);
+    }
+    server = await startServer({ extraArgs: serverArgs });
     log(`server: ${server.describe()}`);
+    const kvcCommand = opts.storage === "postgres"
+      ? `\`kvconnect serve --postgres <conninfo> ${PG_NODE_ARGS.join(" ")}\` (a fresh PostgreSQL 15, ${PG_SETTINGS.join(", ")})`
+      : `\`kvconnect serve ${SERVER_ARGS.join(" ")}\` (fresh data dir)`;
     log(`ceiling: ${nghttpd.command} on port ${nghttpd.port} (pid ${nghttpd.pid})`);
     const ceilingUrl = (w) => `http://127.0.0.1:${nghttpd.port}/${w}/metadata.json`;
     await checkCannedMetadata(ceilingUrl("get"));
     const targets = {
-      kvconnect: { pid: server.proc.pid, token: server.token, urlFor: () => server.url },
+      kvconnect: { pid: server.proc.pid, pgPid: pg?.proc.pid, token: server.token, urlFor: () => server.url, command: kvcCommand },
       ceiling: { pid: nghttpd.pid, token: "unused-by-the-canned-server", urlFor: ceilingUrl, command: nghttpd.command, version: nghttpd.version },
     };
     await runRounds(opts, TARGETS, runs, (row, target) => runOne(row, target, targets, opts),
@@ -472,7 +521,7 @@ async function main() {
     if (opts.json) {
       const out = {
         machine: { ...machine, nghttpd: nghttpd.version },
-        options: { duration: opts.duration, warmup: opts.warmup, repeat: opts.repeat, keys: opts.keys, rows: opts.rows.map((r) => r.id) },
+        options: { duration: opts.duration, warmup: opts.warmup, repeat: opts.repeat, keys: opts.keys, storage: opts.storage, rows: opts.rows.map((r) => r.id) },
         kvconnect: { args: server.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>") },
         ceiling: { command: nghttpd.command, canned: { namespace: CANNED_NS, list_size: LIST_SIZE, getmany_keys: GETMANY_KEYS, accounts: ACCOUNTS, bytes: sizes } },
         runs,
@@ -483,7 +532,7 @@ async function main() {
     }
 
     if (opts.smoke) {
-      const problems = smokeProblems(rows, runs, lines);
+      const problems = smokeProblems(rows, runs, lines, opts);
       if (problems.length) {
         console.error(`smoke: FAILED\n${problems.map((x) => `  - ${x}`).join("\n")}`);
         return 1;
@@ -496,6 +545,7 @@ async function main() {
   } finally {
     await server?.stop();
     nghttpd?.stop();
+    if (pg) await cleanupPg();
     await removeTempDirs();
   }
 }

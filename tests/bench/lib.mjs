@@ -213,6 +213,30 @@ export function procCpu(pid) {
   }
 }
 
+/** A backend of the `postgres` database (postgres.mjs's wait-event sampler), by its title. */
+function isSamplerBackend(pid) {
+  try {
+    return /^postgres: \S+ postgres /.test(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * CPU seconds of a PostgreSQL server so far: its postmaster and the children alive now
+ * (backends, walwriter, checkpointer, ...), but not a backend of the `postgres` database (the
+ * wait-event sampler of postgres.mjs, which is not the workload's).
+ */
+export function postgresCpu(postmasterPid) {
+  let total = procCpu(postmasterPid)?.self ?? 0;
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const p = procCpu(Number(name));
+    if (p && p.ppid === postmasterPid && !isSamplerBackend(Number(name))) total += p.self;
+  }
+  return total;
+}
+
 /**
  * The TCP ports process `pid` listens on (IPv4 and IPv6), from its socket inodes in
  * /proc/<pid>/fd and the LISTEN rows of /proc/net/tcp{,6}: how to learn the port of a server

@@ -44,7 +44,7 @@ import { randomToken, removeTempDirs, sleep, spawnDeno, startServer } from "../e
 import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
   CLK_TCK, commandLine, describeKvcBench, fmtInt, fmtMs, log, machineInfo, numberOption,
-  optionValues, printMachine, procCpu, runKvcBench,
+  optionValues, postgresCpu, printMachine, procCpu, runKvcBench,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -97,29 +97,6 @@ function parseOptions(argv) {
 
 // ---------------------------------------------------------------------------
 // Diagnostics: CPU of each process group, /metrics of a node, pg_stat_statements, pg_stat_activity
-
-/** A backend of the `postgres` database (the wait-event sampler), by its process title. */
-function isSamplerBackend(pid) {
-  try {
-    return /^postgres: \S+ postgres /.test(fs.readFileSync(`/proc/${pid}/cmdline`, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
-/**
- * CPU seconds of the postmaster and its children alive now (backends, walwriter, ...), but
- * not the wait-event sampler's backend.
- */
-function postgresCpu(postmasterPid) {
-  let total = procCpu(postmasterPid)?.self ?? 0;
-  for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    const p = procCpu(Number(name));
-    if (p && p.ppid === postmasterPid && !isSamplerBackend(Number(name))) total += p.self;
-  }
-  return total;
-}
 
 /** Busy and total CPU seconds of the whole machine, from /proc/stat. */
 function machineCpu() {
