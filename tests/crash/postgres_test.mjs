@@ -119,7 +119,8 @@ const requestKind = (url) => (url.endsWith("/atomic_write") ? "write" : url.ends
 // (10 s by default) through an outage and restart, so the bound sits above that (a bound equal
 // to it failed on a loaded machine, where PostgreSQL alone takes seconds to restart).
 const PG_REQUEST_TIMEOUT_MS = 25_000;
-// The longest a burst of pg_terminate_backend goes on waiting for a write it cut off.
+// The longest a burst of pg_terminate_backend goes on waiting for a write it cut off, and the
+// longest PostgreSQL stays stopped waiting for one.
 const MAX_SESSION_BURST_MS = 20_000;
 
 class PgCrashRun extends CrashRun {
@@ -381,13 +382,19 @@ class OutageRun extends PgCrashRun {
     let clients = [];
     try {
       clients = await this.openNodeClients(aborts.map((a) => a.signal), observe);
-      this.phase = `cycle ${cycle}: load`;
-      const writers = [];
-      for (let w = 0; w < opts.writers; w++) {
+      this.phase = `cycle ${cycle}: read every balance`;
+      const writerClients = Array.from({ length: opts.writers }, (_, w) => {
         const node = w % NODES;
-        const kv = clients[node][Math.floor(w / NODES) % clients[node].length];
-        writers.push(this.retryingWriter(st, kv, this.writerId(cycle, w), prng(subSeed(opts.seed, cycle, w + 1)), node));
-      }
+        return { node, kv: clients[node][Math.floor(w / NODES) % clients[node].length] };
+      });
+      // Every writer knows every balance before the fault: when its reads fail during the fault
+      // it commits on what it knows (the checks keep that safe), so writes reach the nodes while
+      // PostgreSQL is away. (A writer that had never read its next pair only retried the read,
+      // and a fault early in the load could pass with no write sent at all.)
+      const known = await Promise.all(writerClients.map(({ kv }) => this.readBalances(kv)));
+      this.phase = `cycle ${cycle}: load`;
+      const writers = writerClients.map(({ node, kv }, w) =>
+        this.retryingWriter(st, kv, this.writerId(cycle, w), prng(subSeed(opts.seed, cycle, w + 1)), node, known[w]));
       await sleep(killAtMs);
 
       const failedDuring = () =>
@@ -400,6 +407,8 @@ class OutageRun extends PgCrashRun {
         this.phase = `cycle ${cycle}: PostgreSQL immediate stop`;
         await this.pg.stop({ mode: "immediate" });
         await sleep(outageMs);
+        // As with the session bursts below: down until a write has been answered with a 5xx.
+        while (failedDuring() === 0 && Date.now() - tStop < MAX_SESSION_BURST_MS) await sleep(20);
         this.phase = `cycle ${cycle}: PostgreSQL restart`;
         const tRestart = Date.now();
         await this.pg.restart();
@@ -439,15 +448,26 @@ class OutageRun extends PgCrashRun {
     return st;
   }
 
+  /** account -> its entry, for every account, read through `kv` (Deno reads 10 keys at most at once). */
+  async readBalances(kv) {
+    const known = new Map();
+    for (let first = 0; first < this.N; first += 10) {
+      const ids = Array.from({ length: Math.min(10, this.N - first) }, (_, i) => first + i);
+      const entries = await kv.getMany(ids.map(acct));
+      ids.forEach((id, i) => known.set(id, entries[i]));
+    }
+    return known;
+  }
+
   /**
    * Transfers until st.stopped, through the outage. A failed read or commit is retried after a
    * short pause; a transfer whose commit got no clear answer keeps its log id until its fate is
    * known: the next read shows its log key (it landed: outcome left to verify()), or the same
    * transfer commits with the log key checked absent.
    */
-  async retryingWriter(st, kv, id, rng, node) {
+  async retryingWriter(st, kv, id, rng, node, known) {
     const { N } = this;
-    const known = new Map(); // account -> the entry this writer read last
+    // known: account -> the entry this writer read last
     let seq = 0;
     let pause = 20;
     const backOff = async () => {
