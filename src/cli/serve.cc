@@ -103,6 +103,15 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
                 "Bytes of each database file SQLite reader connections memory-map (0: none)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  s->add_option("--sqlite-checkpoint-pages", c->storage_options.checkpoint_pages,
+                "WAL pages from which a background thread copies the WAL into the database "
+                "file (0: SQLite's checkpoint inside the commit at 1000 pages)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+  s->add_option("--sqlite-wal-limit-pages", c->storage_options.wal_limit_pages,
+                "WAL pages at which the writer checkpoints itself, bounding the WAL")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
 }
 
 // HTTP/2 windows, timeouts, tokens and rate limits.

@@ -61,6 +61,11 @@ struct StorageOptions {
   SyncMode sync = SyncMode::kFull;
   // sqlite: reader connections map up to this many bytes of a database file; 0: off.
   int64_t mmap_bytes = 0;
+  // sqlite: WAL checkpoints (sqlite/checkpointer.h): a thread of their own copies the WAL into
+  // the database file from this many WAL pages on, the writer itself at wal_limit_pages.
+  // checkpoint_pages 0: SQLite's own checkpoint inside the commit at 1000 pages.
+  int64_t checkpoint_pages = 1000;
+  int64_t wal_limit_pages = 4000;
   // sqlite: the file the database named "default" lives in (serve --sqlite-path); empty:
   // default.sqlite3 in the data directory.
   std::string default_database_file;

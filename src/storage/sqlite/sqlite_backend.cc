@@ -2,11 +2,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <memory>
 #include <string_view>
 #include <utility>
 
 #include "common/random.h"
 #include "storage/queue_text.h"
+#include "storage/sqlite/checkpointer.h"
 #include "storage/sqlite/sqlite_util.h"
 
 namespace kvc::storage {
@@ -340,8 +343,15 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
   QueueStore* queue_store() override { return this; }
   ChangeLogWriter* change_log() override { return this; }
 
-  Status Init(const std::string& path, const SqliteOptions& o) {
+  Status Init(const std::string& path, const SqliteOptions& o,
+              std::shared_ptr<CheckpointCounts> counts) {
     KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false));
+    if (o.checkpoint_pages > 0) {
+      KVC_ASSIGN_OR_RETURN(
+          checkpointer_,
+          Checkpointer::Start(conn_.db(), path, o, o.checkpoint_pages,
+                              std::max(o.wal_limit_pages, o.checkpoint_pages), std::move(counts)));
+    }
     KVC_ASSIGN_OR_RETURN(begin_, conn_.Prepare("begin immediate"));
     KVC_ASSIGN_OR_RETURN(version_, conn_.Prepare("select version from data_version where k = 0"));
     KVC_ASSIGN_OR_RETURN(commit_, conn_.Prepare("commit"));
@@ -694,6 +704,8 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
   sqlite3_stmt *q_del_running_ = nullptr, *q_del_state_ = nullptr, *q_add_dead_ = nullptr;
   sqlite3_stmt *q_list_dead_ = nullptr, *q_get_dead_ = nullptr, *q_del_dead_ = nullptr;
   sqlite3_stmt *q_prune_dead_ = nullptr, *q_prune_state_ = nullptr, *q_counts_ = nullptr;
+  // Hooked into conn_; declared after it, so it is destroyed (unhooked, joined) first.
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 }  // namespace
@@ -704,6 +716,11 @@ Result<std::unique_ptr<SqliteBackend>> SqliteBackend::Open(const std::string& pa
   KVC_RETURN_IF_ERROR(b->Initialize());
   return b;
 }
+
+SqliteBackend::SqliteBackend(std::string path, SqliteOptions options)
+    : path_(std::move(path)),
+      options_(std::move(options)),
+      checkpoint_counts_(std::make_shared<CheckpointCounts>()) {}
 
 SqliteBackend::~SqliteBackend() = default;
 
@@ -766,7 +783,7 @@ Result<std::unique_ptr<Reader>> SqliteBackend::OpenReader() {
 
 Result<std::unique_ptr<Writer>> SqliteBackend::OpenWriter() {
   auto w = std::make_unique<SqliteWriter>();
-  KVC_RETURN_IF_ERROR(w->Init(path_, options_));
+  KVC_RETURN_IF_ERROR(w->Init(path_, options_, checkpoint_counts_));
   return std::unique_ptr<Writer>(std::move(w));
 }
 

@@ -17,6 +17,8 @@
 
 namespace kvc::storage {
 
+struct CheckpointCounts;
+
 struct SqliteOptions {
   SyncMode sync = SyncMode::kFull;
   int busy_timeout_ms = 5000;
@@ -24,6 +26,12 @@ struct SqliteOptions {
   // Reader connections map up to this many bytes of the database file instead of copying
   // pages with read() (SQLite's mmap_size); 0 turns it off. The writer never maps.
   int64_t reader_mmap_bytes = 0;  // serve defaults to 4 GiB (--sqlite-mmap-bytes)
+  // The writer's WAL checkpoints (checkpointer.h): from checkpoint_pages WAL pages on a thread
+  // of their own copies the WAL into the database file; at wal_limit_pages (raised to
+  // checkpoint_pages if below) the writer does itself. checkpoint_pages 0: SQLite's automatic
+  // checkpoint inside the commit at 1000 pages, as SQLite does by default.
+  int64_t checkpoint_pages = 1000;
+  int64_t wal_limit_pages = 4000;
   bool create_if_missing = true;
   std::string vfs;  // SQLite VFS name; empty: the default (tests inject power loss here)
 };
@@ -51,14 +59,16 @@ class SqliteBackend : public Backend {
   Result<std::unique_ptr<Writer>> OpenWriter() override;
 
   const std::string& path() const { return path_; }
+  // The checkpoints its writers' Checkpointers ran (checkpointer.h), since the backend opened.
+  const CheckpointCounts& checkpoint_counts() const { return *checkpoint_counts_; }
 
  private:
-  SqliteBackend(std::string path, SqliteOptions options)
-      : path_(std::move(path)), options_(std::move(options)) {}
+  SqliteBackend(std::string path, SqliteOptions options);
   Status Initialize();
 
   const std::string path_;
   const SqliteOptions options_;
+  const std::shared_ptr<CheckpointCounts> checkpoint_counts_;
   std::string database_id_;
 };
 

@@ -69,6 +69,8 @@ Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions&
   sqlite.vfs = options.vfs;
   sqlite.sync = options.sync;
   sqlite.reader_mmap_bytes = options.mmap_bytes;
+  sqlite.checkpoint_pages = options.checkpoint_pages;
+  sqlite.wal_limit_pages = options.wal_limit_pages;
   std::unique_ptr<SqliteStorage> storage(new SqliteStorage(std::move(catalog), root, sqlite));
   KVC_RETURN_IF_ERROR(storage->RegisterDefault());
   if (!options.default_database_file.empty()) {
