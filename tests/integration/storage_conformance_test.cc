@@ -100,6 +100,13 @@ class StorageConformanceTest : public ::testing::TestWithParam<std::string> {
     return version;
   }
 
+  // Commits the transaction `w` began at `base` as the next version, and closes the writer.
+  static void CommitAndClose(std::unique_ptr<storage::Writer>& w, int64_t base) {
+    ASSERT_TRUE(w->SetDataVersion(base + 1).ok());
+    ASSERT_TRUE(w->Commit().ok());
+    w.reset();
+  }
+
   // A reader with a snapshot open (End() it when done).
   std::unique_ptr<storage::Reader> Snapshot() {
     auto r = backend_->OpenReader();
@@ -170,9 +177,7 @@ TEST_P(StorageConformanceTest, TransactionsCommitWholeOrLeaveNothing) {
   ASSERT_TRUE((*w)->Savepoint().ok());
   ASSERT_TRUE((*w)->Put("z", Row("z", v1 + 1)).ok());
   ASSERT_TRUE((*w)->ReleaseSavepoint().ok());
-  ASSERT_TRUE((*w)->SetDataVersion(v1 + 1).ok());
-  ASSERT_TRUE((*w)->Commit().ok());
-  w->reset();
+  CommitAndClose(*w, v1);
 
   r = Snapshot();
   ASSERT_TRUE(r);
@@ -269,9 +274,7 @@ TEST_P(StorageConformanceTest, ExpiredRowsHideFromScansUntilSwept) {
   // Asked by the backend that sweeps (PostgreSQL elects one per database in DeleteExpired and
   // tells the others to look again later).
   EXPECT_EQ(*(*w)->EarliestExpiry(), 2000);
-  ASSERT_TRUE((*w)->SetDataVersion(*base + 1).ok());
-  ASSERT_TRUE((*w)->Commit().ok());
-  w->reset();
+  CommitAndClose(*w, *base);
   r = Snapshot();
   ASSERT_TRUE(r);
   EXPECT_EQ(ValueOf(*r, "e1"), std::nullopt);
@@ -314,9 +317,7 @@ TEST_P(StorageConformanceTest, OverwritesKeepValueVersionAndExpiryTrue) {
   std::sort(gone.begin(), gone.end());
   EXPECT_EQ(gone, (std::vector<std::string>{"k", "n"}));
   EXPECT_EQ(*(*w)->EarliestExpiry(), std::nullopt) << "e's expiry was removed by its overwrite";
-  ASSERT_TRUE((*w)->SetDataVersion(*base + 1).ok());
-  ASSERT_TRUE((*w)->Commit().ok());
-  w->reset();
+  CommitAndClose(*w, *base);
   r = Snapshot();
   ASSERT_TRUE(r);
   EXPECT_EQ(ValueOf(*r, "k"), std::nullopt);
