@@ -57,6 +57,7 @@ struct KeyedRow {
 struct StorageStats {
   int64_t key_count = -1;    // rows in the key space, expired ones included
   int64_t total_bytes = -1;  // bytes the database occupies in storage
+  int64_t wal_bytes = -1;    // SQLite: bytes of its write-ahead log file (-1: the kind has none)
 };
 
 // A read-only connection. Begin() opens a snapshot; everything until End() sees it.

@@ -108,6 +108,7 @@ describe("metrics and health", { skip: LOCAL_BACKEND }, () => {
       assert.ok(sample(m1, "kvconnect_database_last_version", { database: "default" }) > sample(m0, "kvconnect_database_last_version", { database: "default" }), "last version moved");
       assert.ok(sample(m1, "kvconnect_database_keys", { database: "default" }) > 0, "keys counted");
       assert.ok(sample(m1, "kvconnect_database_bytes", { database: "default" }) > 0, "file size reported");
+      assert.ok(sample(m1, "kvconnect_database_wal_bytes", { database: "default" }) > 0, "WAL size reported");
       assert.equal(sample(m1, "kvconnect_database_writable", { database: "default" }), 1);
     };
     let after;

@@ -257,7 +257,7 @@ void Metrics::StatsLoop() {
     for (const auto& [id, db] : snap->by_id) {
       db.engine->QueryStats([id = id, round](Result<storage::StorageStats> r) {
         MutexLock l(round->mu);
-        if (r.ok()) round->results[id] = DbStats{r->key_count, r->total_bytes};
+        if (r.ok()) round->results[id] = DbStats{r->key_count, r->total_bytes, r->wal_bytes};
         if (--round->pending == 0) round->cv.NotifyAll();
       });
     }
@@ -331,6 +331,9 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
                     "Keys stored (expired ones not yet swept included), refreshed in the "
                     "background");
   F bytes = F::Gauge("kvconnect_database_bytes", "Bytes the database occupies in storage");
+  F wal = F::Gauge("kvconnect_database_wal_bytes",
+                   "Bytes of the database's SQLite write-ahead log file: near "
+                   "--sqlite-wal-limit-pages pages at most, unless a long read holds a snapshot");
   F version = F::Gauge("kvconnect_database_last_version",
                        "The committed version (first 8 bytes of the last versionstamp)");
   F writable = F::Gauge("kvconnect_database_writable",
@@ -356,6 +359,7 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
       if (auto it = db_stats.find(id); it != db_stats.end()) {
         if (it->second.keys >= 0) keys.Add(static_cast<double>(it->second.keys), l);
         if (it->second.bytes >= 0) bytes.Add(static_cast<double>(it->second.bytes), l);
+        if (it->second.wal_bytes >= 0) wal.Add(static_cast<double>(it->second.wal_bytes), l);
       }
       version.Add(static_cast<double>(e.committed_version()), l);
       writable.Add(e.writable() ? 1 : 0, l);
@@ -373,8 +377,8 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
       retries.Add(static_cast<double>(c.commit_retries.load()), l);
     }
   }
-  for (F* f : {&keys, &bytes, &version, &writable, &watches, &qreads, &qwrites, &hits, &misses,
-               &storage_reads, &refused, &retries}) {
+  for (F* f : {&keys, &bytes, &wal, &version, &writable, &watches, &qreads, &qwrites, &hits,
+               &misses, &storage_reads, &refused, &retries}) {
     out->push_back(std::move(*f));
   }
 }

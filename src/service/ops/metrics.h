@@ -89,6 +89,7 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   struct DatabaseSize {
     int64_t keys = -1;
     int64_t bytes = -1;
+    int64_t wal_bytes = -1;  // SQLite only
   };
   std::optional<DatabaseSize> DatabaseSizeOf(const std::string& database_id) const;
 

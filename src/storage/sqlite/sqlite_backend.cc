@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -199,6 +200,7 @@ Result<DeadLetterRow> ReadDead(const Stmt& s) {
 class SqliteReader : public Reader {
  public:
   Status Init(const std::string& path, const SqliteOptions& o) {
+    wal_path_ = path + "-wal";
     KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false));
     KVC_RETURN_IF_ERROR(conn_.Exec("pragma query_only=1"));
     if (o.reader_mmap_bytes > 0) {
@@ -260,6 +262,9 @@ class SqliteReader : public Reader {
       if (s.Step() != SQLITE_ROW) return conn_.Error("stats");
       *out = s.ColumnInt64(0);
     }
+    std::error_code ec;  // no WAL file (nothing written since the last close): 0 bytes
+    const auto wal = std::filesystem::file_size(wal_path_, ec);
+    st.wal_bytes = ec ? 0 : static_cast<int64_t>(wal);
     return st;
   }
 
@@ -328,6 +333,7 @@ class SqliteReader : public Reader {
   void End() override { Stmt(end_).Step(); }
 
  private:
+  std::string wal_path_;
   sqlite::Connection conn_{kErrorPrefix};
   // Prepared statements, owned by conn_ (queue_counts_, queue_scan_ and dead_scan_ on first use).
   sqlite3_stmt *begin_ = nullptr, *end_ = nullptr, *scan_ = nullptr, *scan_rev_ = nullptr,
