@@ -45,6 +45,8 @@ Result<std::unique_ptr<Backend>> CreateSnapshotFile(const std::string& path) {
   SqliteOptions o;
   o.sync = SyncMode::kOff;  // a scratch file: SealSnapshotFile checkpoints and fsyncs it
   o.create_if_missing = true;
+  // Written once by one copier, with nobody waiting on its commits: no checkpoint thread.
+  o.checkpoint_pages = 0;
   KVC_ASSIGN_OR_RETURN(auto backend, SqliteBackend::Open(path, o));
   return std::unique_ptr<Backend>(std::move(backend));
 }
