@@ -95,17 +95,11 @@ ContinuousBackup::~ContinuousBackup() {
 }
 
 void ContinuousBackup::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
 }
 
 void ContinuousBackup::Stop() {
-  {
-    MutexLock lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
+  if (!worker_.Stop(mu_, cv_)) return;
   if (!options_.ship_on_stop) return;
   // One last round: what was committed before the stop gets shipped if the target answers.
   Status s = Round();
@@ -148,11 +142,11 @@ std::vector<BackupStatus> ContinuousBackup::Statuses() const {
 
 void ContinuousBackup::Loop() {
   MutexLock lock(mu_);
-  while (!stop_) {
+  while (!worker_.stop_requested()) {
     lock.Unlock();
     (void)Round();
     lock.Lock();
-    if (stop_) break;
+    if (worker_.stop_requested()) break;
     if (!kick_) cv_.WaitFor(mu_, std::chrono::milliseconds(options_.interval_ms));
     kick_ = false;
   }

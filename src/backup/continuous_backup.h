@@ -24,17 +24,16 @@
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backup/target.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/worker_thread.h"
 #include "engine/engine.h"
 
 namespace kvc::backup {
@@ -124,11 +123,10 @@ class ContinuousBackup {
   mutable Mutex mu_;
   CondVar cv_;
   std::map<std::string, std::shared_ptr<Db>> dbs_ KVC_GUARDED_BY(mu_);  // by database id
-  bool stop_ KVC_GUARDED_BY(mu_) = false;
   bool kick_ KVC_GUARDED_BY(mu_) = false;
   // Serializes rounds (the loop's and ShipNow's).
   Mutex round_mu_;
-  std::thread thread_;
+  WorkerThread worker_;
 };
 
 }  // namespace kvc::backup

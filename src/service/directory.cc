@@ -32,18 +32,12 @@ Directory::~Directory() { Stop(); }
 
 Status Directory::Start() {
   KVC_RETURN_IF_ERROR(Reload(/*force=*/true));
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
   return Status::Ok();
 }
 
 void Directory::Stop() {
-  {
-    MutexLock lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
+  if (!worker_.Stop(mu_, cv_)) return;
   // Lookups that were waiting for a reread get the last snapshot rather than no answer.
   std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting;
   {
@@ -72,7 +66,7 @@ std::shared_ptr<const Directory::Snapshot> Directory::snapshot() const {
 void Directory::RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)> done) {
   {
     MutexLock lock(mu_);
-    if (!stop_) {
+    if (!worker_.stop_requested()) {
       waiting_.push_back(std::move(done));
       cv_.NotifyAll();
       return;
@@ -83,13 +77,13 @@ void Directory::RefreshThen(std::function<void(std::shared_ptr<const Snapshot>)>
 
 void Directory::Loop() {
   MutexLock lock(mu_);
-  while (!stop_) {
+  while (!worker_.stop_requested()) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(std::max<int64_t>(options_.poll_ms, 10));
-    while (!stop_ && waiting_.empty()) {
+    while (!worker_.stop_requested() && waiting_.empty()) {
       if (!cv_.WaitUntil(mu_, deadline)) break;  // poll time
     }
-    if (stop_) break;
+    if (worker_.stop_requested()) break;
     auto waiting = std::move(waiting_);
     waiting_.clear();
     lock.Unlock();

@@ -13,12 +13,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/worker_thread.h"
 #include "engine/engine.h"
 #include "storage/backend.h"
 #include "storage/catalog.h"
@@ -88,8 +88,7 @@ class Directory {
   Mutex mu_;
   CondVar cv_;
   std::vector<std::function<void(std::shared_ptr<const Snapshot>)>> waiting_ KVC_GUARDED_BY(mu_);
-  bool stop_ KVC_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  WorkerThread worker_;
 
   // Engines of removed databases, shut down once nobody else holds them (directory thread).
   std::vector<std::shared_ptr<engine::Engine>> retired_;

@@ -153,19 +153,10 @@ std::shared_ptr<engine::CommitListener> Metrics::commit_listener() { return comm
 
 void Metrics::Start(Directory* directory) {
   directory_ = directory;
-  thread_ = std::thread([this] { StatsLoop(); });
+  worker_.Start([this] { StatsLoop(); });
 }
 
-void Metrics::Stop() {
-  {
-    MutexLock lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
+void Metrics::Stop() { worker_.Stop(mu_, cv_); }
 
 void Metrics::AddCollector(const MetricsCollector* collector) {
   MutexLock lock(mu_);
@@ -248,7 +239,7 @@ std::optional<Metrics::DatabaseSize> Metrics::DatabaseSizeOf(const std::string& 
 
 void Metrics::StatsLoop() {
   MutexLock lock(mu_);
-  while (!stop_) {
+  while (!worker_.stop_requested()) {
     lock.Unlock();
     auto snap = directory_->snapshot();
     std::map<std::string, DbStats> fresh;
@@ -266,7 +257,8 @@ void Metrics::StatsLoop() {
       MutexLock l(round->mu);
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stats_interval_ms);
-      while (round->pending != 0 && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+      while (round->pending != 0 && !worker_.stop_requested() &&
+             std::chrono::steady_clock::now() < deadline) {
         round->cv.WaitFor(round->mu, std::chrono::milliseconds(100));
       }
       fresh = round->results;
@@ -275,7 +267,7 @@ void Metrics::StatsLoop() {
     db_stats_ = std::move(fresh);
     const auto next = std::chrono::steady_clock::now() +
                       std::chrono::milliseconds(std::max<int64_t>(options_.stats_interval_ms, 10));
-    while (!stop_) {
+    while (!worker_.stop_requested()) {
       if (!cv_.WaitUntil(mu_, next)) break;
     }
   }

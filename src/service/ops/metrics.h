@@ -19,7 +19,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,9 +27,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "common/mutex.h"
+#include "common/worker_thread.h"
 #include "engine/commit_listener.h"
 #include "service/authenticator.h"
 #include "service/directory.h"
@@ -123,10 +122,8 @@ class Metrics : public RequestObserver, public AuthObserver, public PortableValu
   std::vector<const MetricsCollector*> collectors_ KVC_GUARDED_BY(mu_);
   std::map<std::string, DbStats> db_stats_ KVC_GUARDED_BY(mu_);  // by id
   Directory* directory_ = nullptr;                               // set once by Start
-  bool stop_ KVC_GUARDED_BY(mu_) = false;
-  std::atomic<bool> stopping_{false};
   CondVar cv_;
-  std::thread thread_;
+  WorkerThread worker_;
 };
 
 // GET /metrics, for whoever `gate` admits (service/ops/operator_gate.h).

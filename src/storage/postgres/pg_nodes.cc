@@ -31,7 +31,7 @@ void PgNodeRegistry::Start(NodeInfo self, int64_t heartbeat_ms, int64_t max_repl
     MutexLock lock(mu_);
     live_ = {self_};
   }
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
 }
 
 std::vector<NodeInfo> PgNodeRegistry::LiveNodes() const {
@@ -40,13 +40,7 @@ std::vector<NodeInfo> PgNodeRegistry::LiveNodes() const {
 }
 
 void PgNodeRegistry::Stop() {
-  {
-    MutexLock lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
+  if (!worker_.Stop(mu_, cv_)) return;
   if (self_.id.empty()) return;
   Connection c(conninfo_, {{"target_session_attrs", "read-write"}, {"connect_timeout", "2"}},
                "postgres node registry");
@@ -128,10 +122,10 @@ void PgNodeRegistry::Loop() {
 bool PgNodeRegistry::WaitForNextBeat() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(heartbeat_ms_);
   MutexLock lock(mu_);
-  while (!stop_) {
+  while (!worker_.stop_requested()) {
     if (!cv_.WaitUntil(mu_, deadline)) break;
   }
-  return stop_;
+  return worker_.stop_requested();
 }
 
 }  // namespace kvc::storage

@@ -10,10 +10,10 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/worker_thread.h"
 #include "storage/node_registry.h"
 
 namespace kvc::storage {
@@ -45,9 +45,8 @@ class PgNodeRegistry : public NodeRegistry {
   std::atomic<int64_t> lag_ms_{-1};
   mutable Mutex mu_;
   CondVar cv_;
-  bool stop_ KVC_GUARDED_BY(mu_) = false;
   std::vector<NodeInfo> live_ KVC_GUARDED_BY(mu_);
-  std::thread thread_;
+  WorkerThread worker_;
 };
 
 }  // namespace kvc::storage

@@ -27,7 +27,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(
   // A connection learns that the file is in WAL mode when it first reads it; until then a
   // checkpoint on it does nothing (and says so only by reporting -1 frames).
   KVC_RETURN_IF_ERROR(c->conn_.Exec("select count(*) from sqlite_schema"));
-  c->thread_ = std::thread([raw = c.get()] { raw->Loop(); });
+  c->worker_.Start([raw = c.get()] { raw->Loop(); });
   sqlite3_wal_autocheckpoint(writer, 0);
   sqlite3_wal_hook(writer, &Checkpointer::OnCommit, c.get());
   return c;
@@ -35,12 +35,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(
 
 Checkpointer::~Checkpointer() {
   sqlite3_wal_hook(writer_, nullptr, nullptr);
-  {
-    MutexLock lock(mu_);
-    stop_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
+  worker_.Stop(mu_, cv_);
 }
 
 int Checkpointer::OnCommit(void* self, sqlite3* db, const char* schema, int wal_pages) {
@@ -74,8 +69,8 @@ int Checkpointer::OnCommit(void* self, sqlite3* db, const char* schema, int wal_
 void Checkpointer::Loop() {
   MutexLock lock(mu_);
   for (;;) {
-    while (!stop_ && !wanted_) cv_.Wait(mu_);
-    if (stop_) return;
+    while (!worker_.stop_requested() && !wanted_) cv_.Wait(mu_);
+    if (worker_.stop_requested()) return;
     wanted_ = false;
     const int64_t restarts = restarts_;
     lock.Unlock();

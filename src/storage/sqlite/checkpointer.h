@@ -31,10 +31,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/worker_thread.h"
 #include "storage/sqlite/sqlite_util.h"
 
 namespace kvc::storage {
@@ -78,7 +78,6 @@ class Checkpointer {
 
   Mutex mu_;
   CondVar cv_;
-  bool stop_ KVC_GUARDED_BY(mu_) = false;
   bool wanted_ KVC_GUARDED_BY(mu_) = false;  // a wake not yet served
   // What the hook last saw, and the frames (from the WAL's start) the thread's last checkpoint
   // copied: the thread is woken again only when wake_pages more have been written since, so
@@ -89,7 +88,7 @@ class Checkpointer {
   // WAL before it, and must not set copied_.
   int64_t restarts_ KVC_GUARDED_BY(mu_) = 0;
   bool failing_ KVC_GUARDED_BY(mu_) = false;  // the last background checkpoint failed (logged)
-  std::thread thread_;
+  WorkerThread worker_;
 };
 
 }  // namespace kvc::storage
