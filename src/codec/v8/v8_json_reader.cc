@@ -82,14 +82,13 @@ class JsonReader {
       while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
       return pos_ - from;
     };
-    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+    Consume("-");
     const size_t int_start = pos_;
     const size_t int_digits = digits();
     if (int_digits == 0 || (int_digits > 1 && text_[int_start] == '0')) {
       return Error("bad number");
     }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
+    if (Consume(".")) {
       if (digits() == 0) return Error("bad number");
     }
     if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
@@ -174,10 +173,7 @@ class JsonReader {
     ++pos_;
     out->type = JsonNode::Type::kArray;
     SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == ']') {
-      ++pos_;
-      return Status::Ok();
-    }
+    if (Consume("]")) return Status::Ok();
     while (true) {
       SkipSpace();
       JsonNode item;
@@ -185,11 +181,8 @@ class JsonReader {
       out->items.push_back(std::move(item));
       SkipSpace();
       if (pos_ >= text_.size()) return Error("unterminated array");
-      if (text_[pos_] == ']') {
-        ++pos_;
-        return Status::Ok();
-      }
-      if (text_[pos_++] != ',') return Error("expected , or ]");
+      if (Consume("]")) return Status::Ok();
+      if (!Consume(",")) return Error("expected , or ]");
     }
   }
 
@@ -197,10 +190,7 @@ class JsonReader {
     ++pos_;
     out->type = JsonNode::Type::kObject;
     SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      return Status::Ok();
-    }
+    if (Consume("}")) return Status::Ok();
     std::unordered_set<std::u16string> names;
     while (true) {
       SkipSpace();
@@ -209,18 +199,15 @@ class JsonReader {
       if (Status s = ReadString(&name); !s.ok()) return s;
       if (!names.insert(name).second) return Error("duplicate member " + Utf16ToUtf8(name));
       SkipSpace();
-      if (pos_ >= text_.size() || text_[pos_++] != ':') return Error("expected :");
+      if (!Consume(":")) return Error("expected :");
       SkipSpace();
       JsonNode value;
       if (Status s = ReadValue(&value, depth + 1); !s.ok()) return s;
       out->members.push_back(JsonMember{std::move(name), std::move(value)});
       SkipSpace();
       if (pos_ >= text_.size()) return Error("unterminated object");
-      if (text_[pos_] == '}') {
-        ++pos_;
-        return Status::Ok();
-      }
-      if (text_[pos_++] != ',') return Error("expected , or }");
+      if (Consume("}")) return Status::Ok();
+      if (!Consume(",")) return Error("expected , or }");
     }
   }
 

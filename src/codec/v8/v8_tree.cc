@@ -624,13 +624,10 @@ class Decoder {
 // --------------------------------------------------------------------------------------------
 // Encoder
 
-// What the encoder knows about a label (an id of the input tree) once it met its node.
-struct Label {
+// What the encoder knows about a label (an id of the input tree) once it met its node: what the
+// decoder knows of an id, and the id it has in the output.
+struct Label : IdInfo {
   uint32_t out_id = 0;
-  bool registered = false;
-  V8Kind kind = V8Kind::kUndefined;
-  uint64_t buffer_length = 0;
-  bool resizable = false;
 };
 
 class Encoder {
@@ -1044,24 +1041,28 @@ std::string V8NumberToString(double value) {
 V8String V8String::FromUtf8(std::string_view utf8) { return V8String{Utf8ToUtf16(utf8), false}; }
 std::string V8String::ToUtf8() const { return Utf16ToUtf8(units); }
 
-V8Value V8Value::Undefined() { return V8Value(); }
-
-V8Value V8Value::Null() {
+namespace {
+// A value of `kind` (labelled `id` if object-like), every other member at its default.
+V8Value OfKind(V8Kind kind, uint32_t id = kV8NoId) {
   V8Value v;
-  v.kind = V8Kind::kNull;
+  v.kind = kind;
+  v.id = id;
   return v;
 }
+}  // namespace
+
+V8Value V8Value::Undefined() { return V8Value(); }
+V8Value V8Value::Null() { return OfKind(V8Kind::kNull); }
+V8Value V8Value::Hole() { return OfKind(V8Kind::kHole); }
 
 V8Value V8Value::Boolean(bool value) {
-  V8Value v;
-  v.kind = V8Kind::kBoolean;
+  V8Value v = OfKind(V8Kind::kBoolean);
   v.boolean = value;
   return v;
 }
 
 V8Value V8Value::Number(double value) {
-  V8Value v;
-  v.kind = V8Kind::kNumber;
+  V8Value v = OfKind(V8Kind::kNumber);
   v.number = value;
   const bool is_int32 = value >= INT32_MIN && value <= INT32_MAX && value == std::trunc(value) &&
                         !(value == 0 && std::signbit(value));
@@ -1070,8 +1071,7 @@ V8Value V8Value::Number(double value) {
 }
 
 V8Value V8Value::FromBigInt(BigInt value) {
-  V8Value v;
-  v.kind = V8Kind::kBigInt;
+  V8Value v = OfKind(V8Kind::kBigInt);
   v.bigint = std::move(value);
   return v;
 }
@@ -1079,59 +1079,42 @@ V8Value V8Value::FromBigInt(BigInt value) {
 V8Value V8Value::String(std::string_view utf8) { return StringUtf16(Utf8ToUtf16(utf8)); }
 
 V8Value V8Value::StringUtf16(std::u16string units) {
-  V8Value v;
-  v.kind = V8Kind::kString;
+  V8Value v = OfKind(V8Kind::kString);
   v.string.units = std::move(units);
   return v;
 }
 
-V8Value V8Value::Hole() {
-  V8Value v;
-  v.kind = V8Kind::kHole;
-  return v;
-}
-
 V8Value V8Value::Reference(uint32_t target) {
-  V8Value v;
-  v.kind = V8Kind::kReference;
+  V8Value v = OfKind(V8Kind::kReference);
   v.target = target;
   return v;
 }
 
-namespace {
-V8Value WithId(V8Kind kind, uint32_t id) {
-  V8Value v;
-  v.kind = kind;
-  v.id = id;
-  return v;
-}
-}  // namespace
-
-V8Value V8Value::Object(uint32_t id) { return WithId(V8Kind::kObject, id); }
+V8Value V8Value::Object(uint32_t id) { return OfKind(V8Kind::kObject, id); }
 
 V8Value V8Value::Array(uint32_t id) {
-  V8Value v = WithId(V8Kind::kArray, id);
+  V8Value v = OfKind(V8Kind::kArray, id);
   v.dense = true;
   return v;
 }
 
-V8Value V8Value::Map(uint32_t id) { return WithId(V8Kind::kMap, id); }
-V8Value V8Value::Set(uint32_t id) { return WithId(V8Kind::kSet, id); }
+V8Value V8Value::Map(uint32_t id) { return OfKind(V8Kind::kMap, id); }
+V8Value V8Value::Set(uint32_t id) { return OfKind(V8Kind::kSet, id); }
 
 V8Value V8Value::Date(uint32_t id, double ms) {
-  V8Value v = WithId(V8Kind::kDate, id);
+  V8Value v = OfKind(V8Kind::kDate, id);
   v.number = ms;
   return v;
 }
 
 V8Value V8Value::ArrayBuffer(uint32_t id, std::string bytes) {
-  V8Value v = WithId(V8Kind::kArrayBuffer, id);
+  V8Value v = OfKind(V8Kind::kArrayBuffer, id);
   v.bytes = std::move(bytes);
   return v;
 }
 
 V8Value V8Value::View(uint32_t buffer_id, uint32_t view_id, V8ViewType type, std::string bytes) {
-  V8Value v = WithId(V8Kind::kArrayBufferView, view_id);
+  V8Value v = OfKind(V8Kind::kArrayBufferView, view_id);
   v.view_type = type;
   v.byte_length = bytes.size();
   v.items.push_back(ArrayBuffer(buffer_id, std::move(bytes)));

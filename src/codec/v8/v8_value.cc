@@ -116,37 +116,32 @@ Result<V8Numeric> ParseV8Numeric(std::string_view data) {
     if (!reader.ReadVarint32(&unused_count)) return InvalidArgument(kInvalidValue);
   }
 
-  V8Numeric result;
+  // A number read by `read`; nullopt if the input ends first.
+  const auto number = [&reader]<typename T>(bool (V8Reader::*read)(T*)) {
+    T value;
+    return (reader.*read)(&value) ? std::optional(V8Numeric::Number(value)) : std::nullopt;
+  };
+  std::optional<V8Numeric> result;
   switch (tag) {
-    case v8tag::kInt32: {
-      int32_t value;
-      if (!reader.ReadZigZag32(&value)) return InvalidArgument(kInvalidValue);
-      result = V8Numeric::Number(value);
+    case v8tag::kInt32:
+      result = number(&V8Reader::ReadZigZag32);
       break;
-    }
-    case v8tag::kUint32: {
-      uint32_t value;
-      if (!reader.ReadVarint32(&value)) return InvalidArgument(kInvalidValue);
-      result = V8Numeric::Number(value);
+    case v8tag::kUint32:
+      result = number(&V8Reader::ReadVarint32);
       break;
-    }
-    case v8tag::kDouble: {
-      double value;
-      if (!reader.ReadDouble(&value)) return InvalidArgument(kInvalidValue);
-      result = V8Numeric::Number(value);
+    case v8tag::kDouble:
+      result = number(&V8Reader::ReadDouble);
       break;
-    }
     case v8tag::kBigInt: {
       BigInt value;
-      if (!ReadV8BigIntPayload(&reader, &value)) return InvalidArgument(kInvalidValue);
-      result = V8Numeric::FromBigInt(std::move(value));
+      if (ReadV8BigIntPayload(&reader, &value)) result = V8Numeric::FromBigInt(std::move(value));
       break;
     }
     default:
       return InvalidArgument(kUnsupportedType);
   }
-  if (!reader.done()) return InvalidArgument(kInvalidValue);
-  return result;
+  if (!result || !reader.done()) return InvalidArgument(kInvalidValue);
+  return *std::move(result);
 }
 
 std::string EncodeV8Number(double value) {
