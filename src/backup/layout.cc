@@ -71,7 +71,7 @@ std::vector<SegmentRef> DatabaseBackups::ChainFrom(int64_t version) const {
   }
 }
 
-std::pair<int64_t, int64_t> DatabaseBackups::HeadFrom(int64_t version) const {
+CommitPoint DatabaseBackups::HeadFrom(int64_t version) const {
   const auto chain = ChainFrom(version);
   if (chain.empty()) return {version, -1};
   return {chain.back().last_version, chain.back().last_time_ms};

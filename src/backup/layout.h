@@ -28,6 +28,12 @@ std::string SnapshotManifestName(const std::string& db, int64_t version, int64_t
 std::string SegmentObjectName(const std::string& db, int64_t prev_version, int64_t last_version,
                               int64_t first_time_ms, int64_t last_time_ms);
 
+// A committed state: its last commit's version and that commit's time.
+struct CommitPoint {
+  int64_t version = 0;
+  int64_t time_ms = 0;
+};
+
 struct SnapshotRef {
   int64_t version = 0;
   int64_t time_ms = 0;  // when it was taken
@@ -54,9 +60,9 @@ struct DatabaseBackups {
   // The segments that continue from `version`, in order, as far as they reach without a gap:
   // the first covers the entry after `version` (its prev_version <= version < last_version).
   std::vector<SegmentRef> ChainFrom(int64_t version) const;
-  // The last version (and its commit time) reachable from `version` through the log; `version`
-  // itself (time -1) when no segment continues it.
-  std::pair<int64_t, int64_t> HeadFrom(int64_t version) const;
+  // The last commit reachable from `version` through the log; `version` itself (time -1) when
+  // no segment continues it.
+  CommitPoint HeadFrom(int64_t version) const;
 };
 
 // Indexes a listing of a whole target by database name (other objects are ignored).

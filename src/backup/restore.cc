@@ -32,7 +32,7 @@ Result<std::pair<SnapshotRef, std::vector<SegmentRef>>> Plan(const DatabaseBacku
     int64_t newest_head = 0;
     for (auto it = b.snapshots.rbegin(); it != b.snapshots.rend(); ++it) {
       if (it->version > *at.version) continue;
-      const int64_t head = b.HeadFrom(it->version).first;
+      const int64_t head = b.HeadFrom(it->version).version;
       newest_head = std::max(newest_head, head);
       if (head >= *at.version) {
         pick = &*it;
@@ -63,7 +63,7 @@ Result<std::pair<SnapshotRef, std::vector<SegmentRef>>> Plan(const DatabaseBacku
   } else {
     int64_t best = -1;
     for (const SnapshotRef& s : b.snapshots) {  // ascending: ties go to the newer snapshot
-      const int64_t head = b.HeadFrom(s.version).first;
+      const int64_t head = b.HeadFrom(s.version).version;
       if (head >= best) {
         best = head;
         pick = &s;
@@ -168,7 +168,7 @@ Status ApplySegment(storage::Writer& writer, const DecodedSegment& seg, const st
       KVC_RETURN_IF_ERROR(writer.queue_store()->AddQueueMessage(q));
     }
     *cur = e.record.version;
-    out->time_ms = e.time_ms;
+    out->restored.time_ms = e.time_ms;
     ++applied;
   }
   if (applied == 0) {
@@ -178,7 +178,7 @@ Status ApplySegment(storage::Writer& writer, const DecodedSegment& seg, const st
   KVC_RETURN_IF_ERROR(writer.SetDataVersion(*cur));
   KVC_RETURN_IF_ERROR(writer.Commit());
   out->entries_applied += applied;
-  out->version = *cur;
+  out->restored.version = *cur;
   return Status::Ok();
 }
 
@@ -190,7 +190,7 @@ Status ApplyLog(Target& target, storage::Storage& storage, const RestoreOptions&
   KVC_ASSIGN_OR_RETURN(auto backend, storage.OpenBackend(out->record));
   {
     KVC_ASSIGN_OR_RETURN(auto writer, backend->OpenWriter());
-    int64_t cur = out->snapshot_version;
+    int64_t cur = out->snapshot.version;
     bool reached = false;
     for (const SegmentRef& ref : segments) {
       if (reached) break;
@@ -204,12 +204,12 @@ Status ApplyLog(Target& target, storage::Storage& storage, const RestoreOptions&
       ++out->segments_read;
       KVC_RETURN_IF_ERROR(ApplySegment(*writer, seg, ref.name, o.at, &cur, &reached, out));
     }
-    if (o.at.version && out->version < *o.at.version && !reached &&
-        backups.HeadFrom(out->snapshot_version).first < *o.at.version) {
-      return Corruption("the log ends at version " + std::to_string(out->version) +
+    if (o.at.version && out->restored.version < *o.at.version && !reached &&
+        backups.HeadFrom(out->snapshot.version).version < *o.at.version) {
+      return Corruption("the log ends at version " + std::to_string(out->restored.version) +
                         " before the requested version");
     }
-    if (o.floor_version > out->version) {
+    if (o.floor_version > out->restored.version) {
       KVC_ASSIGN_OR_RETURN(int64_t base, writer->Begin());
       (void)base;
       KVC_RETURN_IF_ERROR(writer->SetDataVersion(o.floor_version));
@@ -241,10 +241,8 @@ Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage
   KVC_ASSIGN_OR_RETURN(storage::DatabaseRecord rec, FetchSnapshot(target, storage, o, snap));
   RestoreOutcome out;
   out.record = std::move(rec);
-  out.snapshot_version = snap.version;
-  out.snapshot_time_ms = snap.time_ms;
-  out.version = snap.version;
-  out.time_ms = snap.time_ms;
+  out.snapshot = CommitPoint{snap.version, snap.time_ms};
+  out.restored = out.snapshot;
   Status s = ApplyLog(target, storage, o, found->second, plan.second, &out);
   if (!s.ok()) {
     (void)storage.Destroy(out.record);
@@ -264,11 +262,10 @@ Result<std::vector<RestorableRange>> ListRestorable(Target& target) {
     for (const SnapshotRef& s : b.snapshots) {
       RestorableRange r;
       r.database = name;
-      r.snapshot_version = s.version;
-      r.snapshot_time_ms = s.time_ms;
+      r.snapshot = CommitPoint{s.version, s.time_ms};
       const auto chain = b.ChainFrom(s.version);
-      r.head_version = chain.empty() ? s.version : chain.back().last_version;
-      r.head_time_ms = chain.empty() ? s.time_ms : chain.back().last_time_ms;
+      r.head = chain.empty() ? r.snapshot
+                             : CommitPoint{chain.back().last_version, chain.back().last_time_ms};
       r.segments = static_cast<int64_t>(chain.size());
       for (const SegmentRef& seg : chain) r.log_bytes += seg.size;
       out.push_back(std::move(r));

@@ -47,10 +47,10 @@ struct RestoreOptions {
 
 struct RestoreOutcome {
   storage::DatabaseRecord record;  // the new storage, not in the catalog yet
-  int64_t version = 0;             // the restored state: after the commit of this version
-  int64_t time_ms = 0;             // that commit's time (the snapshot's time if no entry applied)
-  int64_t snapshot_version = 0;
-  int64_t snapshot_time_ms = 0;
+  // The restored state: after the commit of this version, at that commit's time (the
+  // snapshot's time if no entry applied).
+  CommitPoint restored;
+  CommitPoint snapshot;  // the snapshot it started from
   int64_t entries_applied = 0;
   int64_t segments_read = 0;
   int64_t key_count = 0;
@@ -66,10 +66,8 @@ Result<RestoreOutcome> RestoreDatabase(Target& target, storage::Storage& storage
 // What a target can restore, per database: each snapshot and how far the log continues it.
 struct RestorableRange {
   std::string database;
-  int64_t snapshot_version = 0;
-  int64_t snapshot_time_ms = 0;
-  int64_t head_version = 0;  // the latest version restorable from this snapshot
-  int64_t head_time_ms = 0;
+  CommitPoint snapshot;
+  CommitPoint head;  // the latest state restorable from this snapshot
   int64_t segments = 0;
   int64_t log_bytes = 0;
 };

@@ -89,10 +89,10 @@ int List(const BackupConfig& c) {
     for (size_t i = 0; i < ranges->size(); ++i) {
       const backup::RestorableRange& r = (*ranges)[i];
       std::cout << (i ? "," : "") << "\n  {\"database\":" << codec::JsonQuote(r.database)
-                << ",\"snapshot_versionstamp\":\"" << codec::VersionToHex(r.snapshot_version)
-                << "\",\"snapshot_time\":\"" << FormatRfc3339Utc(r.snapshot_time_ms)
-                << "\",\"latest_versionstamp\":\"" << codec::VersionToHex(r.head_version)
-                << "\",\"latest_time\":\"" << FormatRfc3339Utc(r.head_time_ms)
+                << ",\"snapshot_versionstamp\":\"" << codec::VersionToHex(r.snapshot.version)
+                << "\",\"snapshot_time\":\"" << FormatRfc3339Utc(r.snapshot.time_ms)
+                << "\",\"latest_versionstamp\":\"" << codec::VersionToHex(r.head.version)
+                << "\",\"latest_time\":\"" << FormatRfc3339Utc(r.head.time_ms)
                 << "\",\"segments\":" << r.segments << ",\"log_bytes\":" << r.log_bytes << "}";
     }
     std::cout << (ranges->empty() ? "]\n" : "\n]\n");
@@ -104,9 +104,9 @@ int List(const BackupConfig& c) {
   }
   std::cout << "database\tfrom (snapshot)\t\t\t\t\tthrough (latest commit in the log)\n";
   for (const backup::RestorableRange& r : *ranges) {
-    std::cout << r.database << "\t" << codec::VersionToHex(r.snapshot_version) << " "
-              << FormatRfc3339Utc(r.snapshot_time_ms) << "\t" << codec::VersionToHex(r.head_version)
-              << " " << FormatRfc3339Utc(r.head_time_ms) << "\t("
+    std::cout << r.database << "\t" << codec::VersionToHex(r.snapshot.version) << " "
+              << FormatRfc3339Utc(r.snapshot.time_ms) << "\t" << codec::VersionToHex(r.head.version)
+              << " " << FormatRfc3339Utc(r.head.time_ms) << "\t("
               << Count(r.segments, "segment", "segments") << ", "
               << Count(r.log_bytes, "byte", "bytes") << ")\n";
   }
@@ -137,9 +137,9 @@ int Restore(const BackupConfig& c) {
   if (!r.ok()) return PrintError(r.status());
   const backup::RestoreOutcome& o = r->outcome;
   std::cout << "restored '" << c.db << "' from " << (*target)->Describe() << " as '"
-            << o.record.name << "' at versionstamp " << codec::VersionToHex(o.version)
-            << " (committed " << FormatRfc3339Utc(o.time_ms) << "): snapshot "
-            << codec::VersionToHex(o.snapshot_version) << " + "
+            << o.record.name << "' at versionstamp " << codec::VersionToHex(o.restored.version)
+            << " (committed " << FormatRfc3339Utc(o.restored.time_ms) << "): snapshot "
+            << codec::VersionToHex(o.snapshot.version) << " + "
             << Count(o.entries_applied, "logged commit", "logged commits") << " from "
             << Count(o.segments_read, "segment", "segments") << ", "
             << Count(o.key_count, "key", "keys") << ", in " << o.elapsed_ms << " ms\n";

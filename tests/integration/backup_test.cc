@@ -401,8 +401,10 @@ void BackupFixture::RestoreMatchesModelAtRandomPoints() {
     int64_t version = 0;
     auto got = ReadAll(r->record, &version);
     const auto want = state_at(expect_version);
-    EXPECT_EQ(r->version,
-              std::prev(states.upper_bound(expect_version))->first == 0 ? r->version : r->version);
+    // Every commit here is an acknowledged write: the restored state is the one after the last
+    // of them at or before the point.
+    EXPECT_EQ(r->restored.version, std::prev(states.upper_bound(expect_version))->first);
+    EXPECT_GE(r->restored.version, r->snapshot.version);
     EXPECT_EQ(Describe(got), Describe(want)) << "at version " << expect_version;
     for (const auto& [k, row] : want) {
       auto it = got.find(k);
@@ -452,7 +454,7 @@ TEST_F(BackupTest, RestoreInPlaceJumpsTheVersionAndKeepsTheId) {
   auto r = backup::RestoreIntoCatalog(*storage_, *target_, "default", "", backup::RestorePoint{});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->replaced);
-  EXPECT_EQ(r->outcome.version, shipped);
+  EXPECT_EQ(r->outcome.restored.version, shipped);
   auto rec = storage_->catalog().FindDatabase("default");
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->id, record_.id);
@@ -503,7 +505,7 @@ TEST_F(BackupTest, RetentionDropsOldGenerationsButKeepsTheWindowRestorable) {
   ro.id = NewUuidV4();
   auto r = backup::RestoreDatabase(*target_, *storage_, ro);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->version, engine_->committed_version());
+  EXPECT_EQ(r->restored.version, engine_->committed_version());
 }
 
 // --- Backend-neutral snapshots (backup/snapshot_writer.h) on every storage kind ---------------
@@ -632,7 +634,7 @@ TEST_P(BackupStorageTest, SnapshotsCarryTheQueue) {
   ro.id = NewUuidV4();
   auto r = backup::RestoreDatabase(*target_, *storage_, ro);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->version, snap->manifest.version);
+  EXPECT_EQ(r->restored.version, snap->manifest.version);
   // Both databases' queues, read the same way.
   auto queue_of = [&](const storage::DatabaseRecord& rec) {
     std::string out;
