@@ -241,12 +241,13 @@ Result<service::ImportStats> ImportOverHttp(const DumpConfig& c, std::istream& i
       return s;
     }
     if (!answer.ok()) return Internal("the server's answer is not JSON: " + r.body);
-    total.entries += answer->entries;
-    total.bytes += answer->bytes;
-    total.batches += answer->batches;
-    total.deleted += answer->deleted;
-    total.skipped += answer->skipped;
-    if (answer->last_line > 0) total.last_line = answer->last_line;
+    const service::ImportStats& part = answer->stats;
+    total.entries += part.entries;
+    total.bytes += part.bytes;
+    total.batches += part.batches;
+    total.deleted += part.deleted;
+    total.skipped += part.skipped;
+    if (part.last_line > 0) total.last_line = part.last_line;
     total.seconds = SecondsSince(started);
     progress.Update(total);
     first = false;

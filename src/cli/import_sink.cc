@@ -464,8 +464,8 @@ class ServerSink : public ImportSink {
     }
     auto answer = codec::ParseAdminImportAnswer(r.body);
     if (!answer.ok()) return Internal("the destination's import answer is not JSON: " + r.body);
-    if (answer->entries != lines) {
-      return Internal("the destination imported " + std::to_string(answer->entries) + " of " +
+    if (answer->stats.entries != lines) {
+      return Internal("the destination imported " + std::to_string(answer->stats.entries) + " of " +
                       std::to_string(lines) + " entries sent");
     }
     next_line_ += lines;

@@ -188,7 +188,7 @@ class Migration {
     }
     if (m->copy.queue_left) {
       const storage::QueueTableCounts& q = *m->copy.queue_left;
-      const int64_t messages = q.ready + q.delayed + q.running;
+      const int64_t messages = q.ready + q.delayed + q.leased;
       if (messages + q.dead > 0) {
         Warn("'" + rec.name + "': " + std::to_string(messages) + " queue message(s) and " +
              std::to_string(q.dead) +

@@ -62,11 +62,11 @@ std::string Cut(const std::string& text, size_t width) {
 
 int ShowCounts(const QueueCliConfig& c, const codec::QueueCountsAnswer& n) {
   std::printf("Queue of database '%s':\n", c.db.c_str());
-  std::printf("  %-12s %s\n", "ready", Count(n.ready, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "delayed", Count(n.delayed, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "leased", Count(n.leased, "message", "messages").c_str());
-  std::printf("  %-12s %s\n", "dead", Count(n.dead, "dead letter", "dead letters").c_str());
-  if (n.dead > 0) {
+  std::printf("  %-12s %s\n", "ready", Count(n.counts.ready, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "delayed", Count(n.counts.delayed, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "leased", Count(n.counts.leased, "message", "messages").c_str());
+  std::printf("  %-12s %s\n", "dead", Count(n.counts.dead, "dead letter", "dead letters").c_str());
+  if (n.counts.dead > 0) {
     std::printf("See them with `kvconnect queue dead list --db %s`.\n", c.db.c_str());
   }
   return 0;

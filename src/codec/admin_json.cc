@@ -3,6 +3,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <cstdio>
+
 #include "codec/json_schema.h"
 #include "codec/json_text.h"
 #include "codec/key_codec.h"
@@ -300,6 +302,16 @@ Result<AdminRange> AdminPrefixRange(std::string_view prefix_json, std::string* e
   return r;
 }
 
+std::string ImportStatsMembers(const ImportStats& st) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.3f", st.seconds);
+  return "\"entries\":" + std::to_string(st.entries) + ",\"bytes\":" + std::to_string(st.bytes) +
+         ",\"batches\":" + std::to_string(st.batches) +
+         ",\"deleted\":" + std::to_string(st.deleted) +
+         ",\"last_line\":" + std::to_string(st.last_line) +
+         ",\"skipped\":" + std::to_string(st.skipped) + ",\"seconds\":" + seconds;
+}
+
 Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
   rapidjson::Document d;
   KVC_RETURN_IF_ERROR(ParseJsonText(json, "The answer", &d));
@@ -308,14 +320,16 @@ Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json) {
   auto integer = [&](const char* name, int64_t* out) {
     if (d.HasMember(name) && d[name].IsInt64()) *out = d[name].GetInt64();
   };
-  integer("entries", &a.entries);
-  integer("bytes", &a.bytes);
-  integer("batches", &a.batches);
-  integer("deleted", &a.deleted);
-  integer("last_line", &a.last_line);
-  integer("skipped", &a.skipped);
+  integer("entries", &a.stats.entries);
+  integer("bytes", &a.stats.bytes);
+  integer("batches", &a.stats.batches);
+  integer("deleted", &a.stats.deleted);
+  integer("last_line", &a.stats.last_line);
+  integer("skipped", &a.stats.skipped);
   integer("line", &a.line);
-  if (d.HasMember("seconds") && d["seconds"].IsNumber()) a.seconds = d["seconds"].GetDouble();
+  if (d.HasMember("seconds") && d["seconds"].IsNumber()) {
+    a.stats.seconds = d["seconds"].GetDouble();
+  }
   if (d.HasMember("error") && d["error"].IsString()) a.error = StringOf(d["error"]);
   return a;
 }
@@ -558,12 +572,18 @@ Result<QueueCountsAnswer> ParseQueueCountsAnswer(std::string_view json) {
   if (!d.IsObject()) return InvalidArgument("The answer is not a JSON object.");
   QueueCountsAnswer a;
   for (auto [name, out] :
-       {std::pair{"ready", &a.ready}, std::pair{"delayed", &a.delayed},
-        std::pair{"leased", &a.leased}, std::pair{"dead", &a.dead},
+       {std::pair{"ready", &a.counts.ready}, std::pair{"delayed", &a.counts.delayed},
+        std::pair{"leased", &a.counts.leased}, std::pair{"dead", &a.counts.dead},
         std::pair{"undelivered", &a.undelivered}, std::pair{"count", &a.count}}) {
     if (d.HasMember(name) && d[name].IsInt64()) *out = d[name].GetInt64();
   }
   return a;
+}
+
+std::string QueueCountsJson(const storage::QueueTableCounts& c, int64_t undelivered) {
+  return "{\"ready\":" + std::to_string(c.ready) + ",\"delayed\":" + std::to_string(c.delayed) +
+         ",\"leased\":" + std::to_string(c.leased) + ",\"dead\":" + std::to_string(c.dead) +
+         ",\"undelivered\":" + std::to_string(undelivered) + "}";
 }
 
 Result<QueueDeadListAnswer> ParseQueueDeadListAnswer(std::string_view json) {

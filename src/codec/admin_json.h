@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "storage/kv_types.h"
+#include "storage/queue_rows.h"
 
 namespace kvc::codec {
 
@@ -129,17 +130,27 @@ Result<AdminRange> ParseAdminExportRequest(std::string_view body);
 Result<AdminRange> AdminPrefixRange(std::string_view prefix_json,
                                     std::string* encoded_prefix = nullptr);
 
+// What an import wrote: the counts of the ImportResult answer, and of an ImportError's part
+// written before the line at fault. The server's importer (service/admin/dump.h) counts them;
+// clients read them back with ParseAdminImportAnswer.
+struct ImportStats {
+  int64_t entries = 0;    // entries written
+  int64_t bytes = 0;      // dump bytes of the lines written
+  int64_t batches = 0;    // atomic writes
+  int64_t deleted = 0;    // kReplace: entries deleted first
+  int64_t last_line = 0;  // the last line of the last batch written (0: none)
+  int64_t skipped = 0;    // lines read whose entry had already expired (not written)
+  double seconds = 0;     // from Start to the end
+};
+
+// The members `"entries":N,...,"seconds":S` of those answers, without braces.
+std::string ImportStatsMembers(const ImportStats& stats);
+
 // An ImportResult or ImportError answer (or any error answer), as a client reads it; members it
 // lacks stay 0 or empty. Errors: InvalidArgument if `json` is not a JSON object.
 struct AdminImportAnswer {
-  int64_t entries = 0;
-  int64_t bytes = 0;
-  int64_t batches = 0;
-  int64_t deleted = 0;
-  int64_t last_line = 0;
-  int64_t skipped = 0;  // entries already expired, not written
-  int64_t line = 0;     // ImportError: the line at fault; 0 if none
-  double seconds = 0;
+  ImportStats stats;
+  int64_t line = 0;  // ImportError: the line at fault; 0 if none
   std::string error;
 };
 Result<AdminImportAnswer> ParseAdminImportAnswer(std::string_view json);
@@ -218,14 +229,13 @@ Result<std::string> QueueValueJson(const std::string& payload, bool v8);
 // keys kept as their JSON text). Members an answer lacks stay 0 or empty. Errors:
 // InvalidArgument if `json` is not such a JSON object.
 struct QueueCountsAnswer {
-  int64_t ready = 0;
-  int64_t delayed = 0;
-  int64_t leased = 0;
-  int64_t dead = 0;
+  storage::QueueTableCounts counts;
   int64_t undelivered = 0;
   int64_t count = 0;  // requeue, purge
 };
 Result<QueueCountsAnswer> ParseQueueCountsAnswer(std::string_view json);
+// The QueueCounts answer that ParseQueueCountsAnswer reads.
+std::string QueueCountsJson(const storage::QueueTableCounts& counts, int64_t undelivered);
 struct QueueDeadLetterAnswer {
   std::string id;
   std::string value_json;

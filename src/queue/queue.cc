@@ -334,8 +334,7 @@ Result<std::unique_ptr<Queue::Subscription>> Queue::Subscribe(ConsumerOptions op
 void Queue::Counts(std::function<void(Result<QueueCounts>)> done) {
   state_->AddAdminFor<QueueCounts>(
       [](State::Txn& t, QueueCounts* out) -> Status {
-        KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, t.q->QueueCounts(t.now));
-        *out = QueueCounts{c.ready, c.delayed, c.running, c.dead};
+        KVC_ASSIGN_OR_RETURN(*out, t.q->QueueCounts(t.now));
         return Status::Ok();
       },
       std::move(done), /*look_again=*/false);
@@ -659,7 +658,7 @@ Status Housekeep(Round& r) {
   }
   if (r.recount) {
     KVC_ASSIGN_OR_RETURN(storage::QueueTableCounts c, q.QueueCounts(r.now));
-    r.recounted = c.ready + c.delayed + c.running;
+    r.recounted = c.ready + c.delayed + c.leased;
     r.recounted_dead = c.dead;
   }
   KVC_ASSIGN_OR_RETURN(std::optional<int64_t> er, q.QueueEarliest(false));

@@ -103,12 +103,7 @@ struct QueueCounters {
   std::atomic<uint64_t> stale{0};    // settles with a lease that was not the current one
 };
 
-struct QueueCounts {
-  int64_t ready = 0;    // due now
-  int64_t delayed = 0;  // due later
-  int64_t leased = 0;
-  int64_t dead = 0;
-};
+using QueueCounts = storage::QueueTableCounts;  // ready (due now), delayed, leased, dead
 
 using DeadLetter = storage::DeadLetterRow;
 

@@ -93,7 +93,7 @@ Result<bool> IsEmpty(Storage& to, const DatabaseRecord& database) {
     KVC_RETURN_IF_ERROR(reader->ScanRows(ReadRange{"", EndOfKeySpace(), 1, false}, &rows));
     if (!rows.empty()) return false;
     auto queue = reader->QueueCounts(0);
-    if (queue.ok() && queue->ready + queue->delayed + queue->running + queue->dead > 0) {
+    if (queue.ok() && queue->ready + queue->delayed + queue->leased + queue->dead > 0) {
       return false;
     }
     return true;

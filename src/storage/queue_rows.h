@@ -46,7 +46,7 @@ struct QueueCursor {
 struct QueueTableCounts {
   int64_t ready = 0;    // ts <= now
   int64_t delayed = 0;  // ts > now
-  int64_t running = 0;
+  int64_t leased = 0;   // rows of the running table: delivered, not settled
   int64_t dead = 0;
 };
 

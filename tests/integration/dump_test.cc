@@ -469,8 +469,8 @@ TEST_F(DumpServerTest, ImportOverTheApi) {
   EXPECT_TRUE(codec::ValidateAdminJson("ImportResult", ok->body).ok()) << ok->body;
   auto answer = codec::ParseAdminImportAnswer(ok->body);
   ASSERT_TRUE(answer.ok());
-  EXPECT_EQ(static_cast<size_t>(answer->entries), CountLines(dump));
-  EXPECT_EQ(answer->bytes, static_cast<int64_t>(dump.size()));
+  EXPECT_EQ(static_cast<size_t>(answer->stats.entries), CountLines(dump));
+  EXPECT_EQ(answer->stats.bytes, static_cast<int64_t>(dump.size()));
   auto copy = (*h2)->Post("/admin/v1/databases/dst/export", Auth(), "");
   ASSERT_TRUE(copy.ok());
   EXPECT_EQ(WithoutVersionstamps(copy->body), WithoutVersionstamps(dump));
@@ -487,8 +487,8 @@ TEST_F(DumpServerTest, ImportOverTheApi) {
   auto err = codec::ParseAdminImportAnswer(bad->body);
   ASSERT_TRUE(err.ok());
   EXPECT_EQ(err->line, 1551);
-  EXPECT_EQ(err->entries, 500);
-  EXPECT_EQ(err->last_line, 1500);
+  EXPECT_EQ(err->stats.entries, 500);
+  EXPECT_EQ(err->stats.last_line, 1500);
   EXPECT_EQ(err->error.rfind("line 1551: ", 0), 0u) << err->error;
 
   // Bad query parameters are refused before anything is written.
@@ -754,8 +754,8 @@ TEST_F(DumpServerTest, ExpiryThroughTheApi) {
   EXPECT_TRUE(codec::ValidateAdminJson("ImportResult", ok->body).ok()) << ok->body;
   auto answer = codec::ParseAdminImportAnswer(ok->body);
   ASSERT_TRUE(answer.ok());
-  EXPECT_EQ(answer->entries, 1);
-  EXPECT_EQ(answer->skipped, 1);
+  EXPECT_EQ(answer->stats.entries, 1);
+  EXPECT_EQ(answer->stats.skipped, 1);
   auto got =
       (*h2)->Post("/admin/v1/databases/src/entries/get", Auth(),
                   R"({"key":[{"type":"string","value":"hour"},{"type":"bigint","value":"1"}]})");

@@ -641,16 +641,6 @@ void Watch(const AdminApi::Env& env, const JsonCallPtr& call) {
   call->respond(std::move(r));
 }
 
-std::string ImportStatsMembers(const ImportStats& st) {
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%.3f", st.seconds);
-  return "\"entries\":" + std::to_string(st.entries) + ",\"bytes\":" + std::to_string(st.bytes) +
-         ",\"batches\":" + std::to_string(st.batches) +
-         ",\"deleted\":" + std::to_string(st.deleted) +
-         ",\"last_line\":" + std::to_string(st.last_line) +
-         ",\"skipped\":" + std::to_string(st.skipped) + ",\"seconds\":" + seconds;
-}
-
 // The ImportError answer: the error body plus the line at fault and what was written.
 HttpResponse ImportErrorResponse(const ImportOutcome& out) {
   HttpResponse r = JsonErrorResponse(out.status);

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/admin_json.h"
 #include "common/status.h"
 #include "engine/engine.h"
 #include "engine/limits.h"
@@ -111,15 +112,7 @@ struct ImportOptions {
   int64_t first_line = 1;  // the number of the reader's first line (a dump sent in pieces)
 };
 
-struct ImportStats {
-  int64_t entries = 0;    // entries written
-  int64_t bytes = 0;      // dump bytes of the lines written
-  int64_t batches = 0;    // atomic writes
-  int64_t deleted = 0;    // kReplace: entries deleted first
-  int64_t last_line = 0;  // the last line of the last batch written (0: none)
-  int64_t skipped = 0;    // lines read whose entry had already expired (not written)
-  double seconds = 0;     // from Start to the end
-};
+using ImportStats = codec::ImportStats;  // the counts the import answers report
 
 struct ImportOutcome {
   Status status;  // OK, or why it stopped (the text says what was written)

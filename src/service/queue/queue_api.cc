@@ -345,10 +345,7 @@ void Counts(const JsonCallPtr& call) {
   std::shared_ptr<queue::Queue> q = QueueOf(*call);
   q->Counts([call, q](Result<queue::QueueCounts> c) {
     if (!c.ok()) return call->Fail(c.status());
-    call->respond(Json(
-        "{\"ready\":" + std::to_string(c->ready) + ",\"delayed\":" + std::to_string(c->delayed) +
-        ",\"leased\":" + std::to_string(c->leased) + ",\"dead\":" + std::to_string(c->dead) +
-        ",\"undelivered\":" + std::to_string(std::max<int64_t>(0, q->undelivered())) + "}"));
+    call->respond(Json(codec::QueueCountsJson(*c, std::max<int64_t>(0, q->undelivered()))));
   });
 }
 

@@ -239,7 +239,7 @@ Result<QueueTableCounts> QueueStatements::Counts(int64_t now_ms) {
   QueueTableCounts c;
   c.ready = r.Int(0, 0);
   c.delayed = r.Int(0, 1);
-  c.running = r.Int(0, 2);
+  c.leased = r.Int(0, 2);
   c.dead = r.Int(0, 3);
   return c;
 }

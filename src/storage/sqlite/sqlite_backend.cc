@@ -147,11 +147,8 @@ Result<QueueTableCounts> QueryQueueCounts(sqlite::Connection& c, sqlite3_stmt* s
                                           int64_t now_ms) {
   Stmt s(stmt);
   s.BindInt64(1, now_ms);
-  if (s.Step() != SQLITE_ROW) return c.Error("queue counts");
-  return QueueTableCounts{.ready = s.ColumnInt64(0),
-                          .delayed = s.ColumnInt64(1),
-                          .running = s.ColumnInt64(2),
-                          .dead = s.ColumnInt64(3)};
+  KVC_ASSIGN_OR_RETURN(auto n, sqlite::IntRow<4>(c, s, "queue counts"));
+  return QueueTableCounts{.ready = n[0], .delayed = n[1], .leased = n[2], .dead = n[3]};
 }
 
 // The ready (or running) messages after a (ts, id) place, with their delivery state; the
@@ -248,11 +245,9 @@ class SqliteReader : public Reader {
   Result<ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
     Stmt s(log_stats_);
     s.BindInt64(1, after_version);
-    if (s.Step() != SQLITE_ROW) return conn_.Error("change log stats");
-    return ChangeLogStats{.entries = s.ColumnInt64(0),
-                          .oldest_version = s.ColumnInt64(1),
-                          .newest_version = s.ColumnInt64(2),
-                          .oldest_time_ms = s.ColumnInt64(3)};
+    KVC_ASSIGN_OR_RETURN(auto n, sqlite::IntRow<4>(conn_, s, "change log stats"));
+    return ChangeLogStats{
+        .entries = n[0], .oldest_version = n[1], .newest_version = n[2], .oldest_time_ms = n[3]};
   }
 
   Result<StorageStats> Stats() override {

@@ -9,6 +9,8 @@
 
 #include <sqlite3.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -119,6 +121,16 @@ Status AppendRows(const Connection& conn, Stmt& s, std::string_view what, Read&&
   }
   if (rc != SQLITE_DONE) return conn.Error(what);
   return Status::Ok();
+}
+
+// Steps `s` to its one row and reads the row's first N columns as integers. Errors:
+// conn.Error(what) when the step yields no row.
+template <size_t N>
+Result<std::array<int64_t, N>> IntRow(const Connection& conn, Stmt& s, std::string_view what) {
+  if (s.Step() != SQLITE_ROW) return conn.Error(what);
+  std::array<int64_t, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = s.ColumnInt64(static_cast<int>(i));
+  return out;
 }
 
 // The same, into a new vector.
