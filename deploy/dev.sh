@@ -29,7 +29,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # for HTTPS backup targets and queue push. `run` installs only these.
 BUILD_PACKAGES=(g++ cmake make pkg-config libboost-dev libnghttp2-dev protobuf-compiler
   libprotobuf-dev libsqlite3-dev libssl-dev rapidjson-dev libcli11-dev libspdlog-dev libfmt-dev
-  prometheus-cpp-dev libcurl4-openssl-dev libpq-dev ca-certificates)
+  prometheus-cpp-dev libcurl4-openssl-dev libpq-dev libjemalloc-dev ca-certificates)
 # What only the tests need, on top (`test` installs both lists, and Node.js and npm): GoogleTest,
 # clang and its sanitizer runtimes, ccache (CI builds three times), PostgreSQL 15 for the
 # PostgreSQL tests, Chromium for the console tests, promtool (prometheus) for the metrics and

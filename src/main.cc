@@ -18,7 +18,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   CLI::App app{"kvconnect: a self-hosted Deno KV server speaking the KV Connect protocol"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kvconnect ") + kvc::BuildVersion() + " (commit " +
-                                        kvc::BuildCommit() + ")");
+                                        kvc::BuildCommit() + ", allocator " +
+                                        kvc::AllocatorInUse() + ")");
   kvc::cli::ServeConfig serve;
   CLI::App* serve_cmd = kvc::cli::AddServeCommand(app, &serve);
   kvc::cli::AdminConfig admin;

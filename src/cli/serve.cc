@@ -490,7 +490,8 @@ void PrintBanner(const Application& app) {
             << "\n";
   const std::string exe = ExecutablePath();
   std::cout << "Binary: " << (exe.empty() ? std::string("kvconnect") : exe) << " (version "
-            << BuildVersion() << ", commit " << BuildCommit() << ")\n\n";
+            << BuildVersion() << ", commit " << BuildCommit() << ", allocator " << AllocatorInUse()
+            << ")\n\n";
   const service::ServiceOptions& so = app.config().service;
   if (!so.public_url.empty()) {
     std::cout << "Metadata answers send clients to " << so.public_url << so.endpoint_path

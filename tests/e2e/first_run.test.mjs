@@ -36,10 +36,11 @@ describe("first run", () => {
     assert.ok(text.includes(`\n  ${bootstrap.token}\n`), "the bootstrap token is shown");
     assert.ok(text.includes(`Console: ${bootstrap.url}/console (sign in with the token above)`), text);
     const exe = fs.realpathSync(kvconnectBin());
-    const m = /^Binary: (\S+) \(version (\S+), commit (\S+)\)$/m.exec(text);
+    const m = /^Binary: (\S+) \(version (\S+), commit (\S+), allocator (\S+)\)$/m.exec(text);
     assert.ok(m, `a Binary: line in\n${text}`);
     assert.equal(m[1], exe);
     assert.match(m[3], /^([0-9a-f]{12}|unknown)$/);
+    assert.match(m[4], /^(jemalloc|libc)$/);
 
     const other = await banner(configured);
     assert.ok(!other.includes(configured.token), "a configured token is never printed");

@@ -342,8 +342,12 @@ describe("deploy/monitoring against a live /metrics", () => {
     const version = /version="([^"]*)"/.exec(build[1])?.[1];
     const commit = /commit="([^"]*)"/.exec(build[1])?.[1];
     assert.match(commit, /^([0-9a-f]{12}|unknown)$/);
+    // The allocator the label names is the one mapped into the server's process.
+    const allocator = /allocator="([^"]*)"/.exec(build[1])?.[1];
+    const mapped = /libjemalloc/.test(fs.readFileSync(`/proc/${sqlite.proc.pid}/maps`, "utf8"));
+    assert.equal(allocator, mapped ? "jemalloc" : "libc");
     const v = spawnSync(kvconnectBin(), ["--version"], { encoding: "utf8" });
-    assert.equal(v.stdout.trim(), `kvconnect ${version} (commit ${commit})`);
+    assert.equal(v.stdout.trim(), `kvconnect ${version} (commit ${commit}, allocator ${allocator})`);
   });
 
   test("kvconnect_queue_dead_letters follows a dead letter and its requeue", async () => {

@@ -378,8 +378,10 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
 void Metrics::CollectProcess(std::vector<ScrapedFamily>* out) {
   using F = ScrapedFamily;
   out->push_back(F::Gauge("kvconnect_build_info",
-                          "Always 1; the version and the git commit the server was built from"));
-  out->back().Add(1, {{"version", BuildVersion()}, {"commit", BuildCommit()}});
+                          "Always 1; the version and the git commit the server was built from, "
+                          "and its allocator (jemalloc or libc)"));
+  out->back().Add(
+      1, {{"version", BuildVersion()}, {"commit", BuildCommit()}, {"allocator", AllocatorInUse()}});
   // Prometheus' standard process metrics (the names its client libraries use), from /proc.
   const std::optional<ProcessStats> p = ReadProcessStats();
   if (!p) return;
