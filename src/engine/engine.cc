@@ -163,6 +163,10 @@ Status Engine::Start() {
     KVC_ASSIGN_OR_RETURN(std::unique_ptr<storage::Reader> r, backend_->OpenReader());
     readers_.push_back(std::move(r));
   }
+  // Create spdlog's registry on this thread, before the engine's threads may log first: its lazy
+  // creation inside libspdlog is invisible to TSan, which then reports the next log call on
+  // another thread as a race (as in net/server.cc).
+  (void)spdlog::default_logger_raw();
   for (auto& r : readers_) {
     storage::Reader* raw = r.get();
     reader_threads_.emplace_back([this, raw] { ReaderLoop(raw); });
