@@ -112,6 +112,11 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
                 "WAL pages at which the writer checkpoints itself, bounding the WAL")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
+  s->add_option("--sqlite-wal-buffer-bytes", c->storage_options.wal_buffer_bytes,
+                "With --sync full, the writer gathers each commit's WAL writes into one write "
+                "of up to this many bytes (0: one write per frame, as SQLite does)")
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20))
+      ->capture_default_str();
 }
 
 // HTTP/2 windows, timeouts, tokens and rate limits.

@@ -66,6 +66,9 @@ struct StorageOptions {
   // checkpoint_pages 0: SQLite's own checkpoint inside the commit at 1000 pages.
   int64_t checkpoint_pages = 1000;
   int64_t wal_limit_pages = 4000;
+  // sqlite, sync full: the writer writes each commit's WAL frames in one write of up to this
+  // many bytes (sqlite/wal_write_buffer.h); 0: one write per frame header and page, as SQLite.
+  size_t wal_buffer_bytes = size_t{1} << 20;
   // sqlite: the file the database named "default" lives in (serve --sqlite-path); empty:
   // default.sqlite3 in the data directory.
   std::string default_database_file;

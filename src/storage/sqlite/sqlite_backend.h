@@ -32,6 +32,9 @@ struct SqliteOptions {
   // checkpoint inside the commit at 1000 pages, as SQLite does by default.
   int64_t checkpoint_pages = 1000;
   int64_t wal_limit_pages = 4000;
+  // In sync FULL the writer gathers each commit's WAL writes into one write of up to this many
+  // bytes (wal_write_buffer.h); 0 writes each frame as SQLite does.
+  size_t wal_buffer_bytes = size_t{1} << 20;
   bool create_if_missing = true;
   std::string vfs;  // SQLite VFS name; empty: the default (tests inject power loss here)
 };

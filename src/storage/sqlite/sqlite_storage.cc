@@ -71,6 +71,7 @@ Result<std::unique_ptr<SqliteStorage>> SqliteStorage::Open(const StorageOptions&
   sqlite.reader_mmap_bytes = options.mmap_bytes;
   sqlite.checkpoint_pages = options.checkpoint_pages;
   sqlite.wal_limit_pages = options.wal_limit_pages;
+  sqlite.wal_buffer_bytes = options.wal_buffer_bytes;
   std::unique_ptr<SqliteStorage> storage(new SqliteStorage(std::move(catalog), root, sqlite));
   KVC_RETURN_IF_ERROR(storage->RegisterDefault());
   if (!options.default_database_file.empty()) {
