@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "net/session.h"
@@ -572,22 +573,24 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       st->headers_too_large = true;
       return 0;
     }
-    std::string n(reinterpret_cast<const char*>(name), namelen);
-    std::string v(reinterpret_cast<const char*>(value), valuelen);
+    // Views into nghttp2's buffers; only what the request keeps is copied, once.
+    const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
     if (n == ":method") {
       st->head_request = v == "HEAD";
-      st->req.method = std::move(v);
+      st->req.method = v;
     } else if (n == ":path") {
-      auto q = v.find('?');
-      st->req.path = q == std::string::npos ? v : v.substr(0, q);
-      if (q != std::string::npos) st->req.query = v.substr(q + 1);
+      const auto q = v.find('?');
+      st->req.path = v.substr(0, q);
+      if (q != std::string_view::npos) st->req.query = v.substr(q + 1);
     } else if (n == ":scheme") {
-      st->req.scheme = std::move(v);
+      st->req.scheme = v;
     } else if (n == ":authority") {
-      st->req.authority = std::move(v);
+      st->req.authority = v;
     } else if (!n.empty() && n[0] != ':') {
       if (n == "host" && st->req.authority.empty()) st->req.authority = v;
-      st->req.headers.emplace_back(std::move(n), std::move(v));
+      if (st->req.headers.empty()) st->req.headers.reserve(8);
+      st->req.headers.emplace_back(n, v);
     }
     return 0;
   }
