@@ -10,6 +10,8 @@
 #include <random>
 #include <utility>
 
+#include "storage/sqlite/vfs_shim.h"
+
 namespace kvc::testutil {
 namespace {
 
@@ -73,8 +75,10 @@ class PosixFile {
 
 // The C entry points SQLite calls: each forwards to the wrapped VFS, tracking and cutting as
 // the class comment says.
-struct PowerLossGlue {
+struct PowerLossGlue : storage::sqlite::ForwardedIo<PowerLossGlue> {
   using Change = PowerLossVfs::Change;
+
+  static sqlite3_file* Real(sqlite3_file* file) { return Shim(file)->real; }
 
   static PowerLossVfs* Owner(sqlite3_vfs* vfs) { return static_cast<PowerLossVfs*>(vfs->pAppData); }
 
@@ -171,48 +175,10 @@ struct PowerLossGlue {
     if (f->vfs->powered_off()) return RefuseUnlocked(f->vfs, SQLITE_IOERR_FSTAT);
     return f->real->pMethods->xFileSize(f->real, size);
   }
-  static int Lock(sqlite3_file* file, int level) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xLock(f->real, level);
-  }
-  static int Unlock(sqlite3_file* file, int level) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xUnlock(f->real, level);
-  }
-  static int CheckReservedLock(sqlite3_file* file, int* out) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xCheckReservedLock(f->real, out);
-  }
-  static int FileControl(sqlite3_file* file, int op, void* arg) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xFileControl(f->real, op, arg);
-  }
-  static int SectorSize(sqlite3_file* file) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xSectorSize(f->real);
-  }
-  static int DeviceCharacteristics(sqlite3_file* file) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xDeviceCharacteristics(f->real);
-  }
-  // Shared memory lives in memory (and the -shm file, removed at the power loss): forwarded
-  // even after the cut, like locks, so connections can still be closed.
-  static int ShmMap(sqlite3_file* file, int page, int page_size, int extend, void volatile** out) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xShmMap(f->real, page, page_size, extend, out);
-  }
-  static int ShmLock(sqlite3_file* file, int offset, int n, int flags) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xShmLock(f->real, offset, n, flags);
-  }
-  static void ShmBarrier(sqlite3_file* file) {
-    ShimFile* f = Shim(file);
-    f->real->pMethods->xShmBarrier(f->real);
-  }
-  static int ShmUnmap(sqlite3_file* file, int delete_flag) {
-    ShimFile* f = Shim(file);
-    return f->real->pMethods->xShmUnmap(f->real, delete_flag);
-  }
+  // Locks, file controls and shared memory are forwarded by ForwardedIo, even after the cut:
+  // shared memory lives in memory (and the -shm file, removed at the power loss), and locks and
+  // shared memory must keep working so connections can still be closed.
+
   // Memory-mapped reads: after the cut, no mapping (SQLite falls back to xRead, which fails).
   static int Fetch(sqlite3_file* file, sqlite3_int64 offset, int amt, void** out) {
     ShimFile* f = Shim(file);
@@ -224,36 +190,6 @@ struct PowerLossGlue {
     ShimFile* f = Shim(file);
     if (f->real->pMethods->iVersion < 3) return SQLITE_OK;
     return f->real->pMethods->xUnfetch(f->real, offset, p);
-  }
-
-  static sqlite3_io_methods MakeMethods(int version) {
-    sqlite3_io_methods m{};
-    m.iVersion = version;
-    m.xClose = Close;
-    m.xRead = Read;
-    m.xWrite = Write;
-    m.xTruncate = Truncate;
-    m.xSync = Sync;
-    m.xFileSize = FileSize;
-    m.xLock = Lock;
-    m.xUnlock = Unlock;
-    m.xCheckReservedLock = CheckReservedLock;
-    m.xFileControl = FileControl;
-    m.xSectorSize = SectorSize;
-    m.xDeviceCharacteristics = DeviceCharacteristics;
-    m.xShmMap = ShmMap;
-    m.xShmLock = ShmLock;
-    m.xShmBarrier = ShmBarrier;
-    m.xShmUnmap = ShmUnmap;
-    m.xFetch = Fetch;
-    m.xUnfetch = Unfetch;
-    return m;
-  }
-  // Our methods with the iVersion of the wrapped file's, so SQLite uses exactly the optional
-  // methods (shared memory, mmap) that the wrapped file has.
-  static const sqlite3_io_methods* MethodsFor(int version) {
-    static const sqlite3_io_methods kTables[3] = {MakeMethods(1), MakeMethods(2), MakeMethods(3)};
-    return &kTables[std::clamp(version, 1, 3) - 1];
   }
 
   // sqlite3_vfs.
@@ -270,7 +206,7 @@ struct PowerLossGlue {
     f->real->pMethods = nullptr;
     const int rc = v->base_->xOpen(v->base_, name, f->real, flags, out_flags);
     if (f->real->pMethods == nullptr) return rc;
-    f->base.pMethods = MethodsFor(f->real->pMethods->iVersion);
+    f->base.pMethods = storage::sqlite::ShimIoMethods<PowerLossGlue>(f->real->pMethods->iVersion);
     MutexLock lock(v->mu_);
     ++v->open_files_;
     if (name != nullptr && f->kind == SQLITE_OPEN_MAIN_DB) v->databases_.insert(name);

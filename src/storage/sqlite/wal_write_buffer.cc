@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "storage/sqlite/vfs_shim.h"
 
 namespace kvc::storage::sqlite {
 namespace {
@@ -46,7 +47,7 @@ struct BufferedFile {
 constexpr size_t kRealOffset = (sizeof(BufferedFile) + 15) & ~size_t{15};
 
 BufferedFile* Buffered(sqlite3_file* f) { return reinterpret_cast<BufferedFile*>(f); }
-const sqlite3_io_methods* Real(const BufferedFile* f) { return f->real->pMethods; }
+const sqlite3_io_methods* Methods(const BufferedFile* f) { return f->real->pMethods; }
 
 // The most one xWrite to the wrapped VFS carries: SQLite's unix VFS writes at most 128 KiB - 1
 // bytes per pwrite() (it masks the length with 0x1ffff, so a larger write could be cut to 0
@@ -61,8 +62,8 @@ int Flush(BufferedFile* f) {
   int rc = SQLITE_OK;
   for (size_t done = 0; done < p.data.size() && rc == SQLITE_OK; done += kMaxWriteBytes) {
     const size_t n = std::min(kMaxWriteBytes, p.data.size() - done);
-    rc = Real(f)->xWrite(f->real, p.data.data() + done, static_cast<int>(n),
-                         p.start + static_cast<int64_t>(done));
+    rc = Methods(f)->xWrite(f->real, p.data.data() + done, static_cast<int>(n),
+                            p.start + static_cast<int64_t>(done));
   }
   p.data.clear();
   return rc;
@@ -70,116 +71,58 @@ int Flush(BufferedFile* f) {
 
 // sqlite3_io_methods of a WAL file. Everything that looks at the file's bytes or size, or
 // promises they are on disk, first flushes (the header's list); the rest passes through.
-int Close(sqlite3_file* file) {
-  BufferedFile* f = Buffered(file);
-  const int flushed = Flush(f);
-  const int closed = Real(f)->xClose(f->real);
-  delete f->pending;
-  f->pending = nullptr;
-  return flushed != SQLITE_OK ? flushed : closed;
-}
-int Read(sqlite3_file* file, void* buf, int amt, sqlite3_int64 offset) {
-  BufferedFile* f = Buffered(file);
-  if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->xRead(f->real, buf, amt, offset);
-}
-int Write(sqlite3_file* file, const void* buf, int amt, sqlite3_int64 offset) {
-  BufferedFile* f = Buffered(file);
-  Pending& p = *f->pending;
-  const auto n = static_cast<size_t>(amt);
-  const bool contiguous =
-      !p.data.empty() && offset == p.start + static_cast<int64_t>(p.data.size());
-  if (!contiguous || p.data.size() + n > f->capacity) {
-    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-    if (n >= f->capacity) return Real(f)->xWrite(f->real, buf, amt, offset);
-    p.start = offset;
+struct WalFile : ForwardedIo<WalFile> {
+  static sqlite3_file* Real(sqlite3_file* file) { return Buffered(file)->real; }
+
+  static int Close(sqlite3_file* file) {
+    BufferedFile* f = Buffered(file);
+    const int flushed = Flush(f);
+    const int closed = Methods(f)->xClose(f->real);
+    delete f->pending;
+    f->pending = nullptr;
+    return flushed != SQLITE_OK ? flushed : closed;
   }
-  const char* bytes = static_cast<const char*>(buf);
-  p.data.insert(p.data.end(), bytes, bytes + n);
-  return SQLITE_OK;
-}
-int Truncate(sqlite3_file* file, sqlite3_int64 size) {
-  BufferedFile* f = Buffered(file);
-  if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->xTruncate(f->real, size);
-}
-int Sync(sqlite3_file* file, int flags) {
-  BufferedFile* f = Buffered(file);
-  if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->xSync(f->real, flags);
-}
-int FileSize(sqlite3_file* file, sqlite3_int64* size) {
-  BufferedFile* f = Buffered(file);
-  if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->xFileSize(f->real, size);
-}
-int Fetch(sqlite3_file* file, sqlite3_int64 offset, int amt, void** out) {
-  BufferedFile* f = Buffered(file);
-  if (int rc = Flush(f); rc != SQLITE_OK) return rc;
-  return Real(f)->xFetch(f->real, offset, amt, out);
-}
-
-int Lock(sqlite3_file* file, int level) {
-  return Real(Buffered(file))->xLock(Buffered(file)->real, level);
-}
-int Unlock(sqlite3_file* file, int level) {
-  return Real(Buffered(file))->xUnlock(Buffered(file)->real, level);
-}
-int CheckReservedLock(sqlite3_file* file, int* out) {
-  return Real(Buffered(file))->xCheckReservedLock(Buffered(file)->real, out);
-}
-int FileControl(sqlite3_file* file, int op, void* arg) {
-  return Real(Buffered(file))->xFileControl(Buffered(file)->real, op, arg);
-}
-int SectorSize(sqlite3_file* file) {
-  return Real(Buffered(file))->xSectorSize(Buffered(file)->real);
-}
-int DeviceCharacteristics(sqlite3_file* file) {
-  return Real(Buffered(file))->xDeviceCharacteristics(Buffered(file)->real);
-}
-int ShmMap(sqlite3_file* file, int region, int size, int extend, void volatile** out) {
-  return Real(Buffered(file))->xShmMap(Buffered(file)->real, region, size, extend, out);
-}
-int ShmLock(sqlite3_file* file, int offset, int n, int flags) {
-  return Real(Buffered(file))->xShmLock(Buffered(file)->real, offset, n, flags);
-}
-void ShmBarrier(sqlite3_file* file) { Real(Buffered(file))->xShmBarrier(Buffered(file)->real); }
-int ShmUnmap(sqlite3_file* file, int delete_flag) {
-  return Real(Buffered(file))->xShmUnmap(Buffered(file)->real, delete_flag);
-}
-int Unfetch(sqlite3_file* file, sqlite3_int64 offset, void* p) {
-  return Real(Buffered(file))->xUnfetch(Buffered(file)->real, offset, p);
-}
-
-constexpr sqlite3_io_methods MakeMethods(int version) {
-  sqlite3_io_methods m{};
-  m.iVersion = version;
-  m.xClose = Close;
-  m.xRead = Read;
-  m.xWrite = Write;
-  m.xTruncate = Truncate;
-  m.xSync = Sync;
-  m.xFileSize = FileSize;
-  m.xLock = Lock;
-  m.xUnlock = Unlock;
-  m.xCheckReservedLock = CheckReservedLock;
-  m.xFileControl = FileControl;
-  m.xSectorSize = SectorSize;
-  m.xDeviceCharacteristics = DeviceCharacteristics;
-  m.xShmMap = ShmMap;
-  m.xShmLock = ShmLock;
-  m.xShmBarrier = ShmBarrier;
-  m.xShmUnmap = ShmUnmap;
-  m.xFetch = Fetch;
-  m.xUnfetch = Unfetch;
-  return m;
-}
-// Our methods with the iVersion of the wrapped file's, so SQLite uses exactly the optional
-// methods (shared memory, mmap) that the wrapped file has.
-const sqlite3_io_methods* MethodsFor(int version) {
-  static constexpr sqlite3_io_methods kTables[3] = {MakeMethods(1), MakeMethods(2), MakeMethods(3)};
-  return &kTables[std::clamp(version, 1, 3) - 1];
-}
+  static int Read(sqlite3_file* file, void* buf, int amt, sqlite3_int64 offset) {
+    BufferedFile* f = Buffered(file);
+    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+    return Methods(f)->xRead(f->real, buf, amt, offset);
+  }
+  static int Write(sqlite3_file* file, const void* buf, int amt, sqlite3_int64 offset) {
+    BufferedFile* f = Buffered(file);
+    Pending& p = *f->pending;
+    const auto n = static_cast<size_t>(amt);
+    const bool contiguous =
+        !p.data.empty() && offset == p.start + static_cast<int64_t>(p.data.size());
+    if (!contiguous || p.data.size() + n > f->capacity) {
+      if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+      if (n >= f->capacity) return Methods(f)->xWrite(f->real, buf, amt, offset);
+      p.start = offset;
+    }
+    const char* bytes = static_cast<const char*>(buf);
+    p.data.insert(p.data.end(), bytes, bytes + n);
+    return SQLITE_OK;
+  }
+  static int Truncate(sqlite3_file* file, sqlite3_int64 size) {
+    BufferedFile* f = Buffered(file);
+    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+    return Methods(f)->xTruncate(f->real, size);
+  }
+  static int Sync(sqlite3_file* file, int flags) {
+    BufferedFile* f = Buffered(file);
+    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+    return Methods(f)->xSync(f->real, flags);
+  }
+  static int FileSize(sqlite3_file* file, sqlite3_int64* size) {
+    BufferedFile* f = Buffered(file);
+    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+    return Methods(f)->xFileSize(f->real, size);
+  }
+  static int Fetch(sqlite3_file* file, sqlite3_int64 offset, int amt, void** out) {
+    BufferedFile* f = Buffered(file);
+    if (int rc = Flush(f); rc != SQLITE_OK) return rc;
+    return Methods(f)->xFetch(f->real, offset, amt, out);
+  }
+};
 
 int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags) {
   const auto* v = reinterpret_cast<const BufferVfs*>(vfs);
@@ -196,7 +139,7 @@ int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int*
     return SQLITE_NOMEM;
   }
   f->capacity = v->buffer_bytes;
-  f->base.pMethods = MethodsFor(f->real->pMethods->iVersion);
+  f->base.pMethods = ShimIoMethods<WalFile>(f->real->pMethods->iVersion);
   return rc;
 }
 
