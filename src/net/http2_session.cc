@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "net/session.h"
@@ -42,6 +43,11 @@ struct H2Stream {
   std::string heartbeat_bytes;
   std::chrono::milliseconds heartbeat_interval{0};
 };
+
+// The session whose Feed() this thread is inside, if any: an answer given from within it (a
+// read-cache hit, an error) is on that session's own thread, synchronously, and is applied at
+// once instead of posted. Each thread reads only its own value, so no other thread can race it.
+thread_local const void* t_feeding_session = nullptr;
 
 // Stream: tcp::socket (h2c) or TlsStream (h2 negotiated with ALPN).
 template <class Stream>
@@ -191,8 +197,14 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     Resume(st, write);
   }
 
+  // Hands `data` to nghttp2. REQUIRES: the caller calls DoWrite() next (Start and OnRead do), which
+  // sends whatever the requests answered on the spot queued (FlushSoon relies on it).
   bool Feed(const char* data, size_t n) {
+    feeding_ = true;
+    const void* const outer = std::exchange(t_feeding_session, this);
     ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
+    t_feeding_session = outer;
+    feeding_ = false;
     if (rv < 0) {
       spdlog::debug("{}: HTTP/2 protocol error: {}", peer_, nghttp2_strerror(static_cast<int>(rv)));
       // Let nghttp2 send its GOAWAY if it queued one, then close.
@@ -384,16 +396,27 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     const int32_t id = st->id;
     ++inflight_;
     ctx_->handler->Handle(std::move(st->req), [self, id, st](service::HttpResponse resp) {
+      // Answered within this session's Feed() on its own thread: at once, so the answer leaves
+      // with the write that follows the read (Feed's REQUIRES). From elsewhere: posted.
+      if (t_feeding_session == self.get()) {
+        self->Answer(id, st, std::move(resp));
+        return;
+      }
       asio::post(self->socket_.get_executor(), [self, id, st, resp = std::move(resp)]() mutable {
-        --self->inflight_;
-        H2Stream* live = self->closed_ ? nullptr : self->Find(id, st);
-        if (!live) {
-          if (resp.stream) resp.stream->Cancel();
-          return;
-        }
-        self->Respond(live, std::move(resp));
+        self->Answer(id, st, std::move(resp));
       });
     });
+  }
+
+  // The handler's answer for stream `id`, on this session's thread.
+  void Answer(int32_t id, H2Stream* st, service::HttpResponse resp) {
+    --inflight_;
+    H2Stream* live = closed_ ? nullptr : Find(id, st);
+    if (!live) {
+      if (resp.stream) resp.stream->Cancel();
+      return;
+    }
+    Respond(live, std::move(resp));
   }
 
   class Sink : public service::StreamSink {
@@ -474,7 +497,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
         st->source.reset();
       }
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-      DoWrite();
+      FlushSoon();  // not DoWrite: this may run inside nghttp2's receive callbacks (Answer)
       return;
     }
     if (st->source) {
@@ -491,9 +514,10 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   // Writes after the handlers already queued on this connection's executor have run, so the
   // responses that complete together (a burst of cache hits, a group commit) leave in one
   // write and the client reads them in one go, instead of one write for the first and
-  // another for the rest.
+  // another for the rest. An answer given while Feed() runs (a cache hit) needs no post: Feed's
+  // caller writes right after it, which saves a turn of the event loop per request.
   void FlushSoon() {
-    if (flush_posted_) return;
+    if (flush_posted_ || feeding_) return;
     flush_posted_ = true;
     asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
       self->flush_posted_ = false;
@@ -672,6 +696,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   std::string write_buf_;
   bool writing_ = false;
   bool flush_posted_ = false;  // a FlushSoon() write is queued
+  bool feeding_ = false;       // inside Feed(), whose caller writes next
   bool closed_ = false;
   bool close_after_write_ = false;
   bool reading_ = false;    // a read is pending
