@@ -200,11 +200,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   // Hands `data` to nghttp2. REQUIRES: the caller calls DoWrite() next (Start and OnRead do), which
   // sends whatever the requests answered on the spot queued (FlushSoon relies on it).
   bool Feed(const char* data, size_t n) {
-    feeding_ = true;
     const void* const outer = std::exchange(t_feeding_session, this);
     ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), n);
     t_feeding_session = outer;
-    feeding_ = false;
     if (rv < 0) {
       spdlog::debug("{}: HTTP/2 protocol error: {}", peer_, nghttp2_strerror(static_cast<int>(rv)));
       // Let nghttp2 send its GOAWAY if it queued one, then close.
@@ -517,7 +515,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   // another for the rest. An answer given while Feed() runs (a cache hit) needs no post: Feed's
   // caller writes right after it, which saves a turn of the event loop per request.
   void FlushSoon() {
-    if (flush_posted_ || feeding_) return;
+    if (flush_posted_ || t_feeding_session == this) return;
     flush_posted_ = true;
     asio::post(socket_.get_executor(), [self = this->shared_from_this()] {
       self->flush_posted_ = false;
@@ -696,7 +694,6 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   std::string write_buf_;
   bool writing_ = false;
   bool flush_posted_ = false;  // a FlushSoon() write is queued
-  bool feeding_ = false;       // inside Feed(), whose caller writes next
   bool closed_ = false;
   bool close_after_write_ = false;
   bool reading_ = false;    // a read is pending

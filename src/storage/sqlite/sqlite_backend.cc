@@ -67,9 +67,9 @@ using sqlite::Stmt;
 constexpr const char* kErrorPrefix = "sqlite ";
 
 // Opens a backend connection: NOMUTEX (each connection is used by one thread at a time), with
-// the configured sync mode and page cache, through the VFS `vfs` (default: the configured one).
+// the configured sync mode and page cache.
 Status OpenConnection(sqlite::Connection& c, const std::string& path, const SqliteOptions& o,
-                      bool read_only, const std::string* vfs = nullptr) {
+                      bool read_only) {
   int flags = read_only ? SQLITE_OPEN_READONLY
                         : (SQLITE_OPEN_READWRITE | (o.create_if_missing ? SQLITE_OPEN_CREATE : 0));
   flags |= SQLITE_OPEN_NOMUTEX;
@@ -78,7 +78,7 @@ Status OpenConnection(sqlite::Connection& c, const std::string& path, const Sqli
                                                    : "OFF";
   const std::string pragmas = std::string("pragma synchronous=") + sync + "; pragma cache_size=-" +
                               std::to_string(o.cache_size_kib) + ";";
-  return c.Open(path, flags, o.busy_timeout_ms, pragmas, vfs != nullptr ? *vfs : o.vfs);
+  return c.Open(path, flags, o.busy_timeout_ms, pragmas, o.vfs);
 }
 
 Result<int64_t> QueryDataVersion(sqlite::Connection& c, sqlite3_stmt* stmt) {
@@ -349,11 +349,11 @@ class SqliteWriter : public Writer, public QueueStore, public ChangeLogWriter {
               std::shared_ptr<CheckpointCounts> counts) {
     // Only in sync FULL does SQLite sync (and so flush) the WAL at the end of every commit,
     // which the buffer's visibility argument needs (wal_write_buffer.h).
-    std::string vfs = o.vfs;
+    SqliteOptions writer = o;
     if (o.sync == SyncMode::kFull && o.wal_buffer_bytes > 0) {
-      KVC_ASSIGN_OR_RETURN(vfs, sqlite::WalWriteBufferVfs(o.vfs, o.wal_buffer_bytes));
+      KVC_ASSIGN_OR_RETURN(writer.vfs, sqlite::WalWriteBufferVfs(o.vfs, o.wal_buffer_bytes));
     }
-    KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, o, /*read_only=*/false, &vfs));
+    KVC_RETURN_IF_ERROR(OpenConnection(conn_, path, writer, /*read_only=*/false));
     if (o.checkpoint_pages > 0) {
       KVC_ASSIGN_OR_RETURN(
           checkpointer_,
