@@ -88,6 +88,11 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--max-queued-reads", c->engine.max_queued_reads,
                 "Reads waiting for a reader before new ones get 503")
       ->capture_default_str();
+  s->add_option("--max-read-batch", c->engine.max_read_batch,
+                "Waiting single-key reads (read-cache misses) answered together from one "
+                "snapshot in one storage call")
+      ->check(CLI::Range(size_t{1}, size_t{4096}))
+      ->capture_default_str();
   s->add_option("--max-queued-writes", c->engine.max_queued_writes,
                 "Writes waiting for the writer before new ones get 503")
       ->capture_default_str();

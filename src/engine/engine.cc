@@ -533,6 +533,13 @@ void Engine::RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch)
   std::vector<std::string> keys;
   keys.reserve(batch.size());
   for (const ReadJob& j : batch) keys.push_back(j.ranges[0].start);
+  // With a cache, every key takes its fill ticket before the snapshot begins (see ReadCache).
+  std::vector<uint64_t> tickets;
+  if (cache_.enabled()) {
+    tickets.reserve(keys.size());
+    for (const std::string& k : keys) tickets.push_back(cache_.FillTicket(k));
+    counters_.cache_misses.fetch_add(keys.size(), std::memory_order_relaxed);
+  }
   std::vector<std::optional<StoredRow>> rows;
   counters_.storage_reads.fetch_add(1, std::memory_order_relaxed);
   const int64_t now = Now();
@@ -546,6 +553,9 @@ void Engine::RunPointBatch(storage::Reader* reader, std::vector<ReadJob>& batch)
                          : version.status();
     for (ReadJob& j : batch) j.done(s);
     return;
+  }
+  if (!tickets.empty() && rows.size() == keys.size()) {
+    for (size_t i = 0; i < keys.size(); ++i) cache_.Fill(keys[i], tickets[i], rows[i]);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     ReadResult out;
@@ -572,10 +582,10 @@ void Engine::ReaderLoop(storage::Reader* reader) {
       if (read_queue_.empty()) return;  // stopping and drained
       job = std::move(read_queue_.front());
       read_queue_.pop_front();
-      // Without a read cache (off for a backend with other writers, or by configuration), point
-      // reads waiting together are answered from one snapshot in one storage call: each was
-      // pending when that snapshot was taken.
-      if (!cache_.enabled() && IsSinglePoint(job)) {
+      // Single-key reads waiting together (cache misses, or every point read without a cache)
+      // are answered from one snapshot in one storage call: each was pending when that
+      // snapshot was taken.
+      if (IsSinglePoint(job)) {
         while (batch.size() + 1 < options_.max_read_batch && !read_queue_.empty() &&
                IsSinglePoint(read_queue_.front())) {
           batch.push_back(std::move(read_queue_.front()));

@@ -24,8 +24,9 @@
 // - Writer tasks (WriterTask) run on the writer thread between groups: the expiry sweep and
 //   queue delivery (queue/queue.h) are such tasks.
 // - Point reads are served from a ReadCache kept coherent by the writer; a read whose every
-//   range is one key and whose keys all hit completes inline, on the caller's thread. Without
-//   a cache, point reads waiting together are answered from one snapshot in one storage call.
+//   range is one key and whose keys all hit completes inline, on the caller's thread.
+//   Single-key reads waiting together (misses, or all of them without a cache) are answered
+//   from one snapshot in one storage call, and with a cache they fill it.
 // - Long snapshot scans (SnapshotScan, for exports) page through a range at one snapshot on one
 //   reader thread, as fast as their consumer takes the pages.
 //
@@ -70,8 +71,8 @@ struct EngineOptions {
   // Back-pressure: beyond these many queued requests new ones fail fast with Unavailable (503,
   // which clients retry) instead of growing memory without bound.
   size_t max_queued_reads = 10000;
-  // Without a read cache, up to this many waiting single-key reads are answered from one
-  // snapshot in one storage call.
+  // Up to this many waiting single-key reads (read-cache misses, or every one without a
+  // cache) are answered from one snapshot in one storage call.
   size_t max_read_batch = 64;
   size_t max_queued_writes = 10000;
   // 0: no read cache (also off when the backend is not the exclusive writer of its database).

@@ -52,6 +52,8 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/scale.mjs [
   --watchers N     watch streams of the watch benchmark (default 10000)
   --no-reads       skip the point-read benchmark
   --no-watch       skip the watch benchmark
+  --server-args S  extra \`kvconnect serve\` flags for every server, space-separated
+                   (e.g. --server-args="--max-read-batch 1"), printed
   --json FILE      also write the machine and every result to FILE
   -h, --help       this text
 
@@ -66,6 +68,7 @@ function parseOptions(argv) {
     watchers: { type: "string" },
     "no-reads": { type: "boolean" },
     "no-watch": { type: "boolean" },
+    "server-args": { type: "string" },
     json: { type: "string" },
   });
   if (values.help) return { help: true };
@@ -78,6 +81,7 @@ function parseOptions(argv) {
     watchers: num("watchers", 10_000, 1, true),
     reads: !values["no-reads"],
     watch: !values["no-watch"],
+    serverArgs: (values["server-args"] ?? "").split(/\s+/).filter(Boolean),
     json: values.json,
   };
   if (opts.keysLarge < opts.keysSmall) throw new Error("--keys-large must be at least --keys-small");
@@ -130,7 +134,7 @@ function measured(run) {
 async function readsAt(keys, opts) {
   const window = ["--duration", String(opts.duration), "--warmup", String(opts.warmup)];
   const out = { keys, preload: null, cached: null, uncached: null, db: null, failures: [] };
-  let server = await startServer({ extraArgs: SERVER_ARGS, readyTimeoutMs: 120_000 });
+  let server = await startServer({ extraArgs: [...SERVER_ARGS, ...opts.serverArgs], readyTimeoutMs: 120_000 });
   const dataDir = server.dataDir;
   try {
     log(`[reads ${fmtInt(keys)} keys] preloading: ${server.describe()}`);
@@ -151,7 +155,7 @@ async function readsAt(keys, opts) {
     log(`[reads ${fmtInt(keys)} keys, default read cache] ${describeKvcBench(out.cached)}`);
     if (!out.cached.ok) out.failures.push(`get at ${fmtInt(keys)} keys, default read cache`);
 
-    server = await server.restart({ extraArgs: [...SERVER_ARGS, ...NO_CACHE_ARGS] });
+    server = await server.restart({ extraArgs: [...SERVER_ARGS, ...opts.serverArgs, ...NO_CACHE_ARGS] });
     out.uncached = measured(await runKvcBench(server, measure, { timeoutMs }));
     out.uncached.server = server.describe().replace(/--data-dir \S+/, "--data-dir <temp>").replace(/--ready-file \S+/, "--ready-file <temp>");
     log(`[reads ${fmtInt(keys)} keys, --read-cache-bytes 0] ${describeKvcBench(out.uncached)}`);
@@ -171,7 +175,7 @@ async function readsAt(keys, opts) {
 
 function printReads(results, opts) {
   console.log("### Point reads vs. database size\n");
-  console.log(`\`kvconnect serve ${SERVER_ARGS.join(" ")}\` on a fresh data dir per size; the keys are written ` +
+  console.log(`\`kvconnect serve ${[...SERVER_ARGS, ...opts.serverArgs].join(" ")}\` on a fresh data dir per size; the keys are written ` +
     "by `kvconnect bench --workload get --keys N` (atomic writes of 1000 sets, 100-character values), then " +
     `\`kvconnect bench --workload get --no-preload --keys N ${READ_SHAPE.join(" ")}\` reads random keys ` +
     `(${opts.duration} s after ${opts.warmup} s warm-up), once with the default read cache and once after a ` +
@@ -247,7 +251,7 @@ function readRss(pid) {
 
 async function watches(opts) {
   const out = { watchers: opts.watchers, run: null, rss: null, failures: [] };
-  const server = await startServer({ extraArgs: SERVER_ARGS });
+  const server = await startServer({ extraArgs: [...SERVER_ARGS, ...opts.serverArgs] });
   try {
     const pid = server.proc.pid;
     log(`[watch] ${server.describe()} (pid ${pid})`);
@@ -286,7 +290,7 @@ async function watches(opts) {
 
 function printWatches(w, opts) {
   console.log("### Open watches\n");
-  console.log(`\`kvconnect serve ${SERVER_ARGS.join(" ")}\` on a fresh data dir; \`kvconnect bench --workload watch ` +
+  console.log(`\`kvconnect serve ${[...SERVER_ARGS, ...opts.serverArgs].join(" ")}\` on a fresh data dir; \`kvconnect bench --workload watch ` +
     `--watchers ${opts.watchers} --watch-keys ${WATCH_SHAPE.watchKeys} --connections ${WATCH_SHAPE.connections} ` +
     `--watch-interval-ms ${WATCH_SHAPE.intervalMs}\` (HTTP/2; one writer sets a watched key every ` +
     `${WATCH_SHAPE.intervalMs} ms; ${opts.duration} s after ${opts.warmup} s warm-up). Change-to-frame latency runs ` +

@@ -452,6 +452,68 @@ TEST_P(EngineTest, PointReadsFollowWritesDeletesAndExpiryWithAndWithoutCache) {
   }
 }
 
+// Single-key reads that wait together are answered from one snapshot in one storage call: with
+// the read cache (they are its misses, and they fill it) and without it.
+TEST_P(EngineTest, WaitingPointReadsShareOneStorageCallAndFillTheCache) {
+  for (size_t cache : {size_t{64} << 20, size_t{0}}) {
+    EngineOptions o;
+    o.read_cache_bytes = cache;
+    o.reader_threads = 1;
+    Reopen(o);
+    constexpr int kStored = 10;
+    constexpr int kReads = 20;  // keys p0 .. p19; the first kStored exist
+    AtomicWrite w;
+    for (int i = 0; i < kStored; ++i) {
+      w.mutations.push_back(Set("p" + std::to_string(i), "v" + std::to_string(i)));
+    }
+    ASSERT_TRUE(Write(w).ok());
+    // The one reader thread is held until every read below is queued behind it.
+    std::promise<void> holding;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    engine_->WithReader([&holding, released](storage::Reader*, const Status&) {
+      holding.set_value();
+      released.wait();
+    });
+    holding.get_future().wait();
+    const EngineCounters& c = engine_->counters();
+    const uint64_t storage_before = c.storage_reads.load();
+    const uint64_t misses_before = c.cache_misses.load();
+    std::vector<std::promise<Result<ReadResult>>> answers(kReads);
+    for (int i = 0; i < kReads; ++i) {
+      engine_->SnapshotRead({Point("p" + std::to_string(i))},
+                            [&answers, i](Result<ReadResult> r) { answers[i].set_value(r); });
+    }
+    release.set_value();
+    int64_t version = -1;
+    for (int i = 0; i < kReads; ++i) {
+      Result<ReadResult> r = answers[i].get_future().get();
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_EQ(r->ranges.size(), 1u);
+      if (i < kStored) {
+        ASSERT_EQ(r->ranges[0].size(), 1u) << "p" << i;
+        EXPECT_EQ(r->ranges[0][0].value, "v" + std::to_string(i));
+      } else {
+        EXPECT_TRUE(r->ranges[0].empty()) << "p" << i;
+      }
+      if (i == 0) version = r->version;
+      EXPECT_EQ(r->version, version) << "one snapshot";
+    }
+    EXPECT_EQ(c.storage_reads.load() - storage_before, 1u) << "cache bytes " << cache;
+    if (engine_->read_cache().enabled()) {
+      EXPECT_EQ(c.cache_misses.load() - misses_before, uint64_t{kReads});
+      const uint64_t hits_before = c.cache_hits.load();
+      for (int i = 0; i < kReads; ++i) {  // each now a hit: present, or known absent
+        auto r = Read({Point("p" + std::to_string(i))});
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->ranges[0].size(), i < kStored ? 1u : 0u);
+      }
+      EXPECT_EQ(c.cache_hits.load() - hits_before, uint64_t{kReads});
+      EXPECT_EQ(c.storage_reads.load() - storage_before, 1u);
+    }
+  }
+}
+
 // Every read path gives each entry its expiry (the admin API and dumps show it; KV Connect
 // answers have no field for it): point reads from storage and from the cache, one range and
 // several, both directions, and the export's snapshot scan.
