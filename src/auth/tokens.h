@@ -48,8 +48,7 @@ struct TokenClaims {
   std::string issuer;
 };
 
-// Compares in time independent of where the inputs differ (OpenSSL's CRYPTO_memcmp; lengths
-// may leak).
+// Compares in time independent of where the inputs differ (lengths may leak).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 // Extracts the token of an `Authorization: Bearer <token>` header.
