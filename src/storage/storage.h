@@ -63,9 +63,11 @@ struct StorageOptions {
   int64_t mmap_bytes = 0;
   // sqlite: WAL checkpoints (sqlite/checkpointer.h): a thread of their own copies the WAL into
   // the database file from this many WAL pages on, the writer itself at wal_limit_pages.
-  // checkpoint_pages 0: SQLite's own checkpoint inside the commit at 1000 pages.
-  int64_t checkpoint_pages = 1000;
-  int64_t wal_limit_pages = 4000;
+  // checkpoint_pages 0: SQLite's own checkpoint inside the commit at 1000 pages. The defaults
+  // are 4x SQLite's: a page written again before the checkpoint is copied once (see
+  // SqliteOptions).
+  int64_t checkpoint_pages = 4000;
+  int64_t wal_limit_pages = 16000;
   // sqlite, sync full: the writer writes each commit's WAL frames in one write of up to this
   // many bytes (sqlite/wal_write_buffer.h); 0: one write per frame header and page, as SQLite.
   size_t wal_buffer_bytes = size_t{1} << 20;

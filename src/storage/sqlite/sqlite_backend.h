@@ -30,8 +30,13 @@ struct SqliteOptions {
   // of their own copies the WAL into the database file; at wal_limit_pages (raised to
   // checkpoint_pages if below) the writer does itself. checkpoint_pages 0: SQLite's automatic
   // checkpoint inside the commit at 1000 pages, as SQLite does by default.
-  int64_t checkpoint_pages = 1000;
-  int64_t wal_limit_pages = 4000;
+  // 4000 rather than SQLite's 1000: a page written by several commits between two checkpoints
+  // is copied and fsynced into the database file once, and the file is fsynced 4x less often.
+  // (`kvconnect bench` durable sets, 1 x 64, alternated: server CPU per set 18.2 -> 16.2 us on
+  // 10,000 keys, 25.1 -> 23.7 on 1,000,000.) The WAL file then stays at about 16 MiB, at most
+  // about 64 MiB (wal_limit_pages) if the thread falls behind.
+  int64_t checkpoint_pages = 4000;
+  int64_t wal_limit_pages = 16000;
   // In sync FULL the writer gathers each commit's WAL writes into one write of up to this many
   // bytes (wal_write_buffer.h); 0 writes each frame as SQLite does.
   size_t wal_buffer_bytes = size_t{1} << 20;
