@@ -106,29 +106,113 @@ Result<std::vector<std::string>> DecodeWatch(std::string_view body) {
   return keys;
 }
 
+// The two answers of every data-path request (a snapshot read's, an atomic write's) are written
+// in the protobuf wire format by hand: one exact allocation, instead of a message tree, copies of
+// every key and value into it and then the serialized string. The bytes equal the generated
+// code's SerializeAsString (fields in number order, proto3 defaults left out, the repeated
+// uint32 packed), which a unit test checks against it.
+namespace {
+namespace wire {
+
+constexpr int kVarint = 0;
+constexpr int kLengthDelimited = 2;
+// REQUIRES: field < 16 (a one-byte tag).
+constexpr char Tag(int field, int type) { return static_cast<char>((field << 3) | type); }
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+void PutVarint(std::string* out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out->push_back(static_cast<char>(v));
+}
+// An enum or int32 field's value: a negative one is sign-extended to ten bytes, as protobuf does.
+uint64_t EnumValue(int v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+
+// A bytes or message field of `n` bytes; a bytes field that is empty is left out (proto3).
+size_t BytesFieldSize(size_t n) { return n == 0 ? 0 : 1 + VarintSize(n) + n; }
+size_t MessageFieldSize(size_t n) { return 1 + VarintSize(n) + n; }
+void PutBytesField(std::string* out, int field, std::string_view bytes) {
+  if (bytes.empty()) return;
+  out->push_back(Tag(field, kLengthDelimited));
+  PutVarint(out, bytes.size());
+  out->append(bytes);
+}
+void PutMessageHeader(std::string* out, int field, size_t n) {
+  out->push_back(Tag(field, kLengthDelimited));
+  PutVarint(out, n);
+}
+void PutVarintField(std::string* out, int field, uint64_t v) {
+  if (v == 0) return;
+  out->push_back(Tag(field, kVarint));
+  PutVarint(out, v);
+}
+size_t VarintFieldSize(uint64_t v) { return v == 0 ? 0 : 1 + VarintSize(v); }
+
+}  // namespace wire
+
+std::string_view StampBytes(const Versionstamp& vs) {
+  return {reinterpret_cast<const char*>(vs.data()), vs.size()};
+}
+
+// KvEntry: key = 1, value = 2, encoding = 3, versionstamp = 4.
+size_t KvEntrySize(const Entry& e) {
+  return wire::BytesFieldSize(e.key.size()) + wire::BytesFieldSize(e.value.size()) +
+         wire::VarintFieldSize(wire::EnumValue(static_cast<int>(e.encoding))) +
+         wire::BytesFieldSize(sizeof(Versionstamp));
+}
+void PutKvEntry(std::string* out, int field, const Entry& e) {
+  wire::PutMessageHeader(out, field, KvEntrySize(e));
+  wire::PutBytesField(out, 1, e.key);
+  wire::PutBytesField(out, 2, e.value);
+  wire::PutVarintField(out, 3, wire::EnumValue(static_cast<int>(e.encoding)));
+  wire::PutBytesField(out, 4, StampBytes(VersionToVersionstamp(e.version)));
+}
+// ReadRangeOutput: values = 1.
+size_t ReadRangeOutputSize(const std::vector<Entry>& range) {
+  size_t n = 0;
+  for (const Entry& e : range) n += wire::MessageFieldSize(KvEntrySize(e));
+  return n;
+}
+
+}  // namespace
+
 std::string EncodeSnapshotReadOutput(const std::vector<std::vector<Entry>>& ranges, bool strong) {
-  pb::SnapshotReadOutput out;
+  // SnapshotReadOutput: ranges = 1, read_disabled = 2 (false: left out),
+  // read_is_strongly_consistent = 4, status = 8.
+  size_t total = wire::VarintFieldSize(strong ? 1 : 0) + wire::VarintFieldSize(pb::SR_SUCCESS);
+  for (const auto& r : ranges) total += wire::MessageFieldSize(ReadRangeOutputSize(r));
+  std::string out;
+  out.reserve(total);
   for (const auto& r : ranges) {
-    auto* ro = out.add_ranges();
-    for (const Entry& e : r) FillEntry(e, ro->add_values());
+    wire::PutMessageHeader(&out, 1, ReadRangeOutputSize(r));
+    for (const Entry& e : r) PutKvEntry(&out, 1, e);
   }
-  out.set_read_disabled(false);
-  out.set_read_is_strongly_consistent(strong);
-  out.set_status(pb::SR_SUCCESS);
-  return out.SerializeAsString();
+  wire::PutVarintField(&out, 4, strong ? 1 : 0);
+  wire::PutVarintField(&out, 8, pb::SR_SUCCESS);
+  return out;
 }
 
 std::string EncodeAtomicWriteOutput(const CommitResult& result) {
-  pb::AtomicWriteOutput out;
+  // AtomicWriteOutput: status = 1, versionstamp = 2, failed_checks = 4 (packed).
+  std::string out;
   if (result.ok) {
-    out.set_status(pb::AW_SUCCESS);
-    Versionstamp vs = VersionToVersionstamp(result.version);
-    out.set_versionstamp(reinterpret_cast<const char*>(vs.data()), vs.size());
-  } else {
-    out.set_status(pb::AW_CHECK_FAILURE);
-    for (uint32_t i : result.failed_checks) out.add_failed_checks(i);
+    out.reserve(2 + wire::BytesFieldSize(sizeof(Versionstamp)));
+    wire::PutVarintField(&out, 1, pb::AW_SUCCESS);
+    wire::PutBytesField(&out, 2, StampBytes(VersionToVersionstamp(result.version)));
+    return out;
   }
-  return out.SerializeAsString();
+  size_t packed = 0;
+  for (uint32_t i : result.failed_checks) packed += wire::VarintSize(i);
+  out.reserve(2 + (packed == 0 ? 0 : wire::MessageFieldSize(packed)));
+  wire::PutVarintField(&out, 1, pb::AW_CHECK_FAILURE);
+  if (packed > 0) {
+    wire::PutMessageHeader(&out, 4, packed);
+    for (uint32_t i : result.failed_checks) wire::PutVarint(&out, i);
+  }
+  return out;
 }
 
 std::string EncodeWatchOutput(const std::vector<std::optional<Entry>>& keys) {
