@@ -5,6 +5,7 @@
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <deque>
 #include <map>
 #include <string_view>
@@ -449,22 +450,30 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
 
   void Respond(H2Stream* st, service::HttpResponse resp) {
     st->responded = true;
-    const std::string status = std::to_string(resp.status);
-    std::vector<std::pair<std::string, std::string>> hdrs;
-    hdrs.emplace_back(":status", status);
-    if (!resp.content_type.empty()) hdrs.emplace_back("content-type", resp.content_type);
-    if (!resp.stream) hdrs.emplace_back("content-length", std::to_string(resp.body.size()));
-    for (auto& h : resp.headers) hdrs.push_back(h);
-    if constexpr (kIsTls<Stream>) {
-      std::string hsts = HstsValue(ctx_->options);
-      if (!hsts.empty()) hdrs.emplace_back("strict-transport-security", std::move(hsts));
-    }
+    // The header list points into `resp`, these buffers and string literals: the submit calls
+    // below copy every name and value (nghttp2_submit_response), so nothing is copied here.
+    char status[16];
+    const size_t status_len = static_cast<size_t>(
+        std::to_chars(status, status + sizeof status, resp.status).ptr - status);
+    char length[24];
+    const size_t length_len = static_cast<size_t>(
+        std::to_chars(length, length + sizeof length, resp.body.size()).ptr - length);
+    std::string hsts;
+    if constexpr (kIsTls<Stream>) hsts = HstsValue(ctx_->options);
     std::vector<nghttp2_nv> nva;
-    nva.reserve(hdrs.size());
-    for (auto& [k, v] : hdrs) {
-      nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
-                     k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
-    }
+    nva.reserve(4 + resp.headers.size());
+    auto add = [&nva](std::string_view name, std::string_view value) {
+      // NOLINTBEGIN(cppcoreguidelines-pro-type-const-cast): nghttp2 only reads them
+      nva.push_back({const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(name.data())),
+                     const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(value.data())),
+                     name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+      // NOLINTEND(cppcoreguidelines-pro-type-const-cast)
+    };
+    add(":status", {status, status_len});
+    if (!resp.content_type.empty()) add("content-type", resp.content_type);
+    if (!resp.stream) add("content-length", {length, length_len});
+    for (const auto& [name, value] : resp.headers) add(name, value);
+    if (!hsts.empty()) add("strict-transport-security", hsts);
     if (st->head_request) {
       // The header block ends the stream: a DATA frame after it would be a protocol error for
       // the client (RFC 9113 8.1.1), so any body or stream is dropped here.
