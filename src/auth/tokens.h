@@ -84,4 +84,7 @@ class TokenSigner {
   const uint64_t id_;  // distinguishes signers in the per-thread memo
 };
 
+// Tokens in the calling thread's memo of verified tokens (see TokenSigner::Verify), for tests.
+size_t VerifiedTokenMemoSize();
+
 }  // namespace kvc::auth

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "auth/tokens.h"
 #include "codec/metadata_json.h"
@@ -73,6 +74,51 @@ TEST(Tokens, VerifiedTokenMemoIsPerSignerAndStillChecksExpiry) {
     EXPECT_FALSE(a2.Verify(tampered, now).ok());
     EXPECT_TRUE(a2.Verify(ti, now).ok());
   }
+}
+
+// The memo holds the tokens of many connections at once (one per Deno process that opened a
+// database), stays bounded, drops expired tokens first when full, and never answers a token with
+// another token's claims.
+TEST(Tokens, VerifiedTokenMemoHoldsManyTokensAndStaysBounded) {
+  const int64_t now = NowUnixMs();
+  auth::TokenSigner signer(std::string(32, 'm'));
+  auto issue = [&](int i, int64_t expires) {
+    auth::TokenClaims c{"0b6f3a8e-1111-4222-8333-444455556666", auth::Scope::kRead,
+                        "m" + std::to_string(i), expires};
+    return signer.Issue(c);
+  };
+  // Earlier tests may have left tokens in this thread's memo: count from here.
+  std::vector<std::string> live;
+  for (int i = 0; i < 200; ++i) live.push_back(issue(i, now + 60000));
+  for (const std::string& t : live) ASSERT_TRUE(signer.Verify(t, now).ok());
+  const size_t held = auth::VerifiedTokenMemoSize();
+  EXPECT_GE(held, 200u);
+  for (int round = 0; round < 2; ++round) {  // all of them again: answered from the memo
+    for (size_t i = 0; i < live.size(); ++i) {
+      auto v = signer.Verify(live[i], now);
+      ASSERT_TRUE(v.ok());
+      EXPECT_EQ(v->access_token_id, "m" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(auth::VerifiedTokenMemoSize(), held) << "no token was stored twice";
+  // A token that fails its MAC is never stored.
+  std::string tampered = live[7];
+  char& ch = tampered[tampered.size() - 5];
+  ch = ch == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(signer.Verify(tampered, now).ok());
+  EXPECT_EQ(auth::VerifiedTokenMemoSize(), held);
+  // Thousands of tokens: the memo stays within its bound (512) and every answer is right.
+  for (int i = 200; i < 3000; ++i) {
+    const std::string t = issue(i, i % 2 == 0 ? now + 60000 : now + 1);
+    auto v = signer.Verify(t, now);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(v->access_token_id, "m" + std::to_string(i));
+    ASSERT_LE(auth::VerifiedTokenMemoSize(), 512u);
+  }
+  // Expired tokens are refused whether they come from the memo or not.
+  const std::string soon = issue(5000, now + 1);
+  ASSERT_TRUE(signer.Verify(soon, now).ok());
+  EXPECT_FALSE(signer.Verify(soon, now + 1).ok());
 }
 
 // The bootstrap token's fingerprint travels in the signed claims (format 2), is keyed by the
