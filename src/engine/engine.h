@@ -97,7 +97,7 @@ struct EngineOptions {
 struct EngineCounters {
   std::atomic<uint64_t> cache_hits{0};      // reads answered from the read cache
   std::atomic<uint64_t> cache_misses{0};    // point reads that went to storage (cache on)
-  std::atomic<uint64_t> storage_reads{0};   // snapshot reads run on storage (any kind)
+  std::atomic<uint64_t> storage_reads{0};   // storage calls answering reads (a batch: one)
   std::atomic<uint64_t> reads_refused{0};   // read queue full
   std::atomic<uint64_t> writes_refused{0};  // write queue full
   std::atomic<uint64_t> commit_failures{0};

@@ -336,8 +336,10 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
   F hits = F::Counter("kvconnect_read_cache_hits_total", "Reads answered from the read cache");
   F misses = F::Counter("kvconnect_read_cache_misses_total",
                         "Point reads that went to storage while the cache was on");
-  F storage_reads = F::Counter("kvconnect_storage_reads_total",
-                               "Snapshot reads that ran on storage (not answered from the cache)");
+  F storage_reads = F::Counter(
+      "kvconnect_storage_reads_total",
+      "Storage calls that answered snapshot reads not answered from the cache (point reads "
+      "waiting together share one)");
   F refused = F::Counter("kvconnect_overload_refusals_total",
                          "Requests refused with 503 because a queue was full, by kind");
   F retries = F::Counter("kvconnect_commit_retries_total",
