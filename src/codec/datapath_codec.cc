@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "codec/proto_parse.h"
+#include "codec/v8/v8_wire.h"
 #include "codec/versionstamp.h"
 #include "datapath.pb.h"
 
@@ -119,15 +120,9 @@ constexpr int kLengthDelimited = 2;
 // REQUIRES: field < 16 (a one-byte tag).
 constexpr char Tag(int field, int type) { return static_cast<char>((field << 3) | type); }
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  for (; v >= 0x80; v >>= 7) ++n;
-  return n;
-}
-void PutVarint(std::string* out, uint64_t v) {
-  for (; v >= 0x80; v >>= 7) out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-  out->push_back(static_cast<char>(v));
-}
+// Protobuf's varint is LEB128, as V8's (v8_wire.h).
+size_t VarintSize(uint64_t v) { return Varint64Size(v); }
+void PutVarint(std::string* out, uint64_t v) { AppendVarint64(v, out); }
 // An enum or int32 field's value: a negative one is sign-extended to ten bytes, as protobuf does.
 uint64_t EnumValue(int v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
 

@@ -122,7 +122,9 @@ void AppendVarint64(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
-size_t Varint32Size(uint32_t value) {
+size_t Varint32Size(uint32_t value) { return Varint64Size(value); }
+
+size_t Varint64Size(uint64_t value) {
   size_t n = 1;
   while (value >= 0x80) {
     value >>= 7;

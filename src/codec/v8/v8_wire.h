@@ -166,8 +166,10 @@ void AppendV8Header(uint32_t version, std::string* out);
 // Appends `value` as an unsigned LEB128 varint.
 void AppendVarint32(uint32_t value, std::string* out);
 void AppendVarint64(uint64_t value, std::string* out);
-// The length in bytes of AppendVarint32(value).
+// The length in bytes of AppendVarint32(value) / AppendVarint64(value). (LEB128 is also
+// protobuf's varint: datapath_codec.cc writes its answers with these.)
 size_t Varint32Size(uint32_t value);
+size_t Varint64Size(uint64_t value);
 // Appends `value` zigzag-encoded as a varint (the payload of tag I).
 void AppendZigZag32(int32_t value, std::string* out);
 // Appends the 8 little-endian bytes of `value` (the payload of tags N, D, n).
