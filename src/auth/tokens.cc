@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -137,7 +138,163 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 }
 }  // namespace
 
-std::string TokenSigner::Issue(const TokenClaims& c) const {
+namespace {
+
+// Claims format 3 (`kvc3.<one URL-safe base64 piece>`): the claims packed in binary, then the
+// first 16 bytes of HMAC-SHA256 over them. A data-path token rides in the authorization header
+// of every request, which HTTP/2 clients send as a never-indexed, Huffman-coded literal, so each
+// request pays per byte of it (decoding, header checks, copies, the memo's hash): format 2 was
+// about 205 characters for the bootstrap token, format 3 is 85. The payload:
+//   [0]      3
+//   [1]      scope (bits 0-2) | database kind << 3 | token-id kind << 5 | has issuer << 7
+//   [2..7]   expiry, Unix ms, 48 bits big-endian
+//   [8..11]  nonce
+//   database: kind 1: a lower-case UUID as 16 bytes; kind 0: length byte + bytes
+//   token id: kind 1: "bootstrap" (no bytes); kind 2: 16 lower-case hex digits as 8 bytes;
+//             kind 0: length byte + bytes
+//   issuer:   16 bytes (the 32 hex digits of TokenSigner::Fingerprint), if present
+// The first byte (3) is no base64 character and not the fingerprint's domain text, so a format-3
+// MAC never equals one of format 2 or a fingerprint. Claims that do not fit (a field over 255
+// bytes, an expiry past 2^48 ms) are issued in format 2, which is still verified.
+constexpr std::string_view kPrefix3 = "kvc3.";
+constexpr unsigned char kFormat3 = 3;
+constexpr size_t kMac3Bytes = 16;
+constexpr size_t kFixed3Bytes = 12;
+constexpr size_t kMaxToken3Chars = 512;  // far above any token we issue; bounds the decode
+constexpr int64_t kMaxExpiry3 = int64_t{1} << 48;
+constexpr std::string_view kBootstrapId = "bootstrap";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// Appends the bytes of lower-case hex `hex` (even length, checked by the caller).
+void AppendHexBytes(std::string_view hex, std::string* out) {
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out->push_back(static_cast<char>(HexValue(hex[i]) * 16 + HexValue(hex[i + 1])));
+  }
+}
+
+bool IsUuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : HexValue(s[i]) < 0) return false;
+  }
+  return true;
+}
+
+std::string UuidFromBytes(std::string_view b) {
+  std::string hex = HexEncode(std::string(b));
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20);
+}
+
+// The packed claims, or nullopt when they do not fit format 3.
+std::optional<std::string> PackClaims3(const TokenClaims& c) {
+  if (c.expires_at_ms < 0 || c.expires_at_ms >= kMaxExpiry3) return std::nullopt;
+  const bool has_issuer = !c.issuer.empty();
+  if (has_issuer && (c.issuer.size() != 32 || !IsLowerHex(c.issuer))) return std::nullopt;
+  const unsigned db_kind = IsUuid(c.database_id) ? 1 : 0;
+  const unsigned id_kind = c.access_token_id == kBootstrapId                                 ? 1
+                           : c.access_token_id.size() == 16 && IsLowerHex(c.access_token_id) ? 2
+                                                                                             : 0;
+  if ((db_kind == 0 && c.database_id.size() > 255) ||
+      (id_kind == 0 && c.access_token_id.size() > 255)) {
+    return std::nullopt;
+  }
+  std::string p;
+  p.reserve(kFixed3Bytes + 16 + 9 + 16 + kMac3Bytes);
+  p.push_back(static_cast<char>(kFormat3));
+  p.push_back(static_cast<char>(static_cast<unsigned>(c.scope) | db_kind << 3 | id_kind << 5 |
+                                (has_issuer ? 1u : 0u) << 7));
+  for (int shift = 40; shift >= 0; shift -= 8) {
+    p.push_back(static_cast<char>((c.expires_at_ms >> shift) & 0xff));
+  }
+  p += RandomBytes(4);
+  auto put_raw = [&p](const std::string& s) {
+    p.push_back(static_cast<char>(s.size()));
+    p += s;
+  };
+  if (db_kind == 1) {
+    std::string hex = c.database_id;
+    std::erase(hex, '-');
+    AppendHexBytes(hex, &p);
+  } else {
+    put_raw(c.database_id);
+  }
+  if (id_kind == 2) {
+    AppendHexBytes(c.access_token_id, &p);
+  } else if (id_kind == 0) {
+    put_raw(c.access_token_id);
+  }
+  if (has_issuer) AppendHexBytes(c.issuer, &p);
+  return p;
+}
+
+}  // namespace
+
+Result<TokenClaims> ParsePackedClaims(std::string_view p) {
+  const Status bad = Unauthenticated(
+      "The authorization token is invalid; repeat the metadata exchange to get a new one.");
+  if (p.size() < kFixed3Bytes || static_cast<unsigned char>(p[0]) != kFormat3) return bad;
+  const auto flags = static_cast<unsigned char>(p[1]);
+  const unsigned scope = flags & 7u;
+  const unsigned db_kind = (flags >> 3) & 3u;
+  const unsigned id_kind = (flags >> 5) & 3u;
+  const bool has_issuer = (flags >> 7) != 0;
+  if (scope < 1 || scope > 4 || db_kind > 1 || id_kind > 2) return bad;
+  TokenClaims c;
+  c.scope = static_cast<Scope>(scope);
+  for (size_t i = 2; i < 8; ++i) {
+    c.expires_at_ms = c.expires_at_ms << 8 | static_cast<unsigned char>(p[i]);
+  }
+  p.remove_prefix(kFixed3Bytes);  // format, flags, expiry, nonce
+  auto take = [&p](size_t n, std::string_view* out) {
+    if (p.size() < n) return false;
+    *out = p.substr(0, n);
+    p.remove_prefix(n);
+    return true;
+  };
+  auto take_raw = [&](std::string* out) {
+    std::string_view len;
+    std::string_view bytes;
+    if (!take(1, &len) || !take(static_cast<unsigned char>(len[0]), &bytes)) return false;
+    *out = std::string(bytes);
+    return true;
+  };
+  std::string_view field;
+  if (db_kind == 1) {
+    if (!take(16, &field)) return bad;
+    c.database_id = UuidFromBytes(field);
+  } else if (!take_raw(&c.database_id)) {
+    return bad;
+  }
+  if (id_kind == 1) {
+    c.access_token_id = std::string(kBootstrapId);
+  } else if (id_kind == 2) {
+    if (!take(8, &field)) return bad;
+    c.access_token_id = HexEncode(std::string(field));
+  } else if (!take_raw(&c.access_token_id)) {
+    return bad;
+  }
+  if (has_issuer) {
+    if (!take(16, &field)) return bad;
+    c.issuer = HexEncode(std::string(field));
+  }
+  if (!p.empty()) return bad;  // every byte accounted for
+  return c;
+}
+
+std::string TokenSigner::Issue(const TokenClaims& c, TokenFormat format) const {
+  std::optional<std::string> packed;
+  if (format == TokenFormat::kPacked) packed = PackClaims3(c);
+  if (packed) {
+    std::string blob = *packed + Mac(*packed).substr(0, kMac3Bytes);
+    return std::string(kPrefix3) + Base64UrlEncode(blob);
+  }
   // Claims (format 2): version|database|scope|access-token-id|expiry|nonce|issuer. None of the
   // fields may contain '|'; ids are UUIDs or labels we generate, the issuer is hex.
   std::string claims = "2|" + c.database_id + "|" + std::to_string(static_cast<int>(c.scope)) +
@@ -212,6 +369,21 @@ size_t VerifiedTokenMemoSize() { return verified_memo.size(); }
 Result<TokenClaims> TokenSigner::VerifyMac(std::string_view token) const {
   const Status bad = Unauthenticated(
       "The authorization token is invalid; repeat the metadata exchange to get a new one.");
+  if (token.substr(0, kPrefix3.size()) == kPrefix3) {
+    token.remove_prefix(kPrefix3.size());
+    if (token.size() > kMaxToken3Chars) return bad;
+    const std::string text(token);
+    std::string blob;
+    // Canonical base64 only (no stray bits in the last character), so one token has one text.
+    if (!Base64UrlDecode(text, &blob) || blob.size() < kFixed3Bytes + kMac3Bytes ||
+        Base64UrlEncode(blob) != text) {
+      return bad;
+    }
+    const std::string_view payload(blob.data(), blob.size() - kMac3Bytes);
+    const std::string_view mac(blob.data() + payload.size(), kMac3Bytes);
+    if (!ConstantTimeEquals(mac, std::string_view(Mac(payload)).substr(0, kMac3Bytes))) return bad;
+    return ParsePackedClaims(payload);
+  }
   if (token.substr(0, kPrefix.size()) != kPrefix) return bad;
   token.remove_prefix(kPrefix.size());
   const size_t dot = token.find('.');

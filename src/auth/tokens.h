@@ -1,10 +1,13 @@
 // Access-token checks and self-contained, signed data-path tokens.
 //
-// A data-path token is `kvc1.<claims>.<mac>` (URL-safe base64 pieces); the MAC is HMAC-SHA256
-// over the claims with a server secret, so it is verified on the hot path without any lookup.
-// It is never the access token itself. Claims format 2 adds `issuer`, the fingerprint of the
-// bootstrap token that minted it (format 1 tokens have none and are still parsed, so the
-// caller can refuse them where a fingerprint is required).
+// A data-path token is `kvc3.<payload+mac>` (one URL-safe base64 piece: the claims packed in
+// binary, then 16 bytes of HMAC-SHA256 over them with a server secret), so it is verified on the
+// hot path without any lookup; about 85 characters, since every request carries it (tokens.cc
+// has the layout). Claims that do not fit that layout, and servers before it, use
+// `kvc1.<claims>.<mac>` (claims text `2|...`, format 2, or `1|...`, format 1; full 32-byte MAC
+// over the base64 claims); both are still verified. A data-path token is never the access token
+// itself. Formats 2 and 3 carry `issuer`, the fingerprint of the bootstrap token that minted it
+// (format 1 tokens have none, so the caller can refuse them where a fingerprint is required).
 //
 // Thread-safety: TokenSigner is immutable after construction and thread-safe.
 #pragma once
@@ -56,6 +59,10 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // Unauthenticated "Invalid access token." (scheme other than bearer, case-insensitive).
 Result<std::string> ParseBearer(std::string_view header);
 
+// Which layout TokenSigner::Issue writes. Both are always verified; kText exists for a rolling
+// upgrade of several nodes sharing a secret, while some still run a version before kPacked.
+enum class TokenFormat { kText = 2, kPacked = 3 };
+
 // Issues and verifies data-path tokens (HMAC-SHA256 over the claims).
 //
 // Verify remembers the last few tokens whose MAC it checked, per thread, so a client that
@@ -68,7 +75,8 @@ class TokenSigner {
   explicit TokenSigner(std::string secret);
 
   // REQUIRES: no field of `claims` contains '|'.
-  std::string Issue(const TokenClaims& claims) const;
+  // kPacked falls back to kText for claims it cannot hold (tokens.cc).
+  std::string Issue(const TokenClaims& claims, TokenFormat format = TokenFormat::kPacked) const;
   // A short keyed fingerprint (32 hex digits of an HMAC under the secret) of an access token,
   // for TokenClaims::issuer. Without the secret it says nothing about the token.
   std::string Fingerprint(std::string_view access_token) const;
@@ -83,6 +91,11 @@ class TokenSigner {
   const std::string secret_;
   const uint64_t id_;  // distinguishes signers in the per-thread memo
 };
+
+// The claims of a format-3 payload (without its MAC), for TokenSigner::Verify and the fuzz
+// target; it checks nothing about authenticity. Errors: Unauthenticated "The authorization token
+// is invalid; ..." for bytes that are not exactly one packed claims record.
+Result<TokenClaims> ParsePackedClaims(std::string_view payload);
 
 // Tokens in the calling thread's memo of verified tokens (see TokenSigner::Verify), for tests.
 size_t VerifiedTokenMemoSize();

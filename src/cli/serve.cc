@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "cli/application.h"
@@ -183,6 +184,14 @@ void AddTimeoutFlags(CLI::App* s, ServeConfig* c) {
                 "Metadata exchanges an access token may make at once (at least)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  s->add_option("--data-path-token-format", c->service.auth.data_path_token_format,
+                "Data-path tokens handed out: packed (default, about 85 characters) or text "
+                "(the longer layout of versions before 2026-11-29, for a rolling upgrade of "
+                "nodes that share a secret); both are always accepted")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, auth::TokenFormat>{{"packed", auth::TokenFormat::kPacked},
+                                                   {"text", auth::TokenFormat::kText}},
+          CLI::ignore_case));
 }
 
 // Metrics, readiness, the console and the URL clients see.

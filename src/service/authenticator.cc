@@ -137,7 +137,7 @@ std::string Authenticator::IssueDataPathToken(const Principal& who, const std::s
   claims.expires_at_ms = valid_until_ms;
   if (who.token_id == kBootstrapTokenId) claims.issuer = bootstrap_fingerprint_;
   if (who.expires_ms != 0) claims.expires_at_ms = std::min(claims.expires_at_ms, who.expires_ms);
-  return signer_.Issue(claims);
+  return signer_.Issue(claims, options_.data_path_token_format);
 }
 
 Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const HttpRequest& req,

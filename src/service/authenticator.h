@@ -44,6 +44,9 @@ struct AuthOptions {
   // 0: unlimited.
   double metadata_rate_limit_rps = 100;
   double metadata_rate_limit_burst = 1000;
+  // The layout of the data-path tokens the metadata exchange hands out (auth/tokens.h). kText
+  // only while nodes older than kPacked share this server's secret (a rolling upgrade).
+  auth::TokenFormat data_path_token_format = auth::TokenFormat::kPacked;
 };
 
 // Receives refusals by reason, e.g. for metrics. Called on the request's thread; quick.

@@ -152,6 +152,130 @@ TEST(Tokens, IssuerFingerprintIsSignedAndFormat1HasNone) {
   EXPECT_TRUE(old->issuer.empty());
 }
 
+// Format 3 packs the claims in binary behind a 16-byte MAC, so the token every request carries
+// is short; claims that do not fit are issued in format 2. Every shape round-trips exactly.
+TEST(Tokens, PackedTokensRoundTripEveryClaimShapeAndStayShort) {
+  auth::TokenSigner signer(std::string(32, 'p'));
+  const int64_t now = NowUnixMs();
+  const std::string fp = signer.Fingerprint("bootstrap-token-0123456789");
+  const std::string uuid = "1d9288ab-00a5-48a3-9d7c-43c43ca643b2";
+  const std::vector<std::string> dbs = {uuid,
+                                        "default",
+                                        "",
+                                        std::string(255, 'd'),
+                                        "1D9288AB-00A5-48A3-9D7C-43C43CA643B2",
+                                        std::string(256, 'd')};
+  const std::vector<std::string> ids = {"bootstrap", "0123456789abcdef", "tok1",
+                                        "",          "0123456789ABCDEF", std::string(300, 'i')};
+  const std::vector<int64_t> expiries = {now + 60000, (int64_t{1} << 48) - 1, int64_t{1} << 48};
+  int packed = 0;
+  for (const std::string& db : dbs) {
+    for (const std::string& id : ids) {
+      for (const std::string& issuer : {std::string(), fp}) {
+        for (int64_t exp : expiries) {
+          for (auth::Scope scope : {auth::Scope::kRead, auth::Scope::kWrite, auth::Scope::kAdmin,
+                                    auth::Scope::kQueue}) {
+            auth::TokenClaims c{db, scope, id, exp, issuer};
+            const std::string t = signer.Issue(c);
+            const bool fits = db.size() <= 255 && id.size() <= 255 && exp < (int64_t{1} << 48);
+            EXPECT_EQ(t.substr(0, 5), fits ? "kvc3." : "kvc1.") << db << " " << id << " " << exp;
+            packed += fits ? 1 : 0;
+            auto v = signer.Verify(t, now);
+            ASSERT_TRUE(v.ok()) << v.status().ToString() << " " << t;
+            EXPECT_EQ(v->database_id, db);
+            EXPECT_EQ(v->access_token_id, id);
+            EXPECT_EQ(v->scope, scope);
+            EXPECT_EQ(v->expires_at_ms, exp);
+            EXPECT_EQ(v->issuer, issuer);
+            if (db.size() <= 255 && id.size() <= 255) {  // what text needs: no '|' in a field
+              const std::string text = signer.Issue(c, auth::TokenFormat::kText);
+              EXPECT_EQ(text.substr(0, 5), "kvc1.");
+              auto vt = signer.Verify(text, now);
+              ASSERT_TRUE(vt.ok()) << vt.status().ToString();
+              EXPECT_EQ(vt->database_id, db);
+              EXPECT_EQ(vt->access_token_id, id);
+              EXPECT_EQ(vt->issuer, issuer);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(packed, 0);
+  // The tokens a server hands out most: the bootstrap token's and a catalog token's, for a
+  // database with a UUID (format 2 made them about 205 and 195 characters).
+  EXPECT_LE(signer.Issue({uuid, auth::Scope::kWrite, "bootstrap", now + 60000, fp}).size(), 85u);
+  EXPECT_LE(signer.Issue({uuid, auth::Scope::kWrite, "0123456789abcdef", now + 60000}).size(), 75u);
+}
+
+// No single changed character of a packed token verifies: not in the claims, not in the MAC,
+// not in the last character's unused bits (only canonical base64 is accepted).
+TEST(Tokens, PackedTokenRefusesEveryOneCharacterChange) {
+  auth::TokenSigner signer(std::string(32, 'q'));
+  const int64_t now = NowUnixMs();
+  for (const auth::TokenClaims& c :
+       {auth::TokenClaims{"1d9288ab-00a5-48a3-9d7c-43c43ca643b2", auth::Scope::kRead,
+                          "0123456789abcdef", now + 60000},
+        auth::TokenClaims{"db", auth::Scope::kWrite, "bootstrap", now + 60000,
+                          signer.Fingerprint("b")}}) {
+    const std::string t = signer.Issue(c);
+    ASSERT_EQ(t.substr(0, 5), "kvc3.");
+    ASSERT_TRUE(signer.Verify(t, now).ok());
+    const std::string alphabet =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=.+/";
+    for (size_t i = 0; i < t.size(); ++i) {
+      for (char ch : alphabet) {
+        if (ch == t[i]) continue;
+        std::string changed = t;
+        changed[i] = ch;
+        ASSERT_FALSE(signer.Verify(changed, now).ok()) << "position " << i << " as " << ch;
+      }
+    }
+    EXPECT_FALSE(signer.Verify(t + "A", now).ok());
+    EXPECT_FALSE(signer.Verify(t.substr(0, t.size() - 1), now).ok());
+    EXPECT_FALSE(auth::TokenSigner(std::string(32, 'r')).Verify(t, now).ok());
+  }
+}
+
+// The packed-claims parser takes exactly one record: nothing shorter, longer or out of range.
+TEST(Tokens, PackedClaimsParserRefusesMalformedRecords) {
+  // format 3, scope 2 | UUID database | catalog id, expiry, nonce, 16 + 8 bytes.
+  std::string good("\x03\x4a\x00\x00\x01\x00\x00\x00nnnn", 12);
+  good += std::string(16, '\x11') + std::string(8, '\x22');
+  auto ok = auth::ParsePackedClaims(good);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->database_id, "11111111-1111-1111-1111-111111111111");
+  EXPECT_EQ(ok->access_token_id, "2222222222222222");
+  EXPECT_EQ(ok->scope, auth::Scope::kWrite);
+  EXPECT_EQ(ok->expires_at_ms, int64_t{1} << 24);
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(auth::ParsePackedClaims(good.substr(0, n)).ok()) << n;
+  }
+  EXPECT_FALSE(auth::ParsePackedClaims(good + "x").ok());
+  for (unsigned flags : {0x48u, 0x4du, 0x5au, 0x6au, 0xcau}) {  // scope 0, 5; db kind 3; id
+    std::string bad = good;                                     // kind 3; issuer missing
+    bad[1] = static_cast<char>(flags);
+    EXPECT_FALSE(auth::ParsePackedClaims(bad).ok()) << flags;
+  }
+  std::string other_format = good;
+  other_format[0] = 2;
+  EXPECT_FALSE(auth::ParsePackedClaims(other_format).ok());
+  // Raw fields: a length byte past the end is refused.
+  std::string raw(
+      "\x03\x22\x00\x00\x01\x00\x00\x00nnnn\x05"
+      "ab",
+      15);
+  EXPECT_FALSE(auth::ParsePackedClaims(raw).ok());
+  raw = std::string(
+      "\x03\x22\x00\x00\x01\x00\x00\x00nnnn\x02"
+      "ab",
+      15);  // db "ab", bootstrap
+  auto r = auth::ParsePackedClaims(raw);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->database_id, "ab");
+  EXPECT_EQ(r->access_token_id, "bootstrap");
+}
+
 TEST(Tokens, ParseBearer) {
   EXPECT_EQ(*auth::ParseBearer("Bearer abc"), "abc");
   EXPECT_EQ(*auth::ParseBearer("bEaReR abc"), "abc");

@@ -122,6 +122,22 @@ Result<cli::ServeConfig> ParseServe(std::vector<std::string> args, const std::st
   return config;
 }
 
+// Data-path tokens are packed unless the operator asks for the text layout (a rolling upgrade),
+// by flag or in the file; other names are refused.
+TEST(ConfigFile, DataPathTokenFormat) {
+  auto format = [](std::vector<std::string> args, const std::string& file_json) {
+    Result<cli::ServeConfig> config = ParseServe(std::move(args), file_json);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() ? config->service.auth.data_path_token_format : auth::TokenFormat{};
+  };
+  EXPECT_EQ(format({}, ""), auth::TokenFormat::kPacked);
+  EXPECT_EQ(format({"--data-path-token-format", "text"}, ""), auth::TokenFormat::kText);
+  EXPECT_EQ(format({"--data-path-token-format", "packed"}, ""), auth::TokenFormat::kPacked);
+  EXPECT_EQ(format({}, R"({"data_path_token_format": "text"})"), auth::TokenFormat::kText);
+  EXPECT_FALSE(ParseServe({"--data-path-token-format", "short"}, "").ok());
+  EXPECT_FALSE(codec::ParseConfigFile(R"({"data_path_token_format": "2"})").ok());
+}
+
 // --portable-v8-values is on by default; `=false` or the config file's false turn it off.
 TEST(ConfigFile, PortableV8ValuesSwitch) {
   auto parse = [](std::vector<std::string> args, const std::string& file_json) {
