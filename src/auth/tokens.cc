@@ -97,7 +97,7 @@ std::string AccessTokenId(std::string_view token) {
   return std::string(id);
 }
 
-Result<std::string> ParseBearer(std::string_view header) {
+Result<std::string_view> ParseBearer(std::string_view header) {
   const size_t sp = header.find(' ');
   if (header.empty() || sp == std::string_view::npos) {
     return Unauthenticated("Malformed authorization header.");
@@ -109,7 +109,7 @@ Result<std::string> ParseBearer(std::string_view header) {
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
   while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
   if (token.empty()) return Unauthenticated("Malformed authorization header.");
-  return std::string(token);
+  return token;
 }
 
 std::string TokenSigner::Mac(std::string_view data) const {
@@ -343,25 +343,34 @@ TokenSigner::TokenSigner(std::string secret)
     : secret_(std::move(secret)), id_(next_signer_id.fetch_add(1)) {}
 
 Result<TokenClaims> TokenSigner::Verify(std::string_view token, int64_t now_ms) const {
+  KVC_ASSIGN_OR_RETURN(const TokenClaims* claims, VerifyInPlace(token, now_ms));
+  return *claims;
+}
+
+Result<const TokenClaims*> TokenSigner::VerifyInPlace(std::string_view token,
+                                                      int64_t now_ms) const {
   const TokenClaims* claims = nullptr;
   auto it = verified_memo.find(token);
-  if (it != verified_memo.end() && it->second.signer == id_) claims = &it->second.claims;
-  TokenClaims checked;
-  if (!claims) {
-    KVC_ASSIGN_OR_RETURN(checked, VerifyMac(token));
+  if (it != verified_memo.end() && it->second.signer == id_) {
+    claims = &it->second.claims;
+  } else {
+    KVC_ASSIGN_OR_RETURN(TokenClaims checked, VerifyMac(token));
     if (verified_memo.size() >= kMemoEntries) {
       std::erase_if(verified_memo,
                     [now_ms](const auto& e) { return now_ms >= e.second.claims.expires_at_ms; });
       if (verified_memo.size() >= kMemoEntries) verified_memo.clear();
     }
-    verified_memo.insert_or_assign(std::string(token), VerifiedToken{id_, checked});
-    claims = &checked;
+    // Nodes of an unordered_map stay where they are until erased, so the pointer holds until
+    // the next call on this thread (the only one that erases).
+    claims =
+        &verified_memo.insert_or_assign(std::string(token), VerifiedToken{id_, std::move(checked)})
+             .first->second.claims;
   }
   if (now_ms >= claims->expires_at_ms) {
     return Unauthenticated(
         "The authorization token has expired; repeat the metadata exchange to get a new one.");
   }
-  return *claims;
+  return claims;
 }
 
 size_t VerifiedTokenMemoSize() { return verified_memo.size(); }

@@ -57,7 +57,8 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // Extracts the token of an `Authorization: Bearer <token>` header.
 // Errors: Unauthenticated "Malformed authorization header." (missing or no space),
 // Unauthenticated "Invalid access token." (scheme other than bearer, case-insensitive).
-Result<std::string> ParseBearer(std::string_view header);
+// The token is a view into `header`.
+Result<std::string_view> ParseBearer(std::string_view header);
 
 // Which layout TokenSigner::Issue writes. Both are always verified; kText exists for a rolling
 // upgrade of several nodes sharing a secret, while some still run a version before kPacked.
@@ -83,6 +84,9 @@ class TokenSigner {
   // Errors: Unauthenticated with a text that mentions authorization (bad format, bad MAC,
   // expired).
   Result<TokenClaims> Verify(std::string_view token, int64_t now_ms) const;
+  // As Verify, without copying the claims: they live in this thread's memo of verified tokens
+  // and stay valid until this thread's next Verify or VerifyInPlace call (of any signer).
+  Result<const TokenClaims*> VerifyInPlace(std::string_view token, int64_t now_ms) const;
 
  private:
   std::string Mac(std::string_view data) const;

@@ -30,7 +30,7 @@ Status Authenticator::Fail(std::string_view reason, Status s) {
 Result<std::string> Authenticator::BearerToken(const HttpRequest& req) {
   auto token = auth::ParseBearer(req.Header("authorization"));
   if (!token.ok()) return Fail("malformed_authorization", token.status());
-  return token;
+  return std::string(*token);
 }
 
 Result<std::optional<Principal>> Authenticator::AuthenticateAccessToken(
@@ -152,10 +152,11 @@ Result<std::shared_ptr<engine::Engine>> Authenticator::AuthorizeDataPath(const H
   } else {
     return InvalidArgument("Expected protocol version 2 or 3 in the x-denokv-version header.");
   }
-  KVC_ASSIGN_OR_RETURN(std::string token, BearerToken(req));
-  auto verified = signer_.Verify(token, now_ms);
+  auto token = auth::ParseBearer(req.Header("authorization"));
+  if (!token.ok()) return Fail("malformed_authorization", token.status());
+  auto verified = signer_.VerifyInPlace(*token, now_ms);
   if (!verified.ok()) return Fail("invalid_data_path_token", verified.status());
-  const auth::TokenClaims& claims = *verified;
+  const auth::TokenClaims& claims = **verified;  // valid until this thread's next Verify*
   if (db_header.empty()) return InvalidArgument("Invalid database id.");
   if (db_header != claims.database_id) {
     return Fail("wrong_database",

@@ -276,6 +276,25 @@ TEST(Tokens, PackedClaimsParserRefusesMalformedRecords) {
   EXPECT_EQ(r->access_token_id, "bootstrap");
 }
 
+// VerifyInPlace answers with the memo's own claims (no copy), checked like Verify's.
+TEST(Tokens, VerifyInPlacePointsIntoTheMemo) {
+  auth::TokenSigner signer(std::string(32, 'v'));
+  const int64_t now = NowUnixMs();
+  const std::string t =
+      signer.Issue({"1d9288ab-00a5-48a3-9d7c-43c43ca643b2", auth::Scope::kRead, "vip", now + 5});
+  auto first = signer.VerifyInPlace(t, now);  // verified and stored
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)->access_token_id, "vip");
+  auto again = signer.VerifyInPlace(t, now);  // from the memo: the same entry
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_FALSE(signer.VerifyInPlace(t, now + 5).ok());  // expiry still checked on a hit
+  std::string tampered = t;
+  tampered[10] = tampered[10] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(signer.VerifyInPlace(tampered, now).ok());
+  EXPECT_FALSE(auth::TokenSigner(std::string(32, 'w')).VerifyInPlace(t, now).ok());
+}
+
 TEST(Tokens, ParseBearer) {
   EXPECT_EQ(*auth::ParseBearer("Bearer abc"), "abc");
   EXPECT_EQ(*auth::ParseBearer("bEaReR abc"), "abc");
