@@ -247,6 +247,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
     if (dispatched_ == dispatched_before) QuickAck(LowestSocket(socket_));
     DoWrite();
     DoRead();
+    closed_streams_.clear();  // nothing below this completion handler holds one of them
   }
 
   void DoWrite() {
@@ -279,6 +280,7 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
                           return;
                         }
                         self->DoWrite();
+                        self->closed_streams_.clear();  // as in OnRead
                       });
   }
 
@@ -682,10 +684,9 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       st->source.reset();
     }
     if (st->heartbeat) st->heartbeat->cancel();
-    // Destroy after this callback returns: nghttp2 may still reference the data source.
-    auto doomed = std::make_shared<std::unique_ptr<H2Stream>>(std::move(it->second));
+    // Not destroyed here: nghttp2 may still reference the data source within this call.
+    self->closed_streams_.push_back(std::move(it->second));
     self->streams_.erase(it);
-    asio::post(self->socket_.get_executor(), [doomed] {});
     return 0;
   }
 
@@ -711,6 +712,11 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
   bool shutting_down_ = false;
   bool activity_ = false;  // a request frame arrived since the last housekeeping round
   std::map<int32_t, std::unique_ptr<H2Stream>> streams_;
+  // Streams nghttp2 closed (OnStreamClose), freed at the end of the next read or write
+  // completion handler: nghttp2 may still use one within the call that closed it, and code on
+  // the stack of a write may still hold its pointer. (A post per stream did this before: an
+  // allocation and a trip through the event loop per request.)
+  std::vector<std::unique_ptr<H2Stream>> closed_streams_;
 };
 
 }  // namespace
