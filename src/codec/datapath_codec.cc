@@ -1,5 +1,6 @@
 #include "codec/datapath_codec.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "codec/proto_parse.h"
@@ -50,7 +51,109 @@ void FillEntry(const Entry& e, pb::KvEntry* out) {
 
 }  // namespace
 
+namespace {
+
+// Reads the protobuf wire format of the messages as clients write them, without building the
+// library's message objects. It gives up (returns false) on anything else: a tag it does not
+// expect (unknown fields, other wire types, tags written in more bytes than needed), a varint
+// past 64 bits, a length past the end. The caller then parses with the protobuf library, so
+// every answer is the library's: this reader only takes the common shape faster.
+class FastWireReader {
+ public:
+  explicit FastWireReader(std::string_view in) : in_(in) {}
+  bool done() const { return pos_ == in_.size(); }
+  // A tag that fits in one byte (fields 1 to 15).
+  bool Tag(uint8_t* tag) {
+    if (pos_ == in_.size() || (static_cast<uint8_t>(in_[pos_]) & 0x80) != 0) return false;
+    *tag = static_cast<uint8_t>(in_[pos_++]);
+    return true;
+  }
+  // A varint in its shortest form (as every encoder writes it) of at most 64 bits.
+  bool Varint(uint64_t* out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 10 && pos_ < in_.size(); ++i) {
+      const auto b = static_cast<uint8_t>(in_[pos_++]);
+      if (i == 9 && b > 1) return false;  // bits past 64
+      v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if ((b & 0x80) == 0) {
+        if (i > 0 && b == 0) return false;  // a longer form than needed
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Bytes(std::string_view* out) {
+    uint64_t n = 0;
+    if (!Varint(&n) || n > INT32_MAX || n > in_.size() - pos_) return false;
+    *out = in_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+constexpr uint8_t kTagLen1 = 0x0a;     // field 1, length-delimited
+constexpr uint8_t kTagLen2 = 0x12;     // field 2, length-delimited
+constexpr uint8_t kTagVarint3 = 0x18;  // field 3, varint
+constexpr uint8_t kTagVarint4 = 0x20;  // field 4, varint
+
+bool FastReadRange(std::string_view bytes, ReadRange* r) {
+  FastWireReader in(bytes);
+  r->limit = 0;  // the wire's default, as the library reads an absent limit
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view field;
+    uint64_t v = 0;
+    if (!in.Tag(&tag)) return false;
+    switch (tag) {
+      case kTagLen1:
+        if (!in.Bytes(&field)) return false;
+        r->start.assign(field);  // a repeated singular field: the last one counts
+        break;
+      case kTagLen2:
+        if (!in.Bytes(&field)) return false;
+        r->end.assign(field);
+        break;
+      case kTagVarint3:
+        if (!in.Varint(&v)) return false;
+        r->limit = static_cast<int32_t>(static_cast<uint32_t>(v));  // int32: the low 32 bits
+        break;
+      case kTagVarint4:
+        if (!in.Varint(&v)) return false;
+        r->reverse = v != 0;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DecodeSnapshotReadFast(std::string_view body, std::vector<ReadRange>* out) {
+  out->clear();
+  FastWireReader in(body);
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view range;
+    if (!in.Tag(&tag) || tag != kTagLen1 || !in.Bytes(&range)) return false;
+    if (!FastReadRange(range, &out->emplace_back())) return false;
+  }
+  return true;
+}
+
 Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body) {
+  std::vector<ReadRange> fast;
+  if (DecodeSnapshotReadFast(body, &fast)) return fast;
+  return DecodeSnapshotReadWithLibrary(body);
+}
+
+Result<std::vector<ReadRange>> DecodeSnapshotReadWithLibrary(std::string_view body) {
   pb::SnapshotRead msg;
   if (!ParseMessage(body, &msg)) return Invalid("could not decode a SnapshotRead message");
   std::vector<ReadRange> out;
@@ -61,31 +164,164 @@ Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body) {
   return out;
 }
 
+namespace {
+
+// The fields of one Mutation as the wire has them, before they are checked (FinishMutations).
+struct WireMutation {
+  Mutation m;  // key, value.data, expire_at_ms and the sum fields
+  int32_t type = 0;
+  bool has_value = false;
+  int32_t encoding = 0;
+};
+
+// Checks kinds, encodings and KvU64 sizes in wire order (the first problem is the answer).
+Status FinishMutations(std::vector<WireMutation>& wire, std::vector<Mutation>* out) {
+  out->reserve(wire.size());
+  for (WireMutation& w : wire) {
+    KVC_ASSIGN_OR_RETURN(w.m.type, ToMutationType(static_cast<pb::MutationType>(w.type)));
+    if (w.m.type == MutationType::kDelete) {
+      w.m.value = KvValue{};
+    } else {
+      if (!w.has_value) return InvalidArgument("Invalid mutation kind or arguments.");
+      KVC_ASSIGN_OR_RETURN(w.m.value.encoding, ToEncoding(w.encoding));
+      if (w.m.value.encoding == ValueEncoding::kLe64 && w.m.value.data.size() != 8) {
+        return InvalidArgument("A KvU64 value must be exactly 8 bytes.");
+      }
+    }
+    out->push_back(std::move(w.m));
+  }
+  return Status::Ok();
+}
+
+constexpr uint8_t kTagVarint2 = 0x10;  // field 2, varint
+constexpr uint8_t kTagLen5 = 0x2a;
+constexpr uint8_t kTagLen6 = 0x32;
+constexpr uint8_t kTagVarint7 = 0x38;
+
+int32_t WireInt32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+bool FastReadCheck(std::string_view bytes, Check* c) {
+  FastWireReader in(bytes);
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view field;
+    if (!in.Tag(&tag) || (tag != kTagLen1 && tag != kTagLen2) || !in.Bytes(&field)) return false;
+    (tag == kTagLen1 ? c->key : c->versionstamp).assign(field);
+  }
+  return true;
+}
+
+// Reads into `w`, keeping what earlier occurrences set: a value field that appears more than
+// once is merged, as the library merges a singular message field.
+bool FastReadValue(std::string_view bytes, WireMutation* w) {
+  FastWireReader in(bytes);
+  w->has_value = true;
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view field;
+    uint64_t v = 0;
+    if (!in.Tag(&tag)) return false;
+    if (tag == kTagLen1) {
+      if (!in.Bytes(&field)) return false;
+      w->m.value.data.assign(field);
+    } else if (tag == kTagVarint2) {
+      if (!in.Varint(&v)) return false;
+      w->encoding = WireInt32(v);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool FastReadMutation(std::string_view bytes, WireMutation* w) {
+  FastWireReader in(bytes);
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view field;
+    uint64_t v = 0;
+    if (!in.Tag(&tag)) return false;
+    switch (tag) {
+      case kTagLen1:
+      case kTagLen2:
+      case kTagLen5:
+      case kTagLen6:
+        if (!in.Bytes(&field)) return false;
+        if (tag == kTagLen2) {
+          if (!FastReadValue(field, w)) return false;
+        } else {
+          (tag == kTagLen1   ? w->m.key
+           : tag == kTagLen5 ? w->m.sum_min
+                             : w->m.sum_max)
+              .assign(field);
+        }
+        break;
+      case kTagVarint3:
+      case kTagVarint4:
+      case kTagVarint7:
+        if (!in.Varint(&v)) return false;
+        if (tag == kTagVarint3) w->type = WireInt32(v);
+        if (tag == kTagVarint4) w->m.expire_at_ms = static_cast<int64_t>(v);
+        if (tag == kTagVarint7) w->m.sum_clamp = v != 0;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Result<AtomicWrite>> DecodeAtomicWriteFast(std::string_view body) {
+  AtomicWrite w;
+  std::vector<WireMutation> wire;
+  FastWireReader in(body);
+  while (!in.done()) {
+    uint8_t tag = 0;
+    std::string_view field;
+    if (!in.Tag(&tag) || (tag != kTagLen1 && tag != kTagLen2) || !in.Bytes(&field)) {
+      return std::nullopt;
+    }
+    if (!(tag == kTagLen1 ? FastReadCheck(field, &w.checks.emplace_back())
+                          : FastReadMutation(field, &wire.emplace_back()))) {
+      return std::nullopt;
+    }
+  }
+  if (Status s = FinishMutations(wire, &w.mutations); !s.ok()) return Result<AtomicWrite>(s);
+  return Result<AtomicWrite>(std::move(w));
+}
+
 Result<AtomicWrite> DecodeAtomicWrite(std::string_view body) {
+  if (std::optional<Result<AtomicWrite>> fast = DecodeAtomicWriteFast(body)) {
+    return std::move(*fast);
+  }
+  return DecodeAtomicWriteWithLibrary(body);
+}
+
+Result<AtomicWrite> DecodeAtomicWriteWithLibrary(std::string_view body) {
   pb::AtomicWrite msg;
   if (!ParseMessage(body, &msg)) return Invalid("could not decode an AtomicWrite message");
   AtomicWrite w;
   w.checks.reserve(static_cast<size_t>(msg.checks_size()));
   for (const auto& c : msg.checks()) w.checks.push_back(Check{c.key(), c.versionstamp()});
-  w.mutations.reserve(static_cast<size_t>(msg.mutations_size()));
-  for (const auto& m : msg.mutations()) {
-    Mutation out;
-    out.key = m.key();
-    out.expire_at_ms = m.expire_at_ms();
-    out.sum_min = m.sum_min();
-    out.sum_max = m.sum_max();
-    out.sum_clamp = m.sum_clamp();
-    KVC_ASSIGN_OR_RETURN(out.type, ToMutationType(m.mutation_type()));
-    if (out.type != MutationType::kDelete) {
-      if (!m.has_value()) return InvalidArgument("Invalid mutation kind or arguments.");
-      KVC_ASSIGN_OR_RETURN(out.value.encoding, ToEncoding(m.value().encoding()));
-      out.value.data = m.value().data();
-      if (out.value.encoding == ValueEncoding::kLe64 && out.value.data.size() != 8) {
-        return InvalidArgument("A KvU64 value must be exactly 8 bytes.");
-      }
+  std::vector<WireMutation> wire(static_cast<size_t>(msg.mutations_size()));
+  for (int i = 0; i < msg.mutations_size(); ++i) {
+    const pb::Mutation& m = msg.mutations(i);
+    WireMutation& out = wire[static_cast<size_t>(i)];
+    out.m.key = m.key();
+    out.m.expire_at_ms = m.expire_at_ms();
+    out.m.sum_min = m.sum_min();
+    out.m.sum_max = m.sum_max();
+    out.m.sum_clamp = m.sum_clamp();
+    out.type = m.mutation_type();
+    out.has_value = m.has_value();
+    if (out.has_value) {
+      out.encoding = m.value().encoding();
+      out.m.value.data = m.value().data();
     }
-    w.mutations.push_back(std::move(out));
   }
+  KVC_RETURN_IF_ERROR(FinishMutations(wire, &w.mutations));
   w.enqueues.reserve(static_cast<size_t>(msg.enqueues_size()));
   for (const auto& e : msg.enqueues()) {
     Enqueue out;
