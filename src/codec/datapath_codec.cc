@@ -53,6 +53,13 @@ void FillEntry(const Entry& e, pb::KvEntry* out) {
 
 namespace {
 
+// One field as FastWireReader::Next reads it.
+struct FastField {
+  uint8_t tag = 0;         // field number << 3 | wire type
+  std::string_view bytes;  // a length-delimited field's bytes
+  uint64_t value = 0;      // a varint field's value
+};
+
 // Reads the protobuf wire format of the messages as clients write them, without building the
 // library's message objects. It gives up (returns false) on anything else: a tag it does not
 // expect (unknown fields, other wire types, tags written in more bytes than needed), a varint
@@ -83,6 +90,18 @@ class FastWireReader {
     }
     return false;
   }
+  // The next field, if its tag fits in one byte and it is a varint or length-delimited.
+  bool Next(FastField* f) {
+    if (!Tag(&f->tag)) return false;
+    switch (f->tag & 7) {
+      case 0:
+        return Varint(&f->value);
+      case 2:
+        return Bytes(&f->bytes);
+      default:
+        return false;
+    }
+  }
   bool Bytes(std::string_view* out) {
     uint64_t n = 0;
     if (!Varint(&n) || n > INT32_MAX || n > in_.size() - pos_) return false;
@@ -96,55 +115,61 @@ class FastWireReader {
   size_t pos_ = 0;
 };
 
-constexpr uint8_t kTagLen1 = 0x0a;     // field 1, length-delimited
-constexpr uint8_t kTagLen2 = 0x12;     // field 2, length-delimited
-constexpr uint8_t kTagVarint3 = 0x18;  // field 3, varint
-constexpr uint8_t kTagVarint4 = 0x20;  // field 4, varint
-
-bool FastReadRange(std::string_view bytes, ReadRange* r) {
+// Calls on_field for each field of `bytes` while it returns true; false if it did not, or if a
+// field is not one FastWireReader reads.
+template <typename OnField>
+bool ForEachField(std::string_view bytes, OnField on_field) {
   FastWireReader in(bytes);
-  r->limit = 0;  // the wire's default, as the library reads an absent limit
+  FastField f;
   while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view field;
-    uint64_t v = 0;
-    if (!in.Tag(&tag)) return false;
-    switch (tag) {
+    if (!in.Next(&f) || !on_field(f)) return false;
+  }
+  return true;
+}
+
+// One-byte tags: field number << 3 | wire type (0 varint, 2 length-delimited).
+constexpr uint8_t kTagLen1 = 0x0a;
+constexpr uint8_t kTagLen2 = 0x12;
+constexpr uint8_t kTagVarint2 = 0x10;
+constexpr uint8_t kTagVarint3 = 0x18;
+constexpr uint8_t kTagVarint4 = 0x20;
+constexpr uint8_t kTagLen5 = 0x2a;
+constexpr uint8_t kTagLen6 = 0x32;
+constexpr uint8_t kTagVarint7 = 0x38;
+
+// int32 and enum fields keep the low 32 bits of their varint, as the library reads them.
+int32_t WireInt32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+// A field given more than once: the last one counts (a message field merges, see FastReadValue).
+bool FastReadRange(std::string_view bytes, ReadRange* r) {
+  r->limit = 0;  // the wire's default, as the library reads an absent limit
+  return ForEachField(bytes, [r](const FastField& f) {
+    switch (f.tag) {
       case kTagLen1:
-        if (!in.Bytes(&field)) return false;
-        r->start.assign(field);  // a repeated singular field: the last one counts
-        break;
+        r->start.assign(f.bytes);
+        return true;
       case kTagLen2:
-        if (!in.Bytes(&field)) return false;
-        r->end.assign(field);
-        break;
+        r->end.assign(f.bytes);
+        return true;
       case kTagVarint3:
-        if (!in.Varint(&v)) return false;
-        r->limit = static_cast<int32_t>(static_cast<uint32_t>(v));  // int32: the low 32 bits
-        break;
+        r->limit = WireInt32(f.value);
+        return true;
       case kTagVarint4:
-        if (!in.Varint(&v)) return false;
-        r->reverse = v != 0;
-        break;
+        r->reverse = f.value != 0;
+        return true;
       default:
         return false;
     }
-  }
-  return true;
+  });
 }
 
 }  // namespace
 
 bool DecodeSnapshotReadFast(std::string_view body, std::vector<ReadRange>* out) {
   out->clear();
-  FastWireReader in(body);
-  while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view range;
-    if (!in.Tag(&tag) || tag != kTagLen1 || !in.Bytes(&range)) return false;
-    if (!FastReadRange(range, &out->emplace_back())) return false;
-  }
-  return true;
+  return ForEachField(body, [out](const FastField& f) {
+    return f.tag == kTagLen1 && FastReadRange(f.bytes, &out->emplace_back());
+  });
 }
 
 Result<std::vector<ReadRange>> DecodeSnapshotRead(std::string_view body) {
@@ -193,82 +218,57 @@ Status FinishMutations(std::vector<WireMutation>& wire, std::vector<Mutation>* o
   return Status::Ok();
 }
 
-constexpr uint8_t kTagVarint2 = 0x10;  // field 2, varint
-constexpr uint8_t kTagLen5 = 0x2a;
-constexpr uint8_t kTagLen6 = 0x32;
-constexpr uint8_t kTagVarint7 = 0x38;
-
-int32_t WireInt32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
-
 bool FastReadCheck(std::string_view bytes, Check* c) {
-  FastWireReader in(bytes);
-  while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view field;
-    if (!in.Tag(&tag) || (tag != kTagLen1 && tag != kTagLen2) || !in.Bytes(&field)) return false;
-    (tag == kTagLen1 ? c->key : c->versionstamp).assign(field);
-  }
-  return true;
+  return ForEachField(bytes, [c](const FastField& f) {
+    if (f.tag != kTagLen1 && f.tag != kTagLen2) return false;
+    (f.tag == kTagLen1 ? c->key : c->versionstamp).assign(f.bytes);
+    return true;
+  });
 }
 
 // Reads into `w`, keeping what earlier occurrences set: a value field that appears more than
 // once is merged, as the library merges a singular message field.
 bool FastReadValue(std::string_view bytes, WireMutation* w) {
-  FastWireReader in(bytes);
   w->has_value = true;
-  while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view field;
-    uint64_t v = 0;
-    if (!in.Tag(&tag)) return false;
-    if (tag == kTagLen1) {
-      if (!in.Bytes(&field)) return false;
-      w->m.value.data.assign(field);
-    } else if (tag == kTagVarint2) {
-      if (!in.Varint(&v)) return false;
-      w->encoding = WireInt32(v);
+  return ForEachField(bytes, [w](const FastField& f) {
+    if (f.tag == kTagLen1) {
+      w->m.value.data.assign(f.bytes);
+    } else if (f.tag == kTagVarint2) {
+      w->encoding = WireInt32(f.value);
     } else {
       return false;
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 bool FastReadMutation(std::string_view bytes, WireMutation* w) {
-  FastWireReader in(bytes);
-  while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view field;
-    uint64_t v = 0;
-    if (!in.Tag(&tag)) return false;
-    switch (tag) {
+  return ForEachField(bytes, [w](const FastField& f) {
+    switch (f.tag) {
       case kTagLen1:
+        w->m.key.assign(f.bytes);
+        return true;
       case kTagLen2:
-      case kTagLen5:
-      case kTagLen6:
-        if (!in.Bytes(&field)) return false;
-        if (tag == kTagLen2) {
-          if (!FastReadValue(field, w)) return false;
-        } else {
-          (tag == kTagLen1   ? w->m.key
-           : tag == kTagLen5 ? w->m.sum_min
-                             : w->m.sum_max)
-              .assign(field);
-        }
-        break;
+        return FastReadValue(f.bytes, w);
       case kTagVarint3:
+        w->type = WireInt32(f.value);
+        return true;
       case kTagVarint4:
+        w->m.expire_at_ms = static_cast<int64_t>(f.value);
+        return true;
+      case kTagLen5:
+        w->m.sum_min.assign(f.bytes);
+        return true;
+      case kTagLen6:
+        w->m.sum_max.assign(f.bytes);
+        return true;
       case kTagVarint7:
-        if (!in.Varint(&v)) return false;
-        if (tag == kTagVarint3) w->type = WireInt32(v);
-        if (tag == kTagVarint4) w->m.expire_at_ms = static_cast<int64_t>(v);
-        if (tag == kTagVarint7) w->m.sum_clamp = v != 0;
-        break;
+        w->m.sum_clamp = f.value != 0;
+        return true;
       default:
         return false;
     }
-  }
-  return true;
+  });
 }
 
 }  // namespace
@@ -276,18 +276,12 @@ bool FastReadMutation(std::string_view bytes, WireMutation* w) {
 std::optional<Result<AtomicWrite>> DecodeAtomicWriteFast(std::string_view body) {
   AtomicWrite w;
   std::vector<WireMutation> wire;
-  FastWireReader in(body);
-  while (!in.done()) {
-    uint8_t tag = 0;
-    std::string_view field;
-    if (!in.Tag(&tag) || (tag != kTagLen1 && tag != kTagLen2) || !in.Bytes(&field)) {
-      return std::nullopt;
-    }
-    if (!(tag == kTagLen1 ? FastReadCheck(field, &w.checks.emplace_back())
-                          : FastReadMutation(field, &wire.emplace_back()))) {
-      return std::nullopt;
-    }
-  }
+  const bool read = ForEachField(body, [&w, &wire](const FastField& f) {
+    if (f.tag == kTagLen1) return FastReadCheck(f.bytes, &w.checks.emplace_back());
+    if (f.tag == kTagLen2) return FastReadMutation(f.bytes, &wire.emplace_back());
+    return false;  // enqueues, unknown fields: the library's
+  });
+  if (!read) return std::nullopt;
   if (Status s = FinishMutations(wire, &w.mutations); !s.ok()) return Result<AtomicWrite>(s);
   return Result<AtomicWrite>(std::move(w));
 }

@@ -27,6 +27,29 @@ namespace {
 using testutil::FromHex;
 using testutil::ToHex;
 
+// Up to `max` random bytes.
+std::string RandomBytes(std::mt19937_64& rng, size_t max) {
+  std::string b(rng() % (max + 1), '\0');
+  for (char& c : b) c = static_cast<char>(rng());
+  return b;
+}
+
+// A message as written and changed at random: one bit flipped, cut short, a byte appended, and
+// an unknown field (varint, fixed64, bytes, fixed32 or a group) put before it.
+std::vector<std::pair<const char*, std::string>> Variants(const std::string& body,
+                                                          std::mt19937_64& rng) {
+  std::string flipped = body;
+  if (!flipped.empty()) flipped[rng() % flipped.size()] ^= static_cast<char>(1 << (rng() % 8));
+  const std::string unknown[] = {std::string("\x28\x05", 2), "\x31" + std::string(8, 'x'),
+                                 std::string("\x3a\x01z", 3), std::string("\x45zzzz", 5),
+                                 std::string("\x4b\x4c", 2)};
+  return {{"as written", body},
+          {"flipped", flipped},
+          {"cut", body.substr(0, body.empty() ? 0 : rng() % body.size())},
+          {"grown", body + static_cast<char>(rng())},
+          {"unknown field", unknown[rng() % std::size(unknown)] + body}};
+}
+
 TEST(ClientCodec, SnapshotReadRequestMatchesDenoBytes) {
   // Deno's kv.get(["a"]) (reference §2.7).
   const std::string key = EncodeKey({KeyPart::String("a")});
@@ -57,11 +80,7 @@ TEST(ClientCodec, SnapshotReadRequestRoundTripsThroughTheServerDecoder) {
 TEST(ClientCodec, HandWrittenAnswersEqualTheProtobufLibrarys) {
   namespace pb = com::deno::kv::datapath;
   std::mt19937_64 rng(20261129);
-  auto bytes = [&rng](size_t max) {
-    std::string b(rng() % (max + 1), '\0');
-    for (char& c : b) c = static_cast<char>(rng());
-    return b;
-  };
+  auto bytes = [&rng](size_t max) { return RandomBytes(rng, max); };
   const ValueEncoding encodings[] = {ValueEncoding::kV8, ValueEncoding::kLe64,
                                      ValueEncoding::kBytes};
   for (int round = 0; round < 2000; ++round) {
@@ -115,11 +134,7 @@ TEST(ClientCodec, HandWrittenAnswersEqualTheProtobufLibrarys) {
 TEST(ClientCodec, FastSnapshotReadDecoderAgreesWithTheProtobufLibrary) {
   namespace pb = com::deno::kv::datapath;
   std::mt19937_64 rng(20261130);
-  auto bytes = [&rng](size_t max) {
-    std::string b(rng() % (max + 1), '\0');
-    for (char& c : b) c = static_cast<char>(rng());
-    return b;
-  };
+  auto bytes = [&rng](size_t max) { return RandomBytes(rng, max); };
   auto same = [](const std::vector<ReadRange>& a, const std::vector<ReadRange>& b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -161,18 +176,7 @@ TEST(ClientCodec, FastSnapshotReadDecoderAgreesWithTheProtobufLibrary) {
     std::vector<ReadRange> fast;
     ASSERT_TRUE(DecodeSnapshotReadFast(body, &fast)) << round << " " << ToHex(body);
     ++fast_taken;
-    agree(body, "as written", round);
-    // The same bytes changed: one byte flipped, cut short, a byte appended.
-    std::string changed = body;
-    if (!changed.empty()) changed[rng() % changed.size()] ^= static_cast<char>(1 << (rng() % 8));
-    agree(changed, "flipped", round);
-    agree(body.substr(0, body.empty() ? 0 : rng() % body.size()), "cut", round);
-    agree(body + static_cast<char>(rng()), "grown", round);
-    // An unknown field (varint, fixed64, bytes, fixed32 or a group) before the ranges.
-    const std::string unknown[] = {
-        std::string("\x28\x05", 2), std::string("\x31") + bytes(0) + std::string(8, 'x'),
-        std::string("\x3a\x01z", 3), std::string("\x45zzzz", 5), std::string("\x4b\x4c", 2)};
-    agree(unknown[rng() % std::size(unknown)] + body, "unknown field", round);
+    for (const auto& [what, variant] : Variants(body, rng)) agree(variant, what, round);
   }
   EXPECT_EQ(fast_taken, 3000);
   // Forms the library reads and the hand reader leaves to it: a tag in two bytes, a varint
@@ -204,11 +208,7 @@ TEST(ClientCodec, FastSnapshotReadDecoderAgreesWithTheProtobufLibrary) {
 TEST(ClientCodec, FastAtomicWriteDecoderAgreesWithTheProtobufLibrary) {
   namespace pb = com::deno::kv::datapath;
   std::mt19937_64 rng(20261131);
-  auto bytes = [&rng](size_t max) {
-    std::string b(rng() % (max + 1), '\0');
-    for (char& c : b) c = static_cast<char>(rng());
-    return b;
-  };
+  auto bytes = [&rng](size_t max) { return RandomBytes(rng, max); };
   auto text = [](const AtomicWrite& w) {  // everything a write holds, comparable
     std::string t;
     for (const Check& c : w.checks) t += "C" + ToHex(c.key) + "/" + ToHex(c.versionstamp) + ";";
@@ -269,13 +269,7 @@ TEST(ClientCodec, FastAtomicWriteDecoderAgreesWithTheProtobufLibrary) {
       ++fast_taken;
       fast_errors += fast->ok() ? 0 : 1;
     }
-    agree(body, "as written", round);
-    std::string changed = body;
-    if (!changed.empty()) changed[rng() % changed.size()] ^= static_cast<char>(1 << (rng() % 8));
-    agree(changed, "flipped", round);
-    agree(body.substr(0, body.empty() ? 0 : rng() % body.size()), "cut", round);
-    agree(body + static_cast<char>(rng()), "grown", round);
-    agree(std::string("\x28\x05", 2) + body, "unknown field", round);
+    for (const auto& [what, variant] : Variants(body, rng)) agree(variant, what, round);
     // A value given twice: the library merges the two, and so must the hand reader.
     if (mutations > 0) {
       pb::Mutation extra;
