@@ -52,19 +52,54 @@ bool Allows(const Endpoint& e, const std::string& method) {
          std::find(e.methods.begin(), e.methods.end(), method) != e.methods.end();
 }
 
-// Gives the first answer to `inner` and drops any later one.
-class OnceResponder {
+// One request's way back: a channel answer needs an upgradable request, the first answer goes
+// to the observer (if any) and then to `inner`, later ones are dropped. One allocation per
+// request, shared by every copy of the Responder that calls it.
+class AnswerOnce {
  public:
-  explicit OnceResponder(Responder inner) : inner_(std::move(inner)) {}
+  AnswerOnce(Responder inner, RequestObserver* observer, const std::string* name,
+             const HttpRequest& request)
+      : inner_(std::move(inner)),
+        observer_(observer),
+        name_(name),
+        http2_(request.http2),
+        tls_(request.tls),
+        upgradable_(!request.upgrade.empty()) {}
+
   void Answer(HttpResponse r) {
+    if (r.channel && !upgradable_) {
+      spdlog::error("handler for {} answered with a channel to a request that cannot switch",
+                    *name_);
+      r = ErrorResponse(Internal("An internal server error occurred."));
+    }
     if (answered_.exchange(true)) return;
+    if (observer_) {  // sees every answer, whichever thread gives it
+      observer_->OnRequest(
+          RequestInfo{*name_, r.status, http2_, tls_, std::chrono::steady_clock::now() - start_});
+    }
     inner_(std::move(r));
   }
 
  private:
-  std::atomic<bool> answered_{false};
   Responder inner_;
+  RequestObserver* const observer_;
+  const std::string* const name_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const bool http2_;
+  const bool tls_;
+  const bool upgradable_;
+  std::atomic<bool> answered_{false};
 };
+
+Responder ResponderOf(const std::shared_ptr<AnswerOnce>& once) {
+  return [once](HttpResponse r) { once->Answer(std::move(r)); };
+}
+
+// True if NormalizePath would return `path` unchanged (the common case: no copy needed).
+bool IsNormalPath(const std::string& path) {
+  if (path.empty() || (path.size() > 1 && path.back() == '/')) return false;
+  return path.find("//") == std::string::npos;
+}
 
 }  // namespace
 
@@ -221,34 +256,12 @@ const Router::Route* Router::FindPrefix(const std::string& path) const {
   return best;
 }
 
-Responder Router::Wrap(const HttpRequest& request, const std::string* name,
-                       Responder respond) const {
-  if (observer_) {
-    // The observer sees every answer, whichever thread gives it.
-    respond = [observer = observer_, name, http2 = request.http2, tls = request.tls,
-               start = std::chrono::steady_clock::now(),
-               inner = std::move(respond)](HttpResponse r) mutable {
-      observer->OnRequest(
-          RequestInfo{*name, r.status, http2, tls, std::chrono::steady_clock::now() - start});
-      inner(std::move(r));
-    };
-  }
-  auto once = std::make_shared<OnceResponder>(std::move(respond));
-  return [once, name, upgradable = !request.upgrade.empty()](HttpResponse r) {
-    if (r.channel && !upgradable) {
-      spdlog::error("handler for {} answered with a channel to a request that cannot switch",
-                    *name);
-      r = ErrorResponse(Internal("An internal server error occurred."));
-    }
-    once->Answer(std::move(r));
-  };
-}
-
 void Router::Handle(HttpRequest request, Responder respond) {
-  request.path = NormalizePath(request.path);
+  if (!IsNormalPath(request.path)) request.path = NormalizePath(request.path);
   Found found = Find(request.path, request.method);
   const std::string* name = found.route ? &found.route->endpoint.name : &kUnmatched;
-  Responder answer = Wrap(request, name, std::move(respond));
+  auto once = std::make_shared<AnswerOnce>(std::move(respond), observer_, name, request);
+  auto answer = [&once](HttpResponse r) { once->Answer(std::move(r)); };
   if (!found.route) {
     answer(ErrorResponse(NotFound("Resource not found.")));
     return;
@@ -260,7 +273,7 @@ void Router::Handle(HttpRequest request, Responder respond) {
   }
   request.params = std::move(found.params);
   try {
-    (found.method_allowed ? e.handle : e.refuse)(std::move(request), answer);
+    (found.method_allowed ? e.handle : e.refuse)(std::move(request), ResponderOf(once));
   } catch (const std::exception& ex) {
     // The one catch-all at the router: the request is answered even so (once: an answer the
     // handler gave before it threw stands).

@@ -113,10 +113,6 @@ class Router : public Handler {
                             std::vector<std::pair<std::string, std::string>>* params);
   // -1, 0, 1 as `a` is less, as, or more specific than `b`.
   static int CompareSpecificity(const std::vector<Segment>& a, const std::vector<Segment>& b);
-  // `respond` wrapped: the observer sees the answer, it is given once, a channel answer needs
-  // an upgradable request.
-  Responder Wrap(const HttpRequest& request, const std::string* name, Responder respond) const;
-
   // Appends `route`, and indexes it in literal_routes_ when every segment is a literal.
   void Append(Route route);
 

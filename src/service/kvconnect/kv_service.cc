@@ -182,10 +182,11 @@ void KvService::AddRoutes(Router* router, Handler* root) {
   router->Add(Endpoint{"connect", {}, "/databases/{path...}", unrouted});
   router->Add(Endpoint{"connect", {}, "/v2/databases/{path...}", unrouted});
   const std::string data = options_.endpoint_path;
-  post("snapshot_read", data + "/snapshot_read",
-       [this](const HttpRequest& req, const Responder& respond) { SnapshotRead(req, respond); });
+  post("snapshot_read", data + "/snapshot_read", [this](const HttpRequest& req, Responder respond) {
+    SnapshotRead(req, std::move(respond));
+  });
   post("atomic_write", data + "/atomic_write",
-       [this](const HttpRequest& req, const Responder& respond) { AtomicWrite(req, respond); });
+       [this](const HttpRequest& req, Responder respond) { AtomicWrite(req, std::move(respond)); });
   post("watch", data + "/watch",
        [this](const HttpRequest& req, const Responder& respond) { Watch(req, respond); });
   router->Add(Endpoint{"datapath", {}, data + "/{path...}", unrouted});
@@ -370,14 +371,14 @@ void KvService::AnswerMetadata(std::shared_ptr<MetadataCall> call,
   respond(std::move(r));
 }
 
-void KvService::SnapshotRead(const HttpRequest& req, const Responder& respond) {
+void KvService::SnapshotRead(const HttpRequest& req, Responder respond) {
   std::shared_ptr<engine::Engine> engine;
   std::vector<ReadRange> ranges;
   if (!Admit(*auth_, req, /*write=*/false, codec::DecodeSnapshotRead, respond, &engine, &ranges)) {
     return;
   }
   const PortableValues* portable = options_.portable_v8_values ? &portable_ : nullptr;
-  auto answer = [respond, portable](Result<engine::ReadResult> r) mutable {
+  auto answer = [respond = std::move(respond), portable](Result<engine::ReadResult> r) mutable {
     Guarded(respond, [&] {
       if (!r.ok()) return respond(ErrorResponse(r.status()));
       if (portable != nullptr) portable->OnRead(&r->ranges);
@@ -387,7 +388,7 @@ void KvService::SnapshotRead(const HttpRequest& req, const Responder& respond) {
   engine->SnapshotRead(std::move(ranges), std::move(answer));
 }
 
-void KvService::AtomicWrite(const HttpRequest& req, const Responder& respond) {
+void KvService::AtomicWrite(const HttpRequest& req, Responder respond) {
   std::shared_ptr<engine::Engine> engine;
   kvc::AtomicWrite write;  // the type, not this member function
   if (!Admit(*auth_, req, /*write=*/true, codec::DecodeAtomicWrite, respond, &engine, &write)) {
@@ -402,7 +403,7 @@ void KvService::AtomicWrite(const HttpRequest& req, const Responder& respond) {
     }
   }
   if (options_.portable_v8_values) portable_.OnWrite(&write, engine->limits(), engine->now_ms());
-  engine->Write(std::move(write), [respond](Result<CommitResult> r) mutable {
+  engine->Write(std::move(write), [respond = std::move(respond)](Result<CommitResult> r) mutable {
     Guarded(respond, [&] {
       if (!r.ok()) return respond(ErrorResponse(r.status()));
       respond(ProtobufResponse(codec::EncodeAtomicWriteOutput(*r)));
