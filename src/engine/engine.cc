@@ -461,7 +461,7 @@ void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, Read
   }
   if (mode == ReadMode::kDefault) {
     ReadResult hit;
-    if (TryCachedRead(ranges, &hit)) {
+    if (TryCachedRead(&ranges, &hit)) {
       counters_.cache_hits.fetch_add(1, std::memory_order_relaxed);
       done(std::move(hit));
       return;
@@ -477,7 +477,8 @@ void Engine::SnapshotRead(std::vector<ReadRange> ranges, ReadCallback done, Read
   if (!refused.ok()) (*shared)(refused);
 }
 
-bool Engine::TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out) {
+bool Engine::TryCachedRead(std::vector<ReadRange>* in, ReadResult* out) {
+  std::vector<ReadRange>& ranges = *in;
   if (!cache_.enabled() || !AllPointReads(ranges)) return false;
   const uint64_t writes_ended = cache_.writes_ended();
   const int64_t version = committed_version_.load();
@@ -490,14 +491,17 @@ bool Engine::TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out
         return false;
       case ReadCache::Lookup::kAbsent:
         break;
-      case ReadCache::Lookup::kPresent:
-        out->ranges[i].push_back(Entry{ranges[i].start, std::move(row.value), row.encoding,
+      case ReadCache::Lookup::kPresent:  // the key is taken from `ranges` below, once all hit
+        out->ranges[i].push_back(Entry{std::string(), std::move(row.value), row.encoding,
                                        row.version, row.expire_at_ms});
         break;
     }
   }
   // Several keys form one snapshot only if no write ended between their lookups.
   if (ranges.size() > 1 && cache_.writes_ended() != writes_ended) return false;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!out->ranges[i].empty()) out->ranges[i].front().key = std::move(ranges[i].start);
+  }
   out->version = version;
   return true;
 }

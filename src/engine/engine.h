@@ -234,8 +234,9 @@ class Engine {
 
   Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& options);
   Status Start();
-  // Answers `ranges` from the cache if every range is a point read and every key hits.
-  bool TryCachedRead(const std::vector<ReadRange>& ranges, ReadResult* out);
+  // Answers `*ranges` from the cache if every range is a point read and every key hits; the
+  // keys of the answer are then moved out of `*ranges`, which is left as it was when this fails.
+  bool TryCachedRead(std::vector<ReadRange>* ranges, ReadResult* out);
   // Reads point ranges with Reader::Get and fills the cache. REQUIRES: AllPointReads(ranges).
   Result<ReadResult> ReadPoints(storage::Reader* reader, const std::vector<ReadRange>& ranges,
                                 int64_t now_ms);

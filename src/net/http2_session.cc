@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
-#include <deque>
+#include <list>
 #include <map>
 #include <string_view>
 #include <utility>
@@ -35,10 +35,11 @@ struct H2Stream {
   bool eof = false;
   bool deferred = false;
   // Streaming: bytes ever queued and ever taken into DATA frames, and the sinks' `written`
-  // callbacks, each due once `taken` reaches its mark.
+  // callbacks, each due once `taken` reaches its mark. A list, not a deque: libstdc++'s deque
+  // allocates when constructed, and most streams (every plain request) never use this.
   uint64_t queued = 0;
   uint64_t taken = 0;
-  std::deque<std::pair<uint64_t, std::function<void()>>> written;
+  std::list<std::pair<uint64_t, std::function<void()>>> written;
   std::shared_ptr<service::StreamSource> source;
   std::unique_ptr<asio::steady_timer> heartbeat;
   std::string heartbeat_bytes;
