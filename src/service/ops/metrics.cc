@@ -94,23 +94,50 @@ class Metrics::CommitMetrics : public engine::CommitListener {
                        "The storage commit call alone (with sync=full mostly fsync)", r)) {}
 
   void OnCommit(const storage::CommitGroup& g) override {
+    const auto index = static_cast<size_t>(g.origin);
+    if (index >= slots_.size()) return;  // not an origin this build knows
+    Slots& slots = slots_[index];
     const char* origin = OriginName(g.origin);
-    groups_.Add({{"origin", origin}}).Increment();
-    writes_.Add({{"origin", origin}}).Increment(static_cast<double>(g.records.size()));
+    Cached(slots.groups, groups_, origin).Increment();
+    Cached(slots.writes, writes_, origin).Increment(static_cast<double>(g.records.size()));
     if (g.origin == storage::CommitOrigin::kWrite) {
       batch_.Observe(static_cast<double>(g.records.size()));
     }
     if (g.transaction_us > 0) {
-      transaction_.Add({{"origin", origin}}, kLatencyBuckets)
+      Cached(slots.transaction, transaction_, origin, kLatencyBuckets)
           .Observe(static_cast<double>(g.transaction_us) / 1e6);
     }
     if (g.commit_us > 0) {
-      sync_.Add({{"origin", origin}}, kLatencyBuckets)
+      Cached(slots.sync, sync_, origin, kLatencyBuckets)
           .Observe(static_cast<double>(g.commit_us) / 1e6);
     }
   }
 
  private:
+  // prometheus-cpp's Family::Add builds a new instrument on every call (a histogram: its bucket
+  // vectors) and drops it when the labels exist, so each one is looked up once, on first use
+  // (a series appears when first observed, as before), and kept. Engines commit on their own
+  // threads: two may look one up at once and both get the same instrument.
+  template <typename T, typename... Args>
+  static T& Cached(std::atomic<T*>& slot, prometheus::Family<T>& family, const char* origin,
+                   const Args&... args) {
+    T* instrument = slot.load(std::memory_order_acquire);
+    if (instrument == nullptr) {
+      instrument = &family.Add({{"origin", origin}}, args...);
+      slot.store(instrument, std::memory_order_release);
+    }
+    return *instrument;
+  }
+  struct Slots {
+    std::atomic<prometheus::Counter*> groups{nullptr};
+    std::atomic<prometheus::Counter*> writes{nullptr};
+    std::atomic<prometheus::Histogram*> transaction{nullptr};
+    std::atomic<prometheus::Histogram*> sync{nullptr};
+  };
+  std::array<Slots, 4> slots_;  // by storage::CommitOrigin
+  static_assert(static_cast<size_t>(storage::CommitOrigin::kQueue) == 3,
+                "slots_ has one entry per storage::CommitOrigin");
+
   prometheus::Family<prometheus::Counter>& groups_;
   prometheus::Family<prometheus::Counter>& writes_;
   prometheus::Histogram& batch_;
