@@ -49,8 +49,8 @@ constexpr char kVfsName[] = "kvc-power-loss";
 #if defined(KVC_SANITIZED)
 // Enough that the engine test's own check (some unsynced write was torn at a power loss) holds:
 // since the WAL write buffer, few writes are unsynced when the power goes, and 30 cycles under
-// ASan once tore none (seed 16934238859031212043, a CI run of 2026-11-29). About 6 s under ASan
-// and 15 s under TSan.
+// ASan once tore none (seed 16934238859031212043, a CI run of 2026-11-29). About 8 s under ASan
+// and 33 s under TSan (run beside the other tests).
 constexpr int kDefaultEngineCycles = 100;
 constexpr int kDefaultCatalogCycles = 20;
 #else
