@@ -12,9 +12,11 @@
 #include "cli/queue.h"
 #include "cli/serve.h"
 #include "common/build_info.h"
+#include "storage/sqlite/sqlite_util.h"
 
 // CLI11 throws outside parse() only for misdeclared options, a bug best ended by terminate().
-int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
+int main(int argc, char** argv) {                  // NOLINT(bugprone-exception-escape)
+  kvc::storage::sqlite::ConfigureSqliteProcess();  // before any SQLite call or thread
   CLI::App app{"kvconnect: a self-hosted Deno KV server speaking the KV Connect protocol"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kvconnect ") + kvc::BuildVersion() + " (commit " +

@@ -4,6 +4,8 @@
 
 namespace kvc::storage::sqlite {
 
+bool ConfigureSqliteProcess() { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }
+
 Connection::~Connection() {
   for (sqlite3_stmt* s : stmts_) sqlite3_finalize(s);
   if (db_) sqlite3_close_v2(db_);

@@ -23,6 +23,13 @@ namespace kvc::storage::sqlite {
 
 class Stmt;
 
+// Process-wide SQLite settings, before SQLite is first used (sqlite3_config refuses them after):
+// memory statistics off. With them on (the library's default), every allocation and free inside
+// SQLite takes one global mutex, which the writer and all readers share. Nothing here reads
+// sqlite3_memory_used or sets a soft heap limit. Call once from main() before any thread starts;
+// returns false if SQLite was already initialized (the default stays, nothing breaks).
+bool ConfigureSqliteProcess();
+
 // Owns a sqlite3 connection and the persistent statements prepared on it.
 class Connection {
  public:
