@@ -783,11 +783,12 @@ Status Engine::TryCommitGroup(std::vector<WriteJob>& batch,
     for (WriteJob& j : batch) j.result = s;
   };
   Result<int64_t> base = writer_->Begin();
-  if (!base.ok()) {
+  auto begin_failed = [&] {
     spdlog::error("begin write transaction failed: {}", base.status().ToString());
     set_all(Unavailable("The server is temporarily unavailable, try again later."));
     return Status::Ok();
-  }
+  };
+  if (!base.ok()) return begin_failed();
   if (!caps_.exclusive_writer) {
     // Writes that arrived while we waited for the shared lock (another node's transaction) join
     // this transaction: the more nodes contend, the larger each one's group commit.
@@ -796,12 +797,27 @@ Status Engine::TryCommitGroup(std::vector<WriteJob>& batch,
   }
   const int64_t now = Now();
   int64_t version = *base;
-  Result<bool> any_applied = ApplyGroup(batch, now, &version);
-  if (!any_applied.ok()) {
-    set_all(any_applied.status());
+  Result<GroupApplied> applied = ApplyGroup(batch, now, /*guard_every_write=*/false, &version);
+  if (applied.ok() && *applied == GroupApplied::kRunAgainGuarded) {
+    // A write without a savepoint erred part-way, so nothing of this transaction may commit.
+    // Run the group again with a savepoint around every write: a write that errs again is then
+    // undone alone, as it always was.
+    writer_->Rollback();
+    for (WriteJob& j : batch) {
+      j.result = Internal("not run");
+      j.changes.clear();
+      j.enqueues.clear();
+    }
+    base = writer_->Begin();
+    if (!base.ok()) return begin_failed();
+    version = *base;
+    applied = ApplyGroup(batch, now, /*guard_every_write=*/true, &version);
+  }
+  if (!applied.ok()) {
+    set_all(applied.status());
     return Status::Ok();
   }
-  if (!*any_applied) {
+  if (*applied == GroupApplied::kNone) {
     writer_->Rollback();
     return Status::Ok();
   }
@@ -829,18 +845,38 @@ Status Engine::TryCommitGroup(std::vector<WriteJob>& batch,
   return Status::Ok();
 }
 
-Result<bool> Engine::ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms, int64_t* version) {
+namespace {
+
+// Whether a write can fail after it changed something for a reason other than storage: a sum,
+// min or max over a stored value of another type.
+bool MayFailPartWay(const AtomicWrite& w) {
+  for (const Mutation& m : w.mutations) {
+    if (m.type == MutationType::kSum || m.type == MutationType::kMin ||
+        m.type == MutationType::kMax) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<Engine::GroupApplied> Engine::ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms,
+                                                bool guard_every_write, int64_t* version) {
   bool any_applied = false;
   for (WriteJob& job : batch) {
-    Status sp = writer_->Savepoint();
-    if (!sp.ok()) {
-      job.result = sp;
-      continue;
+    const bool guarded = guard_every_write || MayFailPartWay(job.write);
+    if (guarded) {
+      Status sp = writer_->Savepoint();
+      if (!sp.ok()) {
+        job.result = sp;
+        continue;
+      }
     }
     const int64_t v_before_job = *version;
     job.result = ApplyWrite(job, now_ms, version);
     if (job.result.ok() && job.result->ok) {
-      Status rel = writer_->ReleaseSavepoint();
+      Status rel = guarded ? writer_->ReleaseSavepoint() : Status::Ok();
       if (rel.ok()) {
         any_applied = true;
         continue;
@@ -851,6 +887,10 @@ Result<bool> Engine::ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms, in
     *version = v_before_job;
     job.changes.clear();
     job.enqueues.clear();
+    if (!guarded) {
+      if (!job.result.ok()) return GroupApplied::kRunAgainGuarded;
+      continue;  // failed checks: ApplyWrite changed nothing
+    }
     Status rb = writer_->RollbackToSavepoint();
     if (!rb.ok()) {
       writer_->Rollback();
@@ -858,7 +898,7 @@ Result<bool> Engine::ApplyGroup(std::vector<WriteJob>& batch, int64_t now_ms, in
       return Unavailable("The database is unavailable after a storage failure.");
     }
   }
-  return any_applied;
+  return any_applied ? GroupApplied::kSome : GroupApplied::kNone;
 }
 
 Result<CommitResult> Engine::ApplyWrite(WriteJob& job, int64_t now_ms, int64_t* version_io) {

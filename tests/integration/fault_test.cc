@@ -248,6 +248,66 @@ TEST_F(FaultTest, DiskFullAtEveryWriterCall) {
   EXPECT_GT(outcomes["acknowledged"], 0);
 }
 
+// Writes without a sum, min or max run without a savepoint (engine.h ApplyGroup). A storage
+// error part-way through one must not commit its first half: the group is rolled back and run
+// again, each write under its own savepoint.
+TEST_F(FaultTest, AStorageErrorPartWayThroughAWriteRunsTheGroupAgainWithSavepoints) {
+  auto plan = std::make_shared<FaultPlan>();
+  Open(plan);
+  std::vector<AtomicWrite> writes;
+  for (int i = 0; i < 3; ++i) writes.push_back(Triple(1, i));
+  // Puts 1-3 are write 0's, the 5th is write 1's second: the first run fails there, the
+  // second run (the fault fired once) applies everything.
+  auto results =
+      WriteAll(std::move(writes), [&] { plan->FailNthOp(WriterOp::kPut, 5, FaultKind::kError); });
+  EXPECT_EQ(plan->fired(), 1);
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->ok);
+  }
+  auto all = ReadAll();
+  for (int i = 0; i < 3; ++i) {
+    for (const char* part : {"a", "b", "c"}) {
+      EXPECT_EQ(all.count("1/" + std::to_string(i) + "/" + part), 1U) << i << part;
+    }
+  }
+}
+
+// A write with a sum still has its savepoint: when its storage fails part-way, it alone fails
+// and leaves nothing, and the rest of its group commits.
+TEST_F(FaultTest, AStorageErrorInAWriteWithASumFailsThatWriteAlone) {
+  auto plan = std::make_shared<FaultPlan>();
+  Open(plan);
+  std::string one(8, '\0');
+  one[0] = 1;
+  AtomicWrite counted;
+  counted.mutations = {SetBytes("s/a", "a"), SetBytes("s/b", "b"), SetBytes("s/c", "c")};
+  Mutation sum;
+  sum.key = "s/count";
+  sum.type = MutationType::kSum;
+  sum.value = KvValue{one, ValueEncoding::kLe64};
+  counted.mutations.push_back(sum);
+  std::vector<AtomicWrite> writes;
+  writes.push_back(Triple(2, 0));
+  writes.push_back(std::move(counted));
+  writes.push_back(Triple(2, 2));
+  // Put 5 is the counted write's second set.
+  auto results =
+      WriteAll(std::move(writes), [&] { plan->FailNthOp(WriterOp::kPut, 5, FaultKind::kError); });
+  EXPECT_EQ(plan->fired(), 1);
+  ASSERT_TRUE(results[0].ok() && results[0]->ok);
+  EXPECT_FALSE(results[1].ok());
+  EXPECT_FALSE(results[1].status().message().empty());
+  ASSERT_TRUE(results[2].ok() && results[2]->ok);
+  auto all = ReadAll();
+  for (const char* key : {"s/a", "s/b", "s/c", "s/count"}) EXPECT_EQ(all.count(key), 0U) << key;
+  for (int i : {0, 2}) {
+    for (const char* part : {"a", "b", "c"}) {
+      EXPECT_EQ(all.count("2/" + std::to_string(i) + "/" + part), 1U) << i << part;
+    }
+  }
+}
+
 TEST_F(FaultTest, FailedFsyncLosingTheData) {
   auto plan = std::make_shared<FaultPlan>();
   Open(plan);
