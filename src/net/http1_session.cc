@@ -212,7 +212,7 @@ class Http1Session : public Session, public std::enable_shared_from_this<Http1Se
       std::string name(f.name_string());
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (name == "host") r.authority = std::string(f.value());
-      r.headers.emplace_back(std::move(name), std::string(f.value()));
+      r.headers.emplace_back(name, std::string_view(f.value().data(), f.value().size()));
     }
     r.body = std::move(req.body());
     auto gone = std::make_shared<std::atomic<bool>>(false);

@@ -623,7 +623,6 @@ class Http2Session : public Session, public std::enable_shared_from_this<Http2Se
       st->req.authority = v;
     } else if (!n.empty() && n[0] != ':') {
       if (n == "host" && st->req.authority.empty()) st->req.authority = v;
-      if (st->req.headers.empty()) st->req.headers.reserve(8);
       st->req.headers.emplace_back(n, v);
     }
     return 0;

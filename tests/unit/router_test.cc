@@ -245,6 +245,49 @@ TEST(Router, ChannelAnswerNeedsAnUpgradableRequest) {
 }
 
 // --allowed-host: which Host values a metadata answer may build endpoint URLs from.
+// The flat header store of a request: fields come back in order, past the room reserved first
+// (12 fields, 384 bytes), from either constructor, and Header() finds the first of a name.
+TEST(RequestHeaders, KeepOrderAndBytesPastTheFirstReservation) {
+  RequestHeaders h;
+  EXPECT_TRUE(h.empty());
+  HeaderList expected;
+  for (int i = 0; i < 40; ++i) {
+    std::string name = "x-field-" + std::to_string(i);
+    std::string value(static_cast<size_t>(i) * 7, static_cast<char>('a' + i % 26));
+    h.emplace_back(name, value);
+    expected.emplace_back(name, value);
+  }
+  h.emplace_back("x-field-3", "second");
+  expected.emplace_back("x-field-3", "second");
+  h.emplace_back("", "");
+  expected.emplace_back("", "");
+  ASSERT_EQ(h.size(), expected.size());
+  size_t i = 0;
+  for (const auto& [name, value] : h) {
+    ASSERT_LT(i, expected.size());
+    EXPECT_EQ(name, expected[i].first) << i;
+    EXPECT_EQ(value, expected[i].second) << i;
+    EXPECT_EQ(h[i].first, expected[i].first);
+    ++i;
+  }
+  EXPECT_EQ(i, expected.size());
+  RequestHeaders copy(expected);
+  ASSERT_EQ(copy.size(), h.size());
+  for (size_t j = 0; j < h.size(); ++j) EXPECT_EQ(copy[j], h[j]) << j;
+
+  HttpRequest req;
+  req.headers = {{"authorization", "Bearer t"},
+                 {"content-type", "application/x-protobuf"},
+                 {"authorization", "Bearer other"}};
+  EXPECT_EQ(req.Header("authorization"), "Bearer t");
+  EXPECT_EQ(req.Header("content-type"), "application/x-protobuf");
+  EXPECT_TRUE(req.HasHeader("content-type"));
+  EXPECT_FALSE(req.HasHeader("accept"));
+  EXPECT_EQ(req.Header("accept"), "");
+  HttpRequest moved = std::move(req);
+  EXPECT_EQ(moved.Header("authorization"), "Bearer t");
+}
+
 TEST(HostAllowed, NamesPortsAndCase) {
   const std::vector<std::string> allowed = {"kv.example.com", "127.0.0.1:4512", "[::1]"};
   EXPECT_TRUE(HostAllowed("kv.example.com", allowed));
