@@ -70,6 +70,49 @@ TEST(V8PortableTest, EveryDenoValueIsReheadedTo15) {
   EXPECT_GE(checked, 100u);
 }
 
+// Lone strings and constants in format 16 skip the tree (v8_portable.cc), so for them PortableV8
+// must answer exactly what the decoder decides: re-headed when the bytes decode, kept when not.
+TEST(V8PortableTest, LoneStringsAndConstantsAnswerWhatTheDecoderDecides) {
+  std::vector<std::string> bodies = {"_", "0", "T", "F", "I\x02"};
+  for (size_t n : {0, 1, 2, 15, 127, 128, 300}) {
+    std::string latin(n, 'v');
+    std::string varint;
+    for (size_t v = n;; v >>= 7) {
+      varint.push_back(static_cast<char>((v & 0x7F) | (v >= 0x80 ? 0x80 : 0)));
+      if (v < 0x80) break;
+    }
+    bodies.push_back("\"" + varint + latin);                         // one-byte
+    bodies.push_back("S" + varint + latin);                          // UTF-8
+    bodies.push_back("c" + varint + latin);                          // two-byte (odd n: malformed)
+    bodies.push_back(std::string(1, '\0') + "\"" + varint + latin);  // padding before the tag
+  }
+  bodies.push_back(std::string("\"\x80\x00", 3));  // a length of 0 in two bytes
+  bodies.push_back("S\x02\xC3");                   // shorter than its length
+  bodies.push_back("S\x01\xC3");                   // a malformed UTF-8 sequence, one byte
+  size_t reheaded = 0;
+  size_t kept = 0;
+  for (const std::string& body : bodies) {
+    std::vector<std::string> variants = {body, body + std::string(1, '\0'), body + "x"};
+    if (body.size() > 1) variants.push_back(body.substr(0, body.size() - 1));
+    for (const std::string& b : variants) {
+      const std::string bytes = "\xFF\x10" + b;
+      SCOPED_TRACE(ToHex(bytes));
+      std::optional<std::string> out;
+      const V8PortableOutcome outcome = Convert(bytes, &out);
+      if (DecodeV8Value(bytes).ok()) {
+        ASSERT_EQ(outcome, V8PortableOutcome::kReheaded);
+        EXPECT_EQ(ToHex(*out), ToHex("\xFF\x0F" + b));
+        ++reheaded;
+      } else {
+        EXPECT_EQ(outcome, V8PortableOutcome::kKept);
+        ++kept;
+      }
+    }
+  }
+  EXPECT_GT(reheaded, 30u);
+  EXPECT_GT(kept, 40u);
+}
+
 TEST(V8PortableTest, NodeTypedArraysBecomeV8Views) {
   const std::vector<Sample> samples = LoadCorpus();
   std::map<std::string, std::string> raw;  // what Node's raw v8.Serializer wrote, by name

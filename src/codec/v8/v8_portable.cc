@@ -37,6 +37,33 @@ bool ReorderErrorFields(V8Value* v) {
   return changed;
 }
 
+// Whether `body` (the bytes after the header) is a whole value that is one string or one of
+// undefined, null, true, false: the most common values, which decode exactly when the string's
+// payload ends the input (ReadV8StringPayload accepts every payload of the right length) and
+// hold no buffer whose length format 16 writes wider. Such a value is re-headed without building
+// its tree. Anything else (including padding or a count before the tag) answers false.
+bool IsLoneStringOrConstant(std::string_view body) {
+  V8Reader reader(body);
+  uint8_t tag = 0;
+  if (!reader.ReadTag(&tag)) return false;
+  switch (tag) {
+    case v8tag::kUndefined:
+    case v8tag::kNull:
+    case v8tag::kTrue:
+    case v8tag::kFalse:
+      return reader.done();
+    case v8tag::kOneByteString:
+    case v8tag::kTwoByteString:
+    case v8tag::kUtf8String: {
+      uint32_t length = 0;
+      if (!reader.ReadVarint32(&length) || reader.remaining() != length) return false;
+      return tag != v8tag::kTwoByteString || length % 2 == 0;
+    }
+    default:
+      return false;
+  }
+}
+
 std::optional<std::string> Done(V8PortableOutcome result, V8PortableOutcome* outcome,
                                 std::optional<std::string> bytes = std::nullopt) {
   if (outcome != nullptr) *outcome = result;
@@ -74,6 +101,15 @@ std::optional<std::string> PortableV8(std::string_view bytes, V8PortableOutcome*
     return Done(O::kUnchanged, outcome);
   }
 
+  auto rehead = [&] {
+    std::string reheaded;
+    reheaded.reserve(2 + body.size());
+    AppendV8Header(kV8WriteVersion, &reheaded);
+    reheaded.append(body);
+    return Done(O::kReheaded, outcome, std::move(reheaded));
+  };
+  if (wide && IsLoneStringOrConstant(body)) return rehead();
+
   V8DecodeInfo info;
   Result<V8Value> tree = DecodeV8Value(bytes, {}, &info);
   if (!tree.ok()) return Done(wide ? O::kKept : O::kUnchanged, outcome);
@@ -87,11 +123,7 @@ std::optional<std::string> PortableV8(std::string_view bytes, V8PortableOutcome*
     // fuzzer decodes both to check): replace the version varint alone, whatever padding or
     // prefixes follow it.
     if (info.wide_lengths) return Done(O::kKept, outcome);
-    std::string reheaded;
-    reheaded.reserve(2 + body.size());
-    AppendV8Header(kV8WriteVersion, &reheaded);
-    reheaded.append(body);
-    return Done(O::kReheaded, outcome, std::move(reheaded));
+    return rehead();
   }
 
   Result<std::string> encoded = EncodeV8Value(*tree, kV8WriteVersion);

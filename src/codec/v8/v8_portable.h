@@ -49,7 +49,8 @@ bool IsV8Format16(std::string_view bytes);
 // Returns `bytes` (a serialized V8 value) in the portable form described above, or nullopt when
 // they stay as they are (nothing to convert, not decodable, or not provably exact; *outcome
 // says which). Never reads outside `bytes`; time and memory are linear in their size. Values
-// without the format-16 header and without any `\` or `r` byte are answered without decoding.
+// without the format-16 header and without any `\` or `r` byte are answered without decoding,
+// and so are format-16 values that are one string, undefined, null, true or false.
 std::optional<std::string> PortableV8(std::string_view bytes, V8PortableOutcome* outcome = nullptr);
 
 }  // namespace kvc::codec
