@@ -19,14 +19,28 @@ constexpr size_t kEntryOverhead = 128;
 struct ReadCache::Shard {
   // Named here, not in the anonymous namespace: the map member's type must not have internal
   // linkage (g++ -Wsubobject-linkage, which a unity build turns on for every file).
+  // A lookup key with its string hash computed once: Get and Fill hash a key for the shard
+  // choice already, and hashing a Deno key again for the map cost as much.
+  struct HashedKey {
+    std::string_view key;
+    size_t hash;  // std::hash<std::string_view> of key
+  };
   struct StringHash {
     using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    size_t operator()(const HashedKey& k) const { return k.hash; }
+  };
+  struct KeyEqual {
+    using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+    bool operator()(const HashedKey& a, std::string_view b) const { return a.key == b; }
+    bool operator()(std::string_view a, const HashedKey& b) const { return a == b.key; }
   };
 
   struct Node {
     const std::string* key = nullptr;  // the map's own key
     bool cached = false;               // holds a lookup answer (row or "no row")
+    bool hit = false;                  // read since it was last put at the front (second chance)
     std::optional<storage::StoredRow> row;
     uint32_t pending = 0;  // writes between BeginWrite and EndWrite
     size_t charge = 0;
@@ -35,8 +49,8 @@ struct ReadCache::Shard {
   };
 
   mutable Mutex mu;
-  std::unordered_map<std::string, Node, StringHash, std::equal_to<>> map KVC_GUARDED_BY(mu);
-  Node* head KVC_GUARDED_BY(mu) = nullptr;  // most recently used
+  std::unordered_map<std::string, Node, StringHash, KeyEqual> map KVC_GUARDED_BY(mu);
+  Node* head KVC_GUARDED_BY(mu) = nullptr;  // most recently stored or given a second chance
   Node* tail KVC_GUARDED_BY(mu) = nullptr;
   uint64_t writes_ended KVC_GUARDED_BY(mu) = 0;  // EndWrite calls that touched this shard
   size_t bytes KVC_GUARDED_BY(mu) = 0;
@@ -77,13 +91,26 @@ struct ReadCache::Shard {
       Unlink(n);
       bytes -= n->charge;
       n->cached = false;
+      n->hit = false;
       n->row.reset();
       n->charge = 0;
     }
     if (n->pending == 0) map.erase(map.find(std::string_view(*n->key)));
   }
+  // Second chance (CLOCK): an entry read since it was put at the front goes back to the front
+  // once instead of being evicted, so a hit only marks its own entry (moving it to the front on
+  // every hit touched its neighbours and the head: three more cache misses per cached read).
   void EvictToCapacity() KVC_REQUIRES(mu) {
-    while (bytes > capacity && tail) Uncache(tail);
+    while (bytes > capacity && tail) {
+      Node* n = tail;
+      if (n->hit && n != head) {
+        n->hit = false;
+        Unlink(n);
+        PushFront(n);
+        continue;
+      }
+      Uncache(n);
+    }
   }
 };
 
@@ -96,13 +123,14 @@ ReadCache::~ReadCache() = default;
 
 namespace {
 // Mixes the string hash so shard choice, doorkeeper slot and bucket use different bits.
-uint64_t MixedHash(std::string_view key) {
-  uint64_t h = std::hash<std::string_view>{}(key);
+uint64_t Mix(uint64_t h) {
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;
   return h;
 }
+
+uint64_t MixedHash(std::string_view key) { return Mix(std::hash<std::string_view>{}(key)); }
 }  // namespace
 
 ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
@@ -111,15 +139,13 @@ ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
 
 ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
   if (!enabled()) return Lookup::kMiss;
-  Shard& s = ShardFor(key);
+  const Shard::HashedKey hashed{key, std::hash<std::string_view>{}(key)};
+  Shard& s = shards_[Mix(hashed.hash) & (kShards - 1)];
   MutexLock lock(s.mu);
-  auto it = s.map.find(key);
+  auto it = s.map.find(hashed);
   if (it == s.map.end() || !it->second.cached) return Lookup::kMiss;
   Shard::Node* n = &it->second;
-  if (n != s.head) {
-    s.Unlink(n);
-    s.PushFront(n);
-  }
+  n->hit = true;
   if (!n->row || !storage::IsLive(n->row->expire_at_ms, now_ms)) return Lookup::kAbsent;
   *row = *n->row;
   return Lookup::kPresent;
@@ -136,12 +162,13 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
                      const std::optional<storage::StoredRow>& row) {
   if (!enabled()) return;
   const size_t charge = key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
-  const uint64_t h = MixedHash(key);
+  const Shard::HashedKey hashed{key, std::hash<std::string_view>{}(key)};
+  const uint64_t h = Mix(hashed.hash);
   Shard& s = shards_[h & (kShards - 1)];
   if (charge > s.capacity) return;
   MutexLock lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
-  auto found = s.map.find(key);
+  auto found = s.map.find(hashed);
   if (found == s.map.end() && !s.Admit(h, charge)) return;
   auto [it, inserted] = s.map.try_emplace(std::string(key));
   Shard::Node* n = &it->second;
@@ -152,6 +179,7 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
     s.bytes -= n->charge;
   }
   n->cached = true;
+  n->hit = false;
   n->row = row;
   n->charge = charge;
   s.bytes += charge;

@@ -83,6 +83,29 @@ TEST(ReadCache, StaysWithinItsCapacityAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(c.Get("key0", 0, &out), ReadCache::Lookup::kMiss);         // the oldest went
 }
 
+// A hit marks the entry and eviction gives it a second chance: a key read now and then stays
+// while thousands of keys stored after it come and go (without the mark it would be the first
+// to go: it is the oldest).
+TEST(ReadCache, AKeyReadNowAndThenOutlivesTheKeysStoredAfterIt) {
+  const size_t capacity = 64 * 4096;  // 4 KiB per shard: about a dozen of these entries each
+  ReadCache c(capacity);
+  const std::string value(200, 'v');
+  storage::StoredRow out;
+  c.Fill("keep", c.FillTicket("keep"), Row(value, 1));
+  ASSERT_EQ(c.Get("keep", 0, &out), ReadCache::Lookup::kPresent);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string k = "key" + std::to_string(i);
+    c.Fill(k, c.FillTicket(k), Row(value, i));
+    c.Fill(k, c.FillTicket(k), Row(value, i));
+    if (i % 4 == 0) {
+      ASSERT_EQ(c.Get("keep", 0, &out), ReadCache::Lookup::kPresent) << i;
+    }
+    ASSERT_LE(c.charged_bytes(), capacity);
+  }
+  EXPECT_EQ(c.Get("key0", 0, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(c.Get("key19999", 0, &out), ReadCache::Lookup::kPresent);
+}
+
 TEST(ReadCache, OnceFullAKeyReadOnceIsNotAdmitted) {
   const size_t capacity = 64 * 4096;
   ReadCache c(capacity);
