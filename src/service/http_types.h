@@ -57,33 +57,35 @@ class RequestHeaders {
     return {all.substr(s.at, s.name), all.substr(s.at + s.name, s.value)};
   }
 
-  class const_iterator {
+  class Iterator {
    public:
+    // NOLINTBEGIN(readability-identifier-naming): the standard's names for iterator traits
     using iterator_category = std::forward_iterator_tag;
     using value_type = Field;
     using difference_type = std::ptrdiff_t;
     using pointer = void;
     using reference = Field;
-    const_iterator(const RequestHeaders* h, size_t i) : h_(h), i_(i) {}
+    // NOLINTEND(readability-identifier-naming)
+    Iterator(const RequestHeaders* h, size_t i) : h_(h), i_(i) {}
     Field operator*() const { return (*h_)[i_]; }
-    const_iterator& operator++() {
+    Iterator& operator++() {
       ++i_;
       return *this;
     }
-    const_iterator operator++(int) {
-      const_iterator was = *this;
+    Iterator operator++(int) {
+      Iterator was = *this;
       ++i_;
       return was;
     }
-    bool operator==(const const_iterator& o) const { return i_ == o.i_ && h_ == o.h_; }
-    bool operator!=(const const_iterator& o) const { return !(*this == o); }
+    bool operator==(const Iterator& o) const { return i_ == o.i_ && h_ == o.h_; }
+    bool operator!=(const Iterator& o) const { return !(*this == o); }
 
    private:
     const RequestHeaders* h_;
     size_t i_;
   };
-  const_iterator begin() const { return {this, 0}; }
-  const_iterator end() const { return {this, spans_.size()}; }
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, spans_.size()}; }
 
  private:
   // Room for what HTTP clients usually send (Deno's data-path requests: 9 fields, about 220
