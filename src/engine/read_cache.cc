@@ -85,16 +85,19 @@ struct ReadCache::Shard {
     head = n;
     if (!tail) tail = n;
   }
+  // Drops the cached answer of `n`, if any; the node stays in the map.
+  void Drop(Node* n) KVC_REQUIRES(mu) {
+    if (!n->cached) return;
+    Unlink(n);
+    bytes -= n->charge;
+    n->cached = false;
+    n->hit = false;
+    n->row.reset();
+    n->charge = 0;
+  }
   // Drops the cached answer of `n`; erases the node unless a write is pending on it.
   void Uncache(Node* n) KVC_REQUIRES(mu) {
-    if (n->cached) {
-      Unlink(n);
-      bytes -= n->charge;
-      n->cached = false;
-      n->hit = false;
-      n->row.reset();
-      n->charge = 0;
-    }
+    Drop(n);
     if (n->pending == 0) map.erase(map.find(std::string_view(*n->key)));
   }
   // Second chance (CLOCK): an entry read since it was put at the front goes back to the front
@@ -129,20 +132,19 @@ uint64_t Mix(uint64_t h) {
   h ^= h >> 32;
   return h;
 }
-
-uint64_t MixedHash(std::string_view key) { return Mix(std::hash<std::string_view>{}(key)); }
 }  // namespace
 
-ReadCache::Shard& ReadCache::ShardFor(std::string_view key) const {
-  return shards_[MixedHash(key) & (kShards - 1)];
+ReadCache::Shard& ReadCache::ShardFor(std::string_view key, size_t* hash) const {
+  *hash = std::hash<std::string_view>{}(key);
+  return shards_[Mix(*hash) & (kShards - 1)];
 }
 
 ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
   if (!enabled()) return Lookup::kMiss;
-  const Shard::HashedKey hashed{key, std::hash<std::string_view>{}(key)};
-  Shard& s = shards_[Mix(hashed.hash) & (kShards - 1)];
+  size_t hash = 0;
+  Shard& s = ShardFor(key, &hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(hashed);
+  auto it = s.map.find(Shard::HashedKey{key, hash});
   if (it == s.map.end() || !it->second.cached) return Lookup::kMiss;
   Shard::Node* n = &it->second;
   n->hit = true;
@@ -153,7 +155,8 @@ ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::
 
 uint64_t ReadCache::FillTicket(std::string_view key) {
   if (!enabled()) return 0;
-  Shard& s = ShardFor(key);
+  size_t hash = 0;
+  Shard& s = ShardFor(key, &hash);
   MutexLock lock(s.mu);
   return s.writes_ended;
 }
@@ -162,24 +165,19 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
                      const std::optional<storage::StoredRow>& row) {
   if (!enabled()) return;
   const size_t charge = key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
-  const Shard::HashedKey hashed{key, std::hash<std::string_view>{}(key)};
-  const uint64_t h = Mix(hashed.hash);
-  Shard& s = shards_[h & (kShards - 1)];
+  size_t hash = 0;
+  Shard& s = ShardFor(key, &hash);
   if (charge > s.capacity) return;
   MutexLock lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
-  auto found = s.map.find(hashed);
-  if (found == s.map.end() && !s.Admit(h, charge)) return;
+  auto found = s.map.find(Shard::HashedKey{key, hash});
+  if (found == s.map.end() && !s.Admit(Mix(hash), charge)) return;
   auto [it, inserted] = s.map.try_emplace(std::string(key));
   Shard::Node* n = &it->second;
   if (inserted) n->key = &it->first;
   if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
-  if (n->cached) {
-    s.Unlink(n);
-    s.bytes -= n->charge;
-  }
+  s.Drop(n);
   n->cached = true;
-  n->hit = false;
   n->row = row;
   n->charge = charge;
   s.bytes += charge;
@@ -190,29 +188,25 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
 void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
   if (!enabled() || keys.empty()) return;
   for (const std::string& key : keys) {
-    Shard& s = ShardFor(key);
+    size_t hash = 0;
+    Shard& s = ShardFor(key, &hash);
     MutexLock lock(s.mu);
     auto [it, inserted] = s.map.try_emplace(key);
     Shard::Node* n = &it->second;
     if (inserted) n->key = &it->first;
     ++n->pending;
-    if (n->cached) {
-      s.Unlink(n);
-      s.bytes -= n->charge;
-      n->cached = false;
-      n->row.reset();
-      n->charge = 0;
-    }
+    s.Drop(n);
   }
 }
 
 void ReadCache::EndWrite(const std::vector<std::string>& keys) {
   if (!enabled() || keys.empty()) return;
   for (const std::string& key : keys) {
-    Shard& s = ShardFor(key);
+    size_t hash = 0;
+    Shard& s = ShardFor(key, &hash);
     MutexLock lock(s.mu);
     ++s.writes_ended;
-    auto it = s.map.find(std::string_view(key));
+    auto it = s.map.find(Shard::HashedKey{key, hash});
     if (it == s.map.end()) continue;  // unreachable when paired with BeginWrite
     Shard::Node* n = &it->second;
     if (n->pending > 0) --n->pending;

@@ -71,7 +71,8 @@ class ReadCache {
 
  private:
   struct Shard;
-  Shard& ShardFor(std::string_view key) const;
+  // The shard of `key`; *hash gets the key's string hash, which its map lookups reuse.
+  Shard& ShardFor(std::string_view key, size_t* hash) const;
 
   const size_t capacity_bytes_;
   std::unique_ptr<Shard[]> shards_;

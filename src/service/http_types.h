@@ -48,7 +48,6 @@ class RequestHeaders {
     spans_.push_back(Span{bytes_.size(), name.size(), value.size()});
     bytes_.append(name).append(value);
   }
-  void reserve(size_t fields) { spans_.reserve(fields); }
   bool empty() const { return spans_.empty(); }
   size_t size() const { return spans_.size(); }
   Field operator[](size_t i) const {
