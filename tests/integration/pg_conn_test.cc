@@ -10,8 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "testutil/pg_server.h"
 #include "testutil/wait.h"
@@ -24,6 +30,7 @@ using testutil::PgServerOptions;
 using testutil::PgStopMode;
 
 constexpr char kApp[] = "kvc_conn_test";
+using Overrides = std::map<std::string, std::string>;
 
 std::unique_ptr<PgServer> StartServer() {
   PgServerOptions o;
@@ -112,6 +119,55 @@ TEST(PgConnTest, AnIdleConnectionEndedByTheServerIsNoticedBeforeUse) {
   EXPECT_TRUE(NoticesEnd(c)) << "the end of the session of the crashed server";
   auto r = c.Run("one", Params());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
+// Runs c->Pipeline(stmts) on a thread of its own and waits up to 20 s for it: nullopt when it
+// did not return (the thread is left behind with its connection, and the test fails).
+std::optional<Status> PipelineWithin(const std::shared_ptr<Connection>& c,
+                                     std::vector<Statement> stmts) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> f = done->get_future();
+  std::thread([c, stmts = std::move(stmts), done] {
+    auto r = c->Pipeline(stmts);
+    done->set_value(r.status());
+  }).detach();
+  if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) return std::nullopt;
+  return f.get();
+}
+
+// The server goes while the session is idle and nothing looks at the socket before a pipeline
+// is sent on it (the engine's writer between commits when the primary crashes, as in a
+// failover): the pipeline fails with the server's reason, and the next one runs on a new
+// session. Pipeline once waited for a sync that could never come, spinning without end.
+TEST(PgConnTest, APipelineOnASessionTheServerEndedFailsInsteadOfWaitingForever) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto c = std::make_shared<Connection>(server->conninfo(), Overrides{{"application_name", kApp}},
+                                        "postgres test");
+  c->Define("one", "select 1");
+  const std::vector<Statement> stmts = {{"one", Params()}, {"one", Params()}};
+  ASSERT_TRUE(c->Pipeline(stmts).ok());
+
+  for (const bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "an immediate stop" : "pg_terminate_backend");
+    if (crash) {
+      ASSERT_TRUE(server->Stop(PgStopMode::kImmediate).ok());
+    } else {
+      TerminateOurSessions(*server);
+    }
+    // The goodbye and the end of the socket reach us before the pipeline starts.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::optional<Status> broken = PipelineWithin(c, stmts);
+    ASSERT_TRUE(broken.has_value()) << "Pipeline did not return";
+    EXPECT_FALSE(broken->ok());
+    EXPECT_FALSE(c->connected());
+    if (crash) {
+      ASSERT_TRUE(server->Restart().ok());
+    }
+    const std::optional<Status> again = PipelineWithin(c, stmts);
+    ASSERT_TRUE(again.has_value()) << "Pipeline did not return";
+    EXPECT_TRUE(again->ok()) << again->ToString();
+  }
 }
 
 }  // namespace

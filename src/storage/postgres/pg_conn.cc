@@ -340,16 +340,23 @@ Result<std::vector<PgResult>> Connection::Pipeline(const std::vector<Statement>&
   std::vector<PgResult> out;
   out.reserve(stmts.size());
   Status first = Status::Ok();
+  bool ended = false;  // the last call returned the end of a statement's results
   for (;;) {
     PGresult* raw = PQgetResult(conn_);
     if (!raw) {
-      if (PQstatus(conn_) != CONNECTION_OK) {
-        Status s = Error("pipeline");
-        Close();
-        return s;
+      // One end per statement, each after its results. Two in a row: libpq has nothing more
+      // to give and the sync will never come (the server went while the pipeline was sent:
+      // libpq keeps CONNECTION_OK and answers every further call at once, without reading).
+      if (PQstatus(conn_) == CONNECTION_OK && !ended) {
+        ended = true;
+        continue;
       }
-      continue;  // the end of one statement's results
+      if (PQstatus(conn_) == CONNECTION_OK) (void)PQconsumeInput(conn_);  // for the reason
+      Status s = Error("pipeline");
+      Close();
+      return s;
     }
+    ended = false;
     PgResult r(raw);
     if (PQresultStatus(raw) == PGRES_PIPELINE_SYNC) break;
     if (first.ok()) {
