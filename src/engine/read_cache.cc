@@ -1,6 +1,9 @@
 #include "engine/read_cache.h"
 
+#include <algorithm>
 #include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -11,45 +14,119 @@ namespace {
 constexpr size_t kShards = 64;  // power of two
 // Doorkeeper slots per shard: remembers fingerprints of keys recently refused admission.
 constexpr size_t kDoorSlots = 4096;
-// Per-entry bookkeeping (map node, hash bucket, list links), charged on top of key and value.
+// Per-entry bookkeeping (the node, its index slot, the buffer's header), charged on top of key
+// and value.
 constexpr size_t kEntryOverhead = 128;
 
 }  // namespace
 
 struct ReadCache::Shard {
-  // Named here, not in the anonymous namespace: the map member's type must not have internal
-  // linkage (g++ -Wsubobject-linkage, which a unity build turns on for every file).
-  // A lookup key with its string hash computed once: Get and Fill hash a key for the shard
-  // choice already, and hashing a Deno key again for the map cost as much.
-  struct HashedKey {
-    std::string_view key;
-    size_t hash;  // std::hash<std::string_view> of key
-  };
-  struct StringHash {
-    using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    size_t operator()(const HashedKey& k) const { return k.hash; }
-  };
-  struct KeyEqual {
-    using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard's name
-    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-    bool operator()(const HashedKey& a, std::string_view b) const { return a.key == b; }
-    bool operator()(std::string_view a, const HashedKey& b) const { return a == b.key; }
-  };
-
+  // One key's entry. Its key and the cached row's value share one buffer, so a hit reads the
+  // node and one buffer (a std::unordered_map of std::string to a node with its own value
+  // string touched a bucket, the node before, the node, the key's bytes and the value's).
   struct Node {
-    const std::string* key = nullptr;  // the map's own key
-    bool cached = false;               // holds a lookup answer (row or "no row")
-    bool hit = false;                  // read since it was last put at the front (second chance)
-    std::optional<storage::StoredRow> row;
+    std::string bytes;  // the key, then the cached row's value (if cached with a row)
+    uint64_t hash = 0;  // std::hash<std::string_view> of the key: its home slot in the index
+    uint32_t key_size = 0;
     uint32_t pending = 0;  // writes between BeginWrite and EndWrite
+    bool cached = false;   // holds a lookup answer (a row or "no row")
+    bool has_row = false;  // the answer is a row (the fields below), not "no row"
+    bool hit = false;      // read since it was last put at the front (second chance)
+    ValueEncoding encoding = ValueEncoding::kBytes;
+    int64_t version = 0;
+    int64_t expire_at_ms = -1;
     size_t charge = 0;
     Node* prev = nullptr;  // LRU links; only cached nodes are linked
     Node* next = nullptr;
+
+    std::string_view key() const { return std::string_view(bytes).substr(0, key_size); }
+    std::string_view value() const { return std::string_view(bytes).substr(key_size); }
+  };
+
+  // The shard's nodes by key: open addressing with linear probing over a power-of-two array of
+  // (hash, node) slots, erased by shifting the following run back (no tombstones). A lookup
+  // compares full hashes in the slot array and reads only the node it finds. Owns its nodes.
+  // Kept at most 70% full; it grows and never shrinks (its size is bounded by the entries the
+  // shard's capacity holds, plus keys with writes under way).
+  class Index {
+   public:
+    Index() = default;
+    Index(const Index&) = delete;
+    Index& operator=(const Index&) = delete;
+    ~Index() {
+      for (Slot& s : slots_) delete s.node;
+    }
+
+    size_t size() const { return size_; }
+
+    Node* Find(uint64_t hash, std::string_view key) const {
+      if (slots_.empty()) return nullptr;
+      const size_t mask = slots_.size() - 1;
+      for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        const Slot& s = slots_[i];
+        if (!s.node) return nullptr;
+        if (s.hash == hash && s.node->key() == key) return s.node;
+      }
+    }
+
+    // A new node for `key`. REQUIRES: Find(hash, key) is null.
+    Node* Add(uint64_t hash, std::string_view key) {
+      if ((size_ + 1) * 10 > slots_.size() * 7) Grow();
+      auto n = std::make_unique<Node>();
+      n->bytes.assign(key);
+      n->key_size = static_cast<uint32_t>(key.size());
+      n->hash = hash;
+      Place(hash, n.get());
+      ++size_;
+      return n.release();
+    }
+
+    // Removes and deletes `n`. REQUIRES: n is in this index.
+    void Erase(Node* n) {
+      const size_t mask = slots_.size() - 1;
+      size_t hole = n->hash & mask;
+      while (slots_[hole].node != n) hole = (hole + 1) & mask;
+      delete n;
+      // Moves back every later entry of the run that may live in the hole: one whose home slot
+      // is not cyclically within (hole, j].
+      for (size_t j = (hole + 1) & mask; slots_[j].node; j = (j + 1) & mask) {
+        const size_t home = slots_[j].hash & mask;
+        const bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays) continue;
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+      slots_[hole] = Slot{};
+      --size_;
+    }
+
+   private:
+    struct Slot {
+      uint64_t hash = 0;
+      Node* node = nullptr;  // null: empty
+    };
+
+    void Place(uint64_t hash, Node* n) {
+      const size_t mask = slots_.size() - 1;
+      size_t i = hash & mask;
+      while (slots_[i].node) i = (i + 1) & mask;
+      slots_[i] = Slot{hash, n};
+    }
+
+    void Grow() {
+      std::vector<Slot> old =
+          std::exchange(slots_, std::vector<Slot>(std::max<size_t>(16, slots_.size() * 2)));
+      for (const Slot& s : old) {
+        if (s.node) Place(s.hash, s.node);
+      }
+    }
+
+    std::vector<Slot> slots_;
+    size_t size_ = 0;
   };
 
   mutable Mutex mu;
-  std::unordered_map<std::string, Node, StringHash, KeyEqual> map KVC_GUARDED_BY(mu);
+  Index index KVC_GUARDED_BY(mu);
   Node* head KVC_GUARDED_BY(mu) = nullptr;  // most recently stored or given a second chance
   Node* tail KVC_GUARDED_BY(mu) = nullptr;
   uint64_t writes_ended KVC_GUARDED_BY(mu) = 0;  // EndWrite calls that touched this shard
@@ -73,6 +150,12 @@ struct ReadCache::Shard {
     return false;
   }
 
+  // The node of `key`, made if it has none.
+  Node* FindOrAdd(uint64_t hash, std::string_view key) KVC_REQUIRES(mu) {
+    Node* n = index.Find(hash, key);
+    return n ? n : index.Add(hash, key);
+  }
+
   void Unlink(Node* n) KVC_REQUIRES(mu) {
     (n->prev ? n->prev->next : head) = n->next;
     (n->next ? n->next->prev : tail) = n->prev;
@@ -85,20 +168,21 @@ struct ReadCache::Shard {
     head = n;
     if (!tail) tail = n;
   }
-  // Drops the cached answer of `n`, if any; the node stays in the map.
+  // Drops the cached answer of `n`, if any; the node stays in the index.
   void Drop(Node* n) KVC_REQUIRES(mu) {
     if (!n->cached) return;
     Unlink(n);
     bytes -= n->charge;
     n->cached = false;
+    n->has_row = false;
     n->hit = false;
-    n->row.reset();
+    n->bytes.resize(n->key_size);
     n->charge = 0;
   }
   // Drops the cached answer of `n`; erases the node unless a write is pending on it.
   void Uncache(Node* n) KVC_REQUIRES(mu) {
     Drop(n);
-    if (n->pending == 0) map.erase(map.find(std::string_view(*n->key)));
+    if (n->pending == 0) index.Erase(n);
   }
   // Second chance (CLOCK): an entry read since it was put at the front goes back to the front
   // once instead of being evicted, so a hit only marks its own entry (moving it to the front on
@@ -144,12 +228,15 @@ ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::
   size_t hash = 0;
   Shard& s = ShardFor(key, &hash);
   MutexLock lock(s.mu);
-  auto it = s.map.find(Shard::HashedKey{key, hash});
-  if (it == s.map.end() || !it->second.cached) return Lookup::kMiss;
-  Shard::Node* n = &it->second;
+  Shard::Node* n = s.index.Find(hash, key);
+  if (!n || !n->cached) return Lookup::kMiss;
   n->hit = true;
-  if (!n->row || !storage::IsLive(n->row->expire_at_ms, now_ms)) return Lookup::kAbsent;
-  *row = *n->row;
+  if (!n->has_row || !storage::IsLive(n->expire_at_ms, now_ms)) return Lookup::kAbsent;
+  const std::string_view value = n->value();
+  row->value.assign(value.data(), value.size());
+  row->encoding = n->encoding;
+  row->version = n->version;
+  row->expire_at_ms = n->expire_at_ms;
   return Lookup::kPresent;
 }
 
@@ -170,15 +257,21 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
   if (charge > s.capacity) return;
   MutexLock lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
-  auto found = s.map.find(Shard::HashedKey{key, hash});
-  if (found == s.map.end() && !s.Admit(Mix(hash), charge)) return;
-  auto [it, inserted] = s.map.try_emplace(std::string(key));
-  Shard::Node* n = &it->second;
-  if (inserted) n->key = &it->first;
+  Shard::Node* n = s.index.Find(hash, key);
+  if (!n) {
+    if (!s.Admit(Mix(hash), charge)) return;
+    n = s.index.Add(hash, key);
+  }
   if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
   s.Drop(n);
   n->cached = true;
-  n->row = row;
+  n->has_row = row.has_value();
+  if (row) {
+    n->bytes.append(row->value);
+    n->encoding = row->encoding;
+    n->version = row->version;
+    n->expire_at_ms = row->expire_at_ms;
+  }
   n->charge = charge;
   s.bytes += charge;
   s.PushFront(n);
@@ -191,9 +284,7 @@ void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
     size_t hash = 0;
     Shard& s = ShardFor(key, &hash);
     MutexLock lock(s.mu);
-    auto [it, inserted] = s.map.try_emplace(key);
-    Shard::Node* n = &it->second;
-    if (inserted) n->key = &it->first;
+    Shard::Node* n = s.FindOrAdd(hash, key);
     ++n->pending;
     s.Drop(n);
   }
@@ -206,11 +297,10 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys) {
     Shard& s = ShardFor(key, &hash);
     MutexLock lock(s.mu);
     ++s.writes_ended;
-    auto it = s.map.find(Shard::HashedKey{key, hash});
-    if (it == s.map.end()) continue;  // unreachable when paired with BeginWrite
-    Shard::Node* n = &it->second;
+    Shard::Node* n = s.index.Find(hash, key);
+    if (!n) continue;  // unreachable when paired with BeginWrite
     if (n->pending > 0) --n->pending;
-    if (n->pending == 0 && !n->cached) s.map.erase(it);
+    if (n->pending == 0 && !n->cached) s.index.Erase(n);
   }
   writes_ended_.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -220,7 +310,7 @@ size_t ReadCache::entry_count() const {
   for (size_t i = 0; i < kShards; ++i) {
     const Shard& s = shards_[i];
     MutexLock lock(s.mu);
-    n += s.map.size();
+    n += s.index.size();
   }
   return n;
 }

@@ -17,12 +17,14 @@
 // A cached row past its expiry is reported as "no row", like storage does.
 //
 // Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, split
-// evenly over the shards; each shard evicts the oldest entries with a second chance (CLOCK):
-// an entry read since it was stored goes back to the front once instead, so a hit marks its own
-// entry and touches no other (a move to the front on every hit did). Once a shard is
-// full, a new key is admitted only on its second miss within a short memory (a doorkeeper
-// of fingerprints), so reads spread over far more keys than fit do not churn the cache.
-// Thread-safety: all methods are thread-safe (one mutex per shard).
+// evenly over the shards. A shard finds a key through an open-addressing index of full hashes;
+// a node keeps the key and the cached value in one buffer, so a hit touches the index slot, the
+// node and that buffer (read_cache.cc). Each shard evicts the oldest entries with a second chance
+// (CLOCK): an entry read since it was stored goes back to the front once instead, so a hit marks
+// its own entry and touches no other (a move to the front on every hit did). Once a shard is full,
+// a new key is admitted only on its second miss within a short memory (a doorkeeper of
+// fingerprints), so reads spread over far more keys than fit do not churn the cache. Thread-safety:
+// all methods are thread-safe (one mutex per shard).
 #pragma once
 
 #include <atomic>

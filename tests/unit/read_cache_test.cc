@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace kvc::engine {
 namespace {
@@ -125,6 +129,67 @@ TEST(ReadCache, OnceFullAKeyReadOnceIsNotAdmitted) {
   c.Fill("hot", c.FillTicket("hot"), Row(value, 2));  // present keys are refreshed at once
   ASSERT_EQ(c.Get("hot", 0, &out), ReadCache::Lookup::kPresent);
   EXPECT_EQ(out.version, 2);
+}
+
+// A differential check of the shards' index (open addressing, erased by shifting entries back):
+// thousands of keys filled, re-filled with new rows, written (a write erases a key's node when
+// it ends) and filled again, in a random order, with room for all of them so nothing is
+// evicted. After every step of the sequence, each key answers exactly what a plain map of the
+// fills since its last write says: its latest row, "no row", or a miss.
+TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
+  ReadCache c(64u << 20);
+  constexpr int kKeys = 3000;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) keys.push_back("k" + std::to_string(i * 7919));
+  // nullopt: a miss; a row without value: "no row" cached.
+  std::map<std::string, std::optional<std::optional<storage::StoredRow>>> model;
+  std::mt19937 rng(7);
+  int64_t version = 0;
+  storage::StoredRow out;
+  auto check = [&](const std::string& k) {
+    const auto it = model.find(k);
+    const ReadCache::Lookup got = c.Get(k, 0, &out);
+    if (it == model.end() || !it->second) {
+      EXPECT_EQ(got, ReadCache::Lookup::kMiss) << k;
+    } else if (!*it->second) {
+      EXPECT_EQ(got, ReadCache::Lookup::kAbsent) << k;
+    } else {
+      ASSERT_EQ(got, ReadCache::Lookup::kPresent) << k;
+      EXPECT_EQ(out.value, (*it->second)->value) << k;
+      EXPECT_EQ(out.version, (*it->second)->version) << k;
+    }
+  };
+  for (int step = 0; step < 60000; ++step) {
+    const std::string& k = keys[rng() % kKeys];
+    switch (rng() % 4) {
+      case 0:
+      case 1: {  // a fill: a row of a length that varies, or "no row"
+        std::optional<storage::StoredRow> row;
+        if (rng() % 5)
+          row = Row(std::string(rng() % 40, 'a' + static_cast<char>(rng() % 26)), ++version);
+        c.Fill(k, c.FillTicket(k), row);
+        model[k] = row;
+        break;
+      }
+      case 2:  // a write: the key's node goes when it ends
+        c.BeginWrite({k});
+        c.EndWrite({k});
+        model.erase(k);
+        break;
+      default:
+        check(k);
+    }
+    if (step % 10000 == 0) {
+      for (const std::string& each : keys) check(each);
+    }
+  }
+  size_t cached = 0;
+  for (const std::string& each : keys) {
+    check(each);
+    const auto it = model.find(each);
+    cached += it != model.end() && it->second ? 1 : 0;
+  }
+  EXPECT_EQ(c.entry_count(), cached);
 }
 
 TEST(ReadCache, DisabledCacheNeverHits) {
