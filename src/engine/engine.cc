@@ -1059,10 +1059,17 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
     if (FailStop()) MarkFailed("change log", logged);
     return logged;
   }
-  // Cached rows of the written keys go stale at the commit: mark them pending until it is over.
+  // Cached rows of the written keys go stale at the commit: mark them pending until it is over,
+  // then cache the committed rows (the last change of a key is its row).
   std::vector<std::string> keys;
-  for (const storage::CommitRecord& r : records) {
-    for (const storage::KeyChange& c : r.changes) keys.push_back(c.key);
+  std::vector<const std::optional<storage::StoredRow>*> rows;
+  if (cache_.enabled()) {
+    for (const storage::CommitRecord& r : records) {
+      for (const storage::KeyChange& c : r.changes) {
+        keys.push_back(c.key);
+        rows.push_back(&c.row);
+      }
+    }
   }
   cache_.BeginWrite(keys);
   Status s = writer_->SetDataVersion(version);
@@ -1076,7 +1083,7 @@ Status Engine::CommitAndPublish(storage::CommitOrigin origin, int64_t base, int6
   } else {
     writer_->Rollback();
   }
-  cache_.EndWrite(keys);
+  cache_.EndWrite(keys, s.ok() ? &rows : nullptr);
   if (IsConflict(s)) return s;  // nothing applied; the caller may run it again
   if (!s.ok()) {
     // The transaction is gone; nothing of it is visible. A fail-stop backend (SQLite) cannot

@@ -184,6 +184,24 @@ struct ReadCache::Shard {
     Drop(n);
     if (n->pending == 0) index.Erase(n);
   }
+  // Makes `row` the cached answer of `n`, charged `charge` bytes, and evicts other entries
+  // down to capacity. REQUIRES: charge <= capacity (so `n`, at the front, stays).
+  void Store(Node* n, const std::optional<storage::StoredRow>& row, size_t charge)
+      KVC_REQUIRES(mu) {
+    Drop(n);
+    n->cached = true;
+    n->has_row = row.has_value();
+    if (row) {
+      n->bytes.append(row->value);
+      n->encoding = row->encoding;
+      n->version = row->version;
+      n->expire_at_ms = row->expire_at_ms;
+    }
+    n->charge = charge;
+    bytes += charge;
+    PushFront(n);
+    EvictToCapacity();
+  }
   // Second chance (CLOCK): an entry read since it was put at the front goes back to the front
   // once instead of being evicted, so a hit only marks its own entry (moving it to the front on
   // every hit touched its neighbours and the head: three more cache misses per cached read).
@@ -215,6 +233,10 @@ uint64_t Mix(uint64_t h) {
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;
   return h;
+}
+// What an entry of `key` answering `row` is charged.
+size_t Charge(std::string_view key, const std::optional<storage::StoredRow>& row) {
+  return key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
 }
 }  // namespace
 
@@ -251,7 +273,7 @@ uint64_t ReadCache::FillTicket(std::string_view key) {
 void ReadCache::Fill(std::string_view key, uint64_t ticket,
                      const std::optional<storage::StoredRow>& row) {
   if (!enabled()) return;
-  const size_t charge = key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
+  const size_t charge = Charge(key, row);
   size_t hash = 0;
   Shard& s = ShardFor(key, &hash);
   if (charge > s.capacity) return;
@@ -263,19 +285,7 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
     n = s.index.Add(hash, key);
   }
   if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
-  s.Drop(n);
-  n->cached = true;
-  n->has_row = row.has_value();
-  if (row) {
-    n->bytes.append(row->value);
-    n->encoding = row->encoding;
-    n->version = row->version;
-    n->expire_at_ms = row->expire_at_ms;
-  }
-  n->charge = charge;
-  s.bytes += charge;
-  s.PushFront(n);
-  s.EvictToCapacity();
+  s.Store(n, row, charge);
 }
 
 void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
@@ -290,9 +300,14 @@ void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
   }
 }
 
-void ReadCache::EndWrite(const std::vector<std::string>& keys) {
+void ReadCache::EndWrite(const std::vector<std::string>& keys,
+                         const std::vector<const std::optional<storage::StoredRow>*>* rows) {
   if (!enabled() || keys.empty()) return;
-  for (const std::string& key : keys) {
+  // Counted first: no row of this write is stored, and no fill of its keys is let in (they
+  // stay pending until below), before the count moves (see the class comment).
+  writes_ended_.fetch_add(1, std::memory_order_acq_rel);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
     size_t hash = 0;
     Shard& s = ShardFor(key, &hash);
     MutexLock lock(s.mu);
@@ -300,9 +315,19 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys) {
     Shard::Node* n = s.index.Find(hash, key);
     if (!n) continue;  // unreachable when paired with BeginWrite
     if (n->pending > 0) --n->pending;
-    if (n->pending == 0 && !n->cached) s.index.Erase(n);
+    if (n->pending > 0 || n->cached) continue;
+    // The key's last pending write ended: its row is the latest committed state of the key,
+    // and every fill begun before is refused (writes_ended moved).
+    const std::optional<storage::StoredRow>* row = rows ? (*rows)[i] : nullptr;
+    if (row) {
+      const size_t charge = Charge(key, *row);
+      if (charge <= s.capacity && s.Admit(Mix(hash), charge)) {
+        s.Store(n, *row, charge);
+        continue;
+      }
+    }
+    s.index.Erase(n);
   }
-  writes_ended_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 size_t ReadCache::entry_count() const {

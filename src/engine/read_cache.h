@@ -6,14 +6,19 @@
 //
 // Coherence protocol (the engine is the only writer of its database):
 // - The writer calls BeginWrite(keys) after applying a group's writes and before the storage
-//   commit makes them visible, and EndWrite(keys) after the commit returned (success or not),
-//   before acknowledging anything. Between the two, each key has a "pending" mark and no value.
+//   commit makes them visible, and EndWrite(keys, rows) after the commit returned (success or
+//   not), before acknowledging anything. Between the two, each key has a "pending" mark and no
+//   value. After a commit that succeeded, EndWrite stores each key's committed row as its
+//   cached answer (write-through, admitted like a fill), so a read after a write hits.
 // - A fill takes a ticket (FillTicket) before its storage snapshot begins and offers the row
 //   read from that snapshot with Fill(). Fill stores it only if no write to the key's shard
 //   ended since the ticket and none is pending on the key, so a row older than the latest
 //   committed state is never stored.
 // - So at any moment a cached value equals the latest committed row of its key. A lookup of
-//   several keys is one consistent snapshot if writes_ended() did not move across it.
+//   several keys is one consistent snapshot if writes_ended() did not move across it: EndWrite
+//   counts itself before it stores any row or lets any fill of its keys in, and BeginWrite
+//   dropped the keys' older rows, so lookups that saw a row of a commit and a row from before
+//   it always see the count move.
 // A cached row past its expiry is reported as "no row", like storage does.
 //
 // Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, split
@@ -60,11 +65,15 @@ class ReadCache {
   // Stores `row` (nullopt: the key has no row) for `key` if the ticket is still valid.
   void Fill(std::string_view key, uint64_t ticket, const std::optional<storage::StoredRow>& row);
 
-  // Writer side. Every BeginWrite(keys) is followed by exactly one EndWrite(keys) with the same
-  // keys. Duplicate keys are allowed.
+  // Writer side. Every BeginWrite(keys) is followed by exactly one EndWrite with the same keys;
+  // windows end in commit order. Duplicate keys are allowed.
   void BeginWrite(const std::vector<std::string>& keys);
-  void EndWrite(const std::vector<std::string>& keys);
-  // Counts EndWrite calls.
+  // `rows`: null when the commit failed (the keys are left uncached); otherwise (*rows)[i] is
+  // the row keys[i] was committed with (nullopt: deleted or expired). When a key's last pending
+  // write ends, the row given with it becomes its cached answer if the shard admits it.
+  void EndWrite(const std::vector<std::string>& keys,
+                const std::vector<const std::optional<storage::StoredRow>*>* rows = nullptr);
+  // Counts EndWrite calls (each counted as it starts).
   uint64_t writes_ended() const { return writes_ended_.load(std::memory_order_acquire); }
 
   // For tests and metrics.

@@ -452,6 +452,41 @@ TEST_P(EngineTest, PointReadsFollowWritesDeletesAndExpiryWithAndWithoutCache) {
   }
 }
 
+// A committed write leaves its rows in the read cache (write-through): reads after it are hits,
+// with no storage call, and answer the committed rows, a deleted key as absent, the result of a
+// sum as summed. A write whose checks fail changes nothing there.
+TEST_P(EngineTest, ReadsAfterACommittedWriteAreAnsweredFromTheCache) {
+  if (!engine_->read_cache().enabled()) GTEST_SKIP() << "no read cache on this storage";
+  AtomicWrite first;
+  first.mutations = {Set("a", "1"), Set("b", "2"), Le64Op("n", MutationType::kSum, 5)};
+  ASSERT_TRUE(Write(first).ok());
+  AtomicWrite second;
+  second.mutations = {Set("a", "one"), Del("b"), Le64Op("n", MutationType::kSum, 7)};
+  auto committed = Write(second);
+  ASSERT_TRUE(committed.ok() && committed->ok);
+  AtomicWrite refused;
+  refused.checks = {Check{"a", ""}};  // "a" exists: the check fails
+  refused.mutations = {Set("a", "never")};
+  auto failed = Write(refused);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_FALSE(failed->ok);
+
+  const EngineCounters& c = engine_->counters();
+  const uint64_t storage_before = c.storage_reads.load();
+  const uint64_t hits_before = c.cache_hits.load();
+  auto r = Read({Point("a"), Point("b"), Point("n")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->ranges[0].size(), 1u);
+  EXPECT_EQ(r->ranges[0][0].value, "one");
+  EXPECT_EQ(r->ranges[0][0].version, committed->version);
+  EXPECT_TRUE(r->ranges[1].empty());
+  ASSERT_EQ(r->ranges[2].size(), 1u);
+  EXPECT_EQ(Le64Value(r->ranges[2][0].value), 12u);
+  EXPECT_EQ(r->version, committed->version);
+  EXPECT_EQ(c.cache_hits.load() - hits_before, 1u) << "the read, answered from the cache";
+  EXPECT_EQ(c.storage_reads.load(), storage_before) << "no storage call";
+}
+
 // Single-key reads that wait together are answered from one snapshot in one storage call: with
 // the read cache (they are its misses, and they fill it) and without it.
 TEST_P(EngineTest, WaitingPointReadsShareOneStorageCallAndFillTheCache) {
@@ -467,6 +502,7 @@ TEST_P(EngineTest, WaitingPointReadsShareOneStorageCallAndFillTheCache) {
       w.mutations.push_back(Set("p" + std::to_string(i), "v" + std::to_string(i)));
     }
     ASSERT_TRUE(Write(w).ok());
+    Reopen(o);  // a cache without the rows the write just stored in it
     // The one reader thread is held until every read below is queued behind it.
     std::promise<void> holding;
     std::promise<void> release;

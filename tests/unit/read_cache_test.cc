@@ -70,6 +70,34 @@ TEST(ReadCache, OverlappingWritesOnOneKeyKeepItHiddenUntilTheLastEnds) {
   EXPECT_EQ(c.writes_ended(), 2u);
 }
 
+// EndWrite with the committed rows caches them; the last row of a key written twice wins, a
+// deleted key reads as absent, and a failed commit leaves its keys uncached.
+TEST(ReadCache, ACommittedWriteStoresItsRowsAndAFailedOneLeavesItsKeysUncached) {
+  ReadCache c(1 << 20);
+  storage::StoredRow out;
+  c.Fill("a", c.FillTicket("a"), Row("old", 1));
+  const std::vector<std::string> keys = {"a", "b", "a"};
+  const std::optional<storage::StoredRow> first = Row("x", 2), gone, last = Row("y", 3);
+  const std::vector<const std::optional<storage::StoredRow>*> rows = {&first, &gone, &last};
+  const uint64_t ticket = c.FillTicket("a");  // a reader's, before the write
+  c.BeginWrite(keys);
+  EXPECT_EQ(c.Get("a", 0, &out), ReadCache::Lookup::kMiss);
+  c.EndWrite(keys, &rows);
+  ASSERT_EQ(c.Get("a", 0, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(out.value, "y");
+  EXPECT_EQ(out.version, 3);
+  EXPECT_EQ(c.Get("b", 0, &out), ReadCache::Lookup::kAbsent);
+  c.Fill("a", ticket, Row("old", 1));  // from a snapshot before the write: refused
+  ASSERT_EQ(c.Get("a", 0, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(out.value, "y");
+
+  c.BeginWrite({"a", "c"});
+  c.EndWrite({"a", "c"});  // the commit failed
+  EXPECT_EQ(c.Get("a", 0, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(c.Get("c", 0, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(c.entry_count(), 1u);  // "b" alone
+}
+
 TEST(ReadCache, StaysWithinItsCapacityAndEvictsTheLeastRecentlyUsed) {
   const size_t capacity = 64 * 4096;  // 4 KiB per shard
   ReadCache c(capacity);
@@ -132,10 +160,10 @@ TEST(ReadCache, OnceFullAKeyReadOnceIsNotAdmitted) {
 }
 
 // A differential check of the shards' index (open addressing, erased by shifting entries back):
-// thousands of keys filled, re-filled with new rows, written (a write erases a key's node when
-// it ends) and filled again, in a random order, with room for all of them so nothing is
-// evicted. After every step of the sequence, each key answers exactly what a plain map of the
-// fills since its last write says: its latest row, "no row", or a miss.
+// thousands of keys filled, re-filled with new rows, written (a committed write stores its row,
+// a failed one erases the key's node) and filled again, in a random order, with room for all of
+// them so nothing is evicted. After every step of the sequence, each key answers exactly what a
+// plain map of the fills since its last write says: its latest row, "no row", or a miss.
 TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
   ReadCache c(64u << 20);
   constexpr int kKeys = 3000;
@@ -171,11 +199,20 @@ TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
         model[k] = row;
         break;
       }
-      case 2:  // a write: the key's node goes when it ends
+      case 2: {  // a write: committed (its row, or "no row", is stored) or failed (uncached)
         c.BeginWrite({k});
-        c.EndWrite({k});
-        model.erase(k);
+        if (rng() % 2) {
+          std::optional<storage::StoredRow> row;
+          if (rng() % 5) row = Row(std::string(rng() % 40, 'A'), ++version);
+          const std::vector<const std::optional<storage::StoredRow>*> rows = {&row};
+          c.EndWrite({k}, &rows);
+          model[k] = row;
+        } else {
+          c.EndWrite({k});
+          model.erase(k);
+        }
         break;
+      }
       default:
         check(k);
     }
