@@ -44,19 +44,12 @@ struct ReadCache::Shard {
   };
 
   // The shard's nodes by key: open addressing with linear probing over a power-of-two array of
-  // (hash, node) slots, erased by shifting the following run back (no tombstones). A lookup
-  // compares full hashes in the slot array and reads only the node it finds. Owns its nodes.
-  // Kept at most 70% full; it grows and never shrinks (its size is bounded by the entries the
-  // shard's capacity holds, plus keys with writes under way).
+  // (hash, node) slots, which own the nodes, erased by shifting the following run back (no
+  // tombstones). A lookup compares full hashes in the slot array and reads only the node it
+  // finds. Kept at most 70% full; it grows and never shrinks (its size is bounded by the
+  // entries the shard's capacity holds, plus keys with writes under way).
   class Index {
    public:
-    Index() = default;
-    Index(const Index&) = delete;
-    Index& operator=(const Index&) = delete;
-    ~Index() {
-      for (Slot& s : slots_) delete s.node;
-    }
-
     size_t size() const { return size_; }
 
     Node* Find(uint64_t hash, std::string_view key) const {
@@ -65,7 +58,7 @@ struct ReadCache::Shard {
       for (size_t i = hash & mask;; i = (i + 1) & mask) {
         const Slot& s = slots_[i];
         if (!s.node) return nullptr;
-        if (s.hash == hash && s.node->key() == key) return s.node;
+        if (s.hash == hash && s.node->key() == key) return s.node.get();
       }
     }
 
@@ -76,24 +69,25 @@ struct ReadCache::Shard {
       n->bytes.assign(key);
       n->key_size = static_cast<uint32_t>(key.size());
       n->hash = hash;
-      Place(hash, n.get());
+      Node* added = n.get();
+      Place(Slot{hash, std::move(n)});
       ++size_;
-      return n.release();
+      return added;
     }
 
     // Removes and deletes `n`. REQUIRES: n is in this index.
     void Erase(Node* n) {
       const size_t mask = slots_.size() - 1;
       size_t hole = n->hash & mask;
-      while (slots_[hole].node != n) hole = (hole + 1) & mask;
-      delete n;
+      while (slots_[hole].node.get() != n) hole = (hole + 1) & mask;
+      slots_[hole].node.reset();
       // Moves back every later entry of the run that may live in the hole: one whose home slot
       // is not cyclically within (hole, j].
       for (size_t j = (hole + 1) & mask; slots_[j].node; j = (j + 1) & mask) {
         const size_t home = slots_[j].hash & mask;
         const bool stays = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (stays) continue;
-        slots_[hole] = slots_[j];
+        slots_[hole] = std::move(slots_[j]);
         hole = j;
       }
       slots_[hole] = Slot{};
@@ -103,21 +97,21 @@ struct ReadCache::Shard {
    private:
     struct Slot {
       uint64_t hash = 0;
-      Node* node = nullptr;  // null: empty
+      std::unique_ptr<Node> node;  // null: empty
     };
 
-    void Place(uint64_t hash, Node* n) {
+    void Place(Slot slot) {
       const size_t mask = slots_.size() - 1;
-      size_t i = hash & mask;
+      size_t i = slot.hash & mask;
       while (slots_[i].node) i = (i + 1) & mask;
-      slots_[i] = Slot{hash, n};
+      slots_[i] = std::move(slot);
     }
 
     void Grow() {
       std::vector<Slot> old =
           std::exchange(slots_, std::vector<Slot>(std::max<size_t>(16, slots_.size() * 2)));
-      for (const Slot& s : old) {
-        if (s.node) Place(s.hash, s.node);
+      for (Slot& s : old) {
+        if (s.node) Place(std::move(s));
       }
     }
 
