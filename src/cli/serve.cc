@@ -105,6 +105,9 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
   s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
                 "Memory for cached point reads per database (0: no cache)")
       ->capture_default_str();
+  s->add_flag("--read-cache-prewarm", c->engine.prewarm_read_cache,
+              "After a start, fill each database's read cache from its data in the background, "
+              "until the cache is full (default on; --read-cache-prewarm=false: off)");
   s->add_option("--sqlite-mmap-bytes", c->storage_options.mmap_bytes,
                 "Bytes of each database file SQLite reader connections memory-map (0: none)")
       ->check(CLI::NonNegativeNumber)

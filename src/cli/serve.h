@@ -66,7 +66,12 @@ struct ServeConfig {
   service::MetricsOptions metrics;
   // The main (and TLS) listener: addr and tls_addr parsed by ParseListenAddresses.
   net::ServerOptions net;
-  engine::EngineOptions engine;
+  // As the engine's defaults, but the read cache is prewarmed after a start.
+  engine::EngineOptions engine = [] {
+    engine::EngineOptions o;
+    o.prewarm_read_cache = true;
+    return o;
+  }();
   service::ServiceOptions service;
   service::DirectoryOptions directory;
   service::AdminApiOptions admin;

@@ -19,6 +19,13 @@ using storage::StoredRow;
 
 namespace {
 
+// The steady clock in nanoseconds (the prewarm's duration).
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // True if every range selects exactly one key: [k, k + "\0") with a limit of at least 1.
 bool AllPointReads(const std::vector<ReadRange>& ranges) {
   for (const ReadRange& r : ranges) {
@@ -172,7 +179,76 @@ Status Engine::Start() {
     reader_threads_.emplace_back([this, raw] { ReaderLoop(raw); });
   }
   writer_thread_ = std::thread([this] { WriterLoop(); });
+  if (cache_.enabled() && options_.prewarm_read_cache) {
+    prewarm_start_ns_.store(SteadyNowNs(), std::memory_order_relaxed);
+    prewarm_running_.store(true, std::memory_order_release);
+    PrewarmFrom(std::string());
+  }
   return Status::Ok();
+}
+
+void Engine::PrewarmFrom(std::string from) {
+  WithReader(
+      [this, from = std::move(from)](storage::Reader* reader, const Status& refused) mutable {
+        if (reader == nullptr) return EndPrewarm("stopped: " + refused.message());
+        if (PrewarmChunk(*reader, &from)) PrewarmFrom(std::move(from));
+      });
+}
+
+bool Engine::PrewarmChunk(storage::Reader& reader, std::string* from) {
+  if (retired()) {
+    EndPrewarm("stopped: the database was retired");
+    return false;
+  }
+  // Tickets before the snapshot: a row a write changed after them is not stored (ReadCache).
+  const std::vector<uint64_t> tickets = cache_.WarmTickets();
+  ReadRange range;
+  range.start = *from;
+  range.end = std::string(1, '\xff');  // above every encoded key
+  range.limit = static_cast<int32_t>(std::clamp<size_t>(options_.prewarm_chunk_rows, 1, 1 << 20));
+  std::vector<storage::KeyedRow> rows;
+  Status s = reader.Begin();
+  if (s.ok()) {
+    s = reader.ScanRows(range, &rows);
+    reader.End();
+  }
+  if (!s.ok()) {
+    EndPrewarm("stopped: " + s.ToString());
+    return false;
+  }
+  bool full = false;
+  prewarm_entries_.fetch_add(cache_.Warm(tickets, rows, Now(), &full), std::memory_order_relaxed);
+  if (full) {
+    EndPrewarm("the cache is full");
+    return false;
+  }
+  if (rows.size() < static_cast<size_t>(range.limit)) {
+    EndPrewarm("every key was read");
+    return false;
+  }
+  *from = rows.back().key;
+  from->push_back('\0');  // the smallest key after it
+  return true;
+}
+
+void Engine::EndPrewarm(const std::string& why) {
+  prewarm_end_ns_.store(SteadyNowNs(), std::memory_order_relaxed);
+  prewarm_running_.store(false, std::memory_order_release);
+  const PrewarmProgress p = prewarm_progress();
+  spdlog::info("database {}: read cache prewarmed with {} entries ({} of {} bytes) in {:.1f} s; {}",
+               database_id_, p.entries, cache_.charged_bytes(), options_.read_cache_bytes,
+               p.seconds, why);
+}
+
+Engine::PrewarmProgress Engine::prewarm_progress() const {
+  PrewarmProgress p;
+  p.running = prewarm_running_.load(std::memory_order_acquire);
+  p.entries = prewarm_entries_.load(std::memory_order_relaxed);
+  const int64_t start = prewarm_start_ns_.load(std::memory_order_relaxed);
+  if (start == 0) return p;
+  const int64_t end = p.running ? SteadyNowNs() : prewarm_end_ns_.load(std::memory_order_relaxed);
+  p.seconds = static_cast<double>(end - start) / 1e9;
+  return p;
 }
 
 namespace {

@@ -77,6 +77,12 @@ struct EngineOptions {
   size_t max_queued_writes = 10000;
   // 0: no read cache (also off when the backend is not the exclusive writer of its database).
   size_t read_cache_bytes = 64u << 20;
+  // After open, fill the read cache from the database on a reader thread, in key order, until it
+  // is full or every key was read, so reads after a restart hit as before it (`serve` turns this
+  // on). Chunks of prewarm_chunk_rows rows, each from a snapshot of its own, queued like reads:
+  // reads and writes go on meanwhile, and a row a write changed since is left out.
+  bool prewarm_read_cache = false;
+  size_t prewarm_chunk_rows = 1000;
   // An optimistic backend (BackendCapabilities::optimistic_conflicts) that refuses a group
   // commit for a conflict gets it again, checks re-evaluated, up to this many times; then its
   // writes answer Unavailable (503, which clients retry).
@@ -214,6 +220,13 @@ class Engine {
   size_t queued_writes() const;
   const ReadCache& read_cache() const { return cache_; }
   const EngineCounters& counters() const { return counters_; }
+  // The read cache's prewarm (EngineOptions::prewarm_read_cache), for metrics and tests.
+  struct PrewarmProgress {
+    bool running = false;
+    uint64_t entries = 0;  // entries it stored
+    double seconds = 0;    // from its start to its end, or to now while it runs
+  };
+  PrewarmProgress prewarm_progress() const;
 
  private:
   struct ReadJob {
@@ -243,6 +256,11 @@ class Engine {
   // Queues a read job unless stopping (or full, when `bounded`). Returns the refusal.
   Status EnqueueRead(ReadJob job, bool bounded) KVC_EXCLUDES(read_mu_);
   void ReaderLoop(storage::Reader* reader);
+  // Queues the read cache prewarm's chunk of keys from `from` on; the chunk queues the next.
+  void PrewarmFrom(std::string from);
+  // One chunk on a reader thread: false when the prewarm is over.
+  bool PrewarmChunk(storage::Reader& reader, std::string* from);
+  void EndPrewarm(const std::string& why);
   // The body of a SnapshotScan on a reader thread.
   void RunScan(storage::Reader& reader, const std::string& start, const std::string& end,
                int32_t page, const ScanCallback& on_page);
@@ -327,6 +345,11 @@ class Engine {
   std::shared_ptr<WatchHub> hub_;
   ReadCache cache_;
   EngineCounters counters_;
+  // The prewarm: started (steady clock, ns) and ended (0 while it runs or if it never ran).
+  std::atomic<bool> prewarm_running_{false};
+  std::atomic<uint64_t> prewarm_entries_{0};
+  std::atomic<int64_t> prewarm_start_ns_{0};
+  std::atomic<int64_t> prewarm_end_ns_{0};
 
   // Listeners: replaced whole under listeners_mu_; publish_mu_ is held while publishing so
   // RemoveListener can wait for a running publication. Lock order: listeners_mu_ is never held

@@ -124,6 +124,7 @@ struct ReadCache::Shard {
   Node* head KVC_GUARDED_BY(mu) = nullptr;  // most recently stored or given a second chance
   Node* tail KVC_GUARDED_BY(mu) = nullptr;
   uint64_t writes_ended KVC_GUARDED_BY(mu) = 0;  // EndWrite calls that touched this shard
+  bool warm_full KVC_GUARDED_BY(mu) = false;     // a prewarm row found no room here
   size_t bytes KVC_GUARDED_BY(mu) = 0;
   size_t capacity = 0;  // set by the ReadCache constructor, read-only after it
   // Admission once full: a key is admitted only if it missed recently already, so a stream of
@@ -178,13 +179,12 @@ struct ReadCache::Shard {
     Drop(n);
     if (n->pending == 0) index.Erase(n);
   }
-  // Makes `row` the cached answer of `n`, charged `charge` bytes, and evicts other entries
-  // down to capacity. REQUIRES: charge <= capacity (so `n`, at the front, stays).
-  void Store(Node* n, const std::optional<storage::StoredRow>& row, size_t charge)
-      KVC_REQUIRES(mu) {
+  // Makes `row` (null: "no row") the cached answer of `n`, charged `charge` bytes, and evicts
+  // other entries down to capacity. REQUIRES: charge <= capacity (so `n`, at the front, stays).
+  void Store(Node* n, const storage::StoredRow* row, size_t charge) KVC_REQUIRES(mu) {
     Drop(n);
     n->cached = true;
-    n->has_row = row.has_value();
+    n->has_row = row != nullptr;
     if (row) {
       n->bytes.append(row->value);
       n->encoding = row->encoding;
@@ -228,15 +228,23 @@ uint64_t Mix(uint64_t h) {
   h ^= h >> 32;
   return h;
 }
-// What an entry of `key` answering `row` is charged.
-size_t Charge(std::string_view key, const std::optional<storage::StoredRow>& row) {
+// What an entry of `key` answering `row` (null: "no row") is charged.
+size_t Charge(std::string_view key, const storage::StoredRow* row) {
   return key.size() + (row ? row->value.size() : 0) + kEntryOverhead;
+}
+// The row an optional holds, or null.
+const storage::StoredRow* RowOf(const std::optional<storage::StoredRow>& row) {
+  return row ? &*row : nullptr;
 }
 }  // namespace
 
-ReadCache::Shard& ReadCache::ShardFor(std::string_view key, size_t* hash) const {
+size_t ReadCache::ShardIndex(std::string_view key, size_t* hash) {
   *hash = std::hash<std::string_view>{}(key);
-  return shards_[Mix(*hash) & (kShards - 1)];
+  return Mix(*hash) & (kShards - 1);
+}
+
+ReadCache::Shard& ReadCache::ShardFor(std::string_view key, size_t* hash) const {
+  return shards_[ShardIndex(key, hash)];
 }
 
 ReadCache::Lookup ReadCache::Get(std::string_view key, int64_t now_ms, storage::StoredRow* row) {
@@ -267,7 +275,7 @@ uint64_t ReadCache::FillTicket(std::string_view key) {
 void ReadCache::Fill(std::string_view key, uint64_t ticket,
                      const std::optional<storage::StoredRow>& row) {
   if (!enabled()) return;
-  const size_t charge = Charge(key, row);
+  const size_t charge = Charge(key, RowOf(row));
   size_t hash = 0;
   Shard& s = ShardFor(key, &hash);
   if (charge > s.capacity) return;
@@ -279,7 +287,7 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
     n = s.index.Add(hash, key);
   }
   if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
-  s.Store(n, row, charge);
+  s.Store(n, RowOf(row), charge);
 }
 
 void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
@@ -314,14 +322,57 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys,
     // and every fill begun before is refused (writes_ended moved).
     const std::optional<storage::StoredRow>* row = rows ? (*rows)[i] : nullptr;
     if (row) {
-      const size_t charge = Charge(key, *row);
+      const size_t charge = Charge(key, RowOf(*row));
       if (charge <= s.capacity && s.Admit(Mix(hash), charge)) {
-        s.Store(n, *row, charge);
+        s.Store(n, RowOf(*row), charge);
         continue;
       }
     }
     s.index.Erase(n);
   }
+}
+
+std::vector<uint64_t> ReadCache::WarmTickets() const {
+  std::vector<uint64_t> tickets(kShards, 0);
+  if (!enabled()) return tickets;
+  for (size_t i = 0; i < kShards; ++i) {
+    const Shard& s = shards_[i];
+    MutexLock lock(s.mu);
+    tickets[i] = s.writes_ended;
+  }
+  return tickets;
+}
+
+size_t ReadCache::Warm(const std::vector<uint64_t>& tickets,
+                       const std::vector<storage::KeyedRow>& rows, int64_t now_ms, bool* full) {
+  *full = false;
+  if (!enabled()) return 0;
+  size_t stored = 0;
+  for (const storage::KeyedRow& r : rows) {
+    if (!storage::IsLive(r.row.expire_at_ms, now_ms)) continue;
+    const size_t charge = Charge(r.key, &r.row);
+    size_t hash = 0;
+    const size_t i = ShardIndex(r.key, &hash);
+    Shard& s = shards_[i];
+    MutexLock lock(s.mu);
+    if (s.bytes + charge > s.capacity) {
+      // Skipped: other shards may have room yet. Once half of them had none, the rest are
+      // nearly full too (keys spread evenly), so the caller stops.
+      if (!s.warm_full) {
+        s.warm_full = true;
+        if (warm_full_shards_.fetch_add(1, std::memory_order_relaxed) + 1 >= kShards / 2) {
+          *full = true;
+        }
+      }
+      continue;
+    }
+    if (s.writes_ended != tickets[i]) continue;  // a write ended since the snapshot may have begun
+    if (s.index.Find(hash, r.key) != nullptr) continue;  // cached already, or a write is pending
+    s.Store(s.index.Add(hash, r.key), &r.row, charge);
+    ++stored;
+  }
+  if (warm_full_shards_.load(std::memory_order_relaxed) >= kShards / 2) *full = true;
+  return stored;
 }
 
 size_t ReadCache::entry_count() const {

@@ -73,6 +73,17 @@ class ReadCache {
   // write ends, the row given with it becomes its cached answer if the shard admits it.
   void EndWrite(const std::vector<std::string>& keys,
                 const std::vector<const std::optional<storage::StoredRow>*>* rows = nullptr);
+  // Prewarm (the engine, after open): fills the cache from scans of the database without
+  // evicting anything. WarmTickets() is taken before the snapshot the rows come from (one ticket
+  // per shard, as FillTicket). Warm() stores each row that is live at `now_ms`, whose shard had no
+  // write end since its ticket, whose key has no node (no cached answer and no pending write),
+  // and that fits in its shard's room. Returns the entries stored; sets *full once half of the
+  // shards had a row that did not fit (keys spread evenly, so the cache is about full and the
+  // caller stops).
+  std::vector<uint64_t> WarmTickets() const;
+  size_t Warm(const std::vector<uint64_t>& tickets, const std::vector<storage::KeyedRow>& rows,
+              int64_t now_ms, bool* full);
+
   // Counts EndWrite calls (each counted as it starts).
   uint64_t writes_ended() const { return writes_ended_.load(std::memory_order_acquire); }
 
@@ -84,10 +95,13 @@ class ReadCache {
   struct Shard;
   // The shard of `key`; *hash gets the key's string hash, which its map lookups reuse.
   Shard& ShardFor(std::string_view key, size_t* hash) const;
+  // The index of that shard.
+  static size_t ShardIndex(std::string_view key, size_t* hash);
 
   const size_t capacity_bytes_;
   std::unique_ptr<Shard[]> shards_;
   std::atomic<uint64_t> writes_ended_{0};
+  std::atomic<size_t> warm_full_shards_{0};  // shards where Warm found no room
 };
 
 }  // namespace kvc::engine

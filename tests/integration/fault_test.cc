@@ -22,6 +22,7 @@
 #include "storage/sqlite/sqlite_catalog.h"
 #include "testutil/faulty_backend.h"
 #include "testutil/temp_dir.h"
+#include "testutil/wait.h"
 
 namespace kvc {
 namespace {
@@ -519,6 +520,49 @@ TEST_F(FaultTest, GroupCommitsStayWithinTheBackendsTransactionLimits) {
     std::lock_guard<std::mutex> lock(sizes->mu);
     EXPECT_EQ(sizes->sizes, (std::vector<size_t>{2, 2, 1}));
   }
+}
+
+// A write that reaches the disk although its commit reported a failure (kCommitKept) lands
+// between a prewarm chunk's snapshot and the chunk's filling of the cache (the scan-rows hook
+// runs there). The failed commit leaves the key uncached, so only the cache's per-shard tickets
+// keep the chunk from storing the row from before the write: the key must read what the disk
+// holds.
+TEST_F(FaultTest, APrewarmLeavesOutARowThatAWriteChangedAfterItsSnapshot) {
+  Open(nullptr);
+  AtomicWrite first;
+  first.mutations = {SetBytes("a", "old"), SetBytes("b", "old")};
+  ASSERT_TRUE(WriteAll({first})[0].ok());
+
+  auto plan = std::make_shared<FaultPlan>();
+  std::promise<engine::Engine*> opened;
+  std::shared_future<engine::Engine*> engine = opened.get_future().share();
+  std::atomic<int> scans{0};
+  plan->set_scan_rows_hook([&scans, engine, plan_ptr = plan.get()] {
+    if (scans.fetch_add(1) != 0) return;  // the first chunk only
+    plan_ptr->FailNextOp(WriterOp::kCommit, FaultKind::kCommitKept);
+    AtomicWrite w;
+    w.mutations = {SetBytes("a", "new")};
+    std::promise<Result<CommitResult>> done;
+    engine.get()->Write(std::move(w), [&done](Result<CommitResult> r) { done.set_value(r); });
+    EXPECT_FALSE(done.get_future().get().ok()) << "the commit reports the injected failure";
+  });
+  ASSERT_TRUE(
+      OpenEdited(plan, {}, [](engine::EngineOptions* o) { o->prewarm_read_cache = true; }).ok());
+  opened.set_value(engine_.get());
+  ASSERT_TRUE(testutil::WaitFor([this] { return !engine_->prewarm_progress().running; }))
+      << "the prewarm did not end";
+  EXPECT_EQ(scans.load(), 1);
+  EXPECT_EQ(plan->fired(), 1);
+  EXPECT_LE(engine_->prewarm_progress().entries, 1u) << "at most b";
+  const std::map<std::string, std::string> all = ReadAll();  // a range read: from storage
+  ASSERT_EQ(all.count("a"), 1u);
+  EXPECT_EQ(all.at("a"), "new") << "the write reached the disk";
+  std::promise<Result<engine::ReadResult>> p;
+  engine_->SnapshotRead({ReadRange{"a", std::string("a\0", 2), 1, false}},
+                        [&p](Result<engine::ReadResult> r) { p.set_value(std::move(r)); });
+  auto point = p.get_future().get();  // a point read: from the cache if it holds the key
+  ASSERT_TRUE(point.ok() && point->ranges[0].size() == 1u);
+  EXPECT_EQ(point->ranges[0][0].value, "new") << "the cache kept the row from before the write";
 }
 
 }  // namespace

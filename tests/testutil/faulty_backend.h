@@ -14,9 +14,13 @@
 //               optimistic_conflicts.
 //
 // FaultyBackend reports the wrapped backend's capabilities, changed by an optional edit (a
-// backend without a change log, optimistic, with transaction limits).
+// backend without a change log, optimistic, with transaction limits). With a scan-rows hook set
+// on the plan, its readers run the hook on their own thread after each ScanRows, before the
+// rows reach the caller: a test can commit a write between a snapshot and what is done with
+// its rows.
 //
-// Thread-safety: FaultPlan is thread-safe but for set_conflict_hook (set it before arming);
+// Thread-safety: FaultPlan is thread-safe but for set_conflict_hook and set_scan_rows_hook (set
+// them before arming, and the scan-rows hook before the backend opens its readers);
 // the wrapped objects keep the wrapped ones' rules.
 #pragma once
 
@@ -69,6 +73,9 @@ class FaultPlan {
   using ConflictHook = std::function<void(storage::Writer& inner)>;
   void set_conflict_hook(ConflictHook hook) { conflict_hook_ = std::move(hook); }
   const ConflictHook& conflict_hook() const { return conflict_hook_; }
+  // Runs on a reader's thread after each of its ScanRows calls (see the file comment).
+  void set_scan_rows_hook(std::function<void()> hook) { scan_rows_hook_ = std::move(hook); }
+  const std::function<void()>& scan_rows_hook() const { return scan_rows_hook_; }
   // Fails the next call of `op`, once.
   void FailNextOp(WriterOp op, FaultKind kind) { FailNthOp(op, 1, kind); }
   // Fails the n-th (1-based) call of `op` from now on, once.
@@ -106,6 +113,7 @@ class FaultPlan {
   std::atomic<int64_t> fired_{0};
   std::atomic<int64_t> times_{1};
   ConflictHook conflict_hook_;
+  std::function<void()> scan_rows_hook_;
 };
 
 class FaultyWriter : public storage::Writer, public storage::QueueStore {
@@ -243,6 +251,60 @@ class FaultyWriter : public storage::Writer, public storage::QueueStore {
   storage::QueueStore* const queue_;  // inner_'s, or nullptr
 };
 
+// A reader that runs the plan's scan-rows hook after each ScanRows; every other call goes to the
+// wrapped reader as it is.
+class HookedReader : public storage::Reader {
+ public:
+  HookedReader(std::unique_ptr<storage::Reader> inner, std::shared_ptr<FaultPlan> plan)
+      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+  Status Begin() override { return inner_->Begin(); }
+  Status Scan(const ReadRange& range, int64_t now_ms, std::vector<Entry>* out) override {
+    return inner_->Scan(range, now_ms, out);
+  }
+  Result<std::optional<storage::StoredRow>> Get(std::string_view key) override {
+    return inner_->Get(key);
+  }
+  Status ScanRows(const ReadRange& range, std::vector<storage::KeyedRow>* out) override {
+    Status s = inner_->ScanRows(range, out);
+    plan_->scan_rows_hook()();
+    return s;
+  }
+  Result<int64_t> DataVersion() override { return inner_->DataVersion(); }
+  Result<int64_t> GetAlone(const std::vector<std::string>& keys,
+                           std::vector<std::optional<storage::StoredRow>>* rows) override {
+    return inner_->GetAlone(keys, rows);
+  }
+  Result<int64_t> ScanAlone(const ReadRange& range, int64_t now_ms,
+                            std::vector<Entry>* out) override {
+    return inner_->ScanAlone(range, now_ms, out);
+  }
+  bool snapshot_is_strong() const override { return inner_->snapshot_is_strong(); }
+  void End() override { inner_->End(); }
+  Result<storage::StorageStats> Stats() override { return inner_->Stats(); }
+  Result<storage::QueueTableCounts> QueueCounts(int64_t now_ms) override {
+    return inner_->QueueCounts(now_ms);
+  }
+  Status ReadChangeLog(int64_t after_version, size_t max_entries,
+                       std::vector<storage::ChangeLogRow>* out) override {
+    return inner_->ReadChangeLog(after_version, max_entries, out);
+  }
+  Result<storage::ChangeLogStats> ChangeLogStatsAfter(int64_t after_version) override {
+    return inner_->ChangeLogStatsAfter(after_version);
+  }
+  Status ScanQueueMessages(bool running, const storage::QueueCursor& after, size_t limit,
+                           std::vector<storage::QueuedMessage>* out) override {
+    return inner_->ScanQueueMessages(running, after, limit, out);
+  }
+  Status ScanDeadLetters(std::string_view after, size_t limit,
+                         std::vector<storage::DeadLetterRow>* out) override {
+    return inner_->ScanDeadLetters(after, limit, out);
+  }
+
+ private:
+  std::unique_ptr<storage::Reader> inner_;
+  std::shared_ptr<FaultPlan> plan_;
+};
+
 class FaultyBackend : public storage::Backend {
  public:
   using CapabilityEdit = std::function<void(storage::BackendCapabilities*)>;
@@ -256,7 +318,11 @@ class FaultyBackend : public storage::Backend {
     return c;
   }
   Result<int64_t> LoadDataVersion() override { return inner_->LoadDataVersion(); }
-  Result<std::unique_ptr<storage::Reader>> OpenReader() override { return inner_->OpenReader(); }
+  Result<std::unique_ptr<storage::Reader>> OpenReader() override {
+    KVC_ASSIGN_OR_RETURN(auto r, inner_->OpenReader());
+    if (!plan_->scan_rows_hook()) return r;
+    return std::unique_ptr<storage::Reader>(std::make_unique<HookedReader>(std::move(r), plan_));
+  }
   Result<std::unique_ptr<storage::Writer>> OpenWriter() override {
     KVC_ASSIGN_OR_RETURN(auto w, inner_->OpenWriter());
     return std::unique_ptr<storage::Writer>(std::make_unique<FaultyWriter>(std::move(w), plan_));

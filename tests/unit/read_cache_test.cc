@@ -191,10 +191,10 @@ TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
     const std::string& k = keys[rng() % kKeys];
     switch (rng() % 4) {
       case 0:
-      case 1: {  // a fill: a row of a length that varies, or "no row"
-        std::optional<storage::StoredRow> row;
-        if (rng() % 5)
-          row = Row(std::string(rng() % 40, 'a' + static_cast<char>(rng() % 26)), ++version);
+      case 1: {  // a fill: a row of a length that varies (an entry's block grows and shrinks)
+        std::optional<storage::StoredRow> row;  // or "no row"
+        const size_t size = rng() % 8 == 0 ? 200 + rng() % 100 : rng() % 40;
+        if (rng() % 5) row = Row(std::string(size, 'a' + static_cast<char>(rng() % 26)), ++version);
         c.Fill(k, c.FillTicket(k), row);
         model[k] = row;
         break;
@@ -203,7 +203,8 @@ TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
         c.BeginWrite({k});
         if (rng() % 2) {
           std::optional<storage::StoredRow> row;
-          if (rng() % 5) row = Row(std::string(rng() % 40, 'A'), ++version);
+          const size_t size = rng() % 8 == 0 ? 200 + rng() % 100 : rng() % 40;
+          if (rng() % 5) row = Row(std::string(size, 'A'), ++version);
           const std::vector<const std::optional<storage::StoredRow>*> rows = {&row};
           c.EndWrite({k}, &rows);
           model[k] = row;
@@ -227,6 +228,50 @@ TEST(ReadCache, ManyFillsAndWritesAnswerExactlyWhatAModelOfThemSays) {
     cached += it != model.end() && it->second ? 1 : 0;
   }
   EXPECT_EQ(c.entry_count(), cached);
+}
+
+// A prewarm stores the rows of a snapshot taken after its tickets: not a row whose shard had a
+// write end since (it may predate the commit), not over a cached answer or a pending write, not
+// an expired row, and it stops once a shard has no room instead of evicting.
+TEST(ReadCache, APrewarmStoresOnlyRowsNoWriteMayHaveChangedAndNeverEvicts) {
+  ReadCache c(1 << 20);
+  storage::StoredRow out;
+  c.Fill("cached", c.FillTicket("cached"), Row("fresh", 5));
+  c.BeginWrite({"pending"});
+  const std::vector<uint64_t> tickets = c.WarmTickets();  // then the snapshot begins
+  c.BeginWrite({"written"});                              // a write that ends after the tickets
+  c.EndWrite({"written"});
+  const std::vector<storage::KeyedRow> rows = {
+      {"cached", Row("stale", 1)},   {"pending", Row("stale", 1)}, {"written", Row("stale", 1)},
+      {"expired", Row("x", 1, 500)}, {"plain", Row("p", 3)},
+  };
+  bool full = true;
+  EXPECT_EQ(c.Warm(tickets, rows, /*now_ms=*/1000, &full), 1u);
+  EXPECT_FALSE(full);
+  ASSERT_EQ(c.Get("plain", 1000, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(out.value, "p");
+  EXPECT_EQ(out.version, 3);
+  ASSERT_EQ(c.Get("cached", 1000, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(out.value, "fresh");
+  EXPECT_EQ(c.Get("pending", 1000, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(c.Get("written", 1000, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(c.Get("expired", 1000, &out), ReadCache::Lookup::kMiss);
+  c.EndWrite({"pending"});
+
+  // Filling: rows far beyond the capacity. It says the cache is full once half of the shards had
+  // no room, having evicted nothing (the cached key survives) and stayed within the capacity.
+  std::vector<storage::KeyedRow> many;
+  for (int i = 0; i < 20000; ++i) {
+    many.push_back({"k" + std::to_string(i), Row(std::string(100, 'v'), 1)});
+  }
+  const size_t stored = c.Warm(c.WarmTickets(), many, 1000, &full);
+  EXPECT_TRUE(full);
+  EXPECT_GT(stored, 0u);
+  EXPECT_LT(stored, many.size());
+  EXPECT_LE(c.charged_bytes(), size_t{1} << 20);
+  EXPECT_GT(c.charged_bytes(), (size_t{1} << 20) * 9 / 10) << "most shards are about full";
+  EXPECT_EQ(c.Get("cached", 1000, &out), ReadCache::Lookup::kPresent);
+  EXPECT_EQ(c.Get("k0", 1000, &out), ReadCache::Lookup::kPresent);
 }
 
 TEST(ReadCache, DisabledCacheNeverHits) {

@@ -371,6 +371,17 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
                          "Requests refused with 503 because a queue was full, by kind");
   F retries = F::Counter("kvconnect_commit_retries_total",
                          "Group commits run again after the storage refused them for a conflict");
+  F cache_entries = F::Gauge("kvconnect_read_cache_entries", "Keys the read cache holds");
+  F cache_bytes =
+      F::Gauge("kvconnect_read_cache_bytes",
+               "Bytes the read cache's entries are charged (at most --read-cache-bytes)");
+  F prewarm_running = F::Gauge("kvconnect_read_cache_prewarm_running",
+                               "1 while the read cache is being filled from the database after "
+                               "the start (--read-cache-prewarm)");
+  F prewarm_entries =
+      F::Gauge("kvconnect_read_cache_prewarmed_entries", "Entries the read cache prewarm stored");
+  F prewarm_seconds = F::Gauge("kvconnect_read_cache_prewarm_seconds",
+                               "How long the read cache prewarm took (so far, while it runs)");
   if (directory_) {
     const std::shared_ptr<const Directory::Snapshot> snap = directory_->snapshot();
     for (const auto& [id, db] : snap->by_id) {
@@ -396,10 +407,17 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
       refused.Add(static_cast<double>(c.writes_refused.load()),
                   {{"database", name}, {"kind", "write"}});
       retries.Add(static_cast<double>(c.commit_retries.load()), l);
+      cache_entries.Add(static_cast<double>(e.read_cache().entry_count()), l);
+      cache_bytes.Add(static_cast<double>(e.read_cache().charged_bytes()), l);
+      const engine::Engine::PrewarmProgress p = e.prewarm_progress();
+      prewarm_running.Add(p.running ? 1 : 0, l);
+      prewarm_entries.Add(static_cast<double>(p.entries), l);
+      prewarm_seconds.Add(p.seconds, l);
     }
   }
   for (F* f : {&keys, &bytes, &wal, &version, &writable, &watches, &qreads, &qwrites, &hits,
-               &misses, &storage_reads, &refused, &retries}) {
+               &misses, &storage_reads, &refused, &retries, &cache_entries, &cache_bytes,
+               &prewarm_running, &prewarm_entries, &prewarm_seconds}) {
     out->push_back(std::move(*f));
   }
 }
