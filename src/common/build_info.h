@@ -15,5 +15,8 @@ const char* BuildCommit();   // 12 hex digits, or "unknown"
 // "jemalloc" when the process's malloc is jemalloc's (linked in, see KVC_JEMALLOC in
 // CMakeLists.txt, or preloaded), else "libc".
 const char* AllocatorInUse();
+// jemalloc's transparent huge page mode ("always", "never" or "default": see the malloc_conf of
+// src/main.cc), or "" with the C library's malloc.
+const char* AllocatorHugePages();
 
 }  // namespace kvc
