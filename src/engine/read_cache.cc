@@ -360,9 +360,7 @@ size_t ReadCache::Warm(const std::vector<uint64_t>& tickets,
       // nearly full too (keys spread evenly), so the caller stops.
       if (!s.warm_full) {
         s.warm_full = true;
-        if (warm_full_shards_.fetch_add(1, std::memory_order_relaxed) + 1 >= kShards / 2) {
-          *full = true;
-        }
+        warm_full_shards_.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
@@ -371,7 +369,7 @@ size_t ReadCache::Warm(const std::vector<uint64_t>& tickets,
     s.Store(s.index.Add(hash, r.key), &r.row, charge);
     ++stored;
   }
-  if (warm_full_shards_.load(std::memory_order_relaxed) >= kShards / 2) *full = true;
+  *full = warm_full_shards_.load(std::memory_order_relaxed) >= kShards / 2;
   return stored;
 }
 
