@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -101,6 +102,67 @@ std::optional<ProcessStats> ReadProcessStats() {
     out.max_fds = static_cast<int64_t>(nofile.rlim_cur);
   }
   return out;
+}
+
+std::optional<uint64_t> ParseCgroupMemoryLimit(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  uint64_t bytes = 0;
+  if (!ParseNumber(text, &bytes)) return std::nullopt;  // "max", or not a limit file
+  return bytes;
+}
+
+std::optional<std::string> ParseCgroupPath(std::string_view proc_self_cgroup,
+                                           std::string_view controller) {
+  size_t at = 0;
+  while (at < proc_self_cgroup.size()) {
+    size_t eol = proc_self_cgroup.find('\n', at);
+    if (eol == std::string_view::npos) eol = proc_self_cgroup.size();
+    const std::string_view line = proc_self_cgroup.substr(at, eol - at);
+    at = eol + 1;
+    // HIERARCHY:CONTROLLERS:PATH; cgroup v2 is hierarchy 0 with no controllers.
+    const size_t c1 = line.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos || c2 + 1 >= line.size() || line[c2 + 1] != '/') continue;
+    const std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    bool match = controller.empty() && line.substr(0, c1) == "0" && controllers.empty();
+    for (size_t from = 0; !controller.empty() && !match && from <= controllers.size();) {
+      size_t comma = controllers.find(',', from);
+      if (comma == std::string_view::npos) comma = controllers.size();
+      match = controllers.substr(from, comma - from) == controller;
+      from = comma + 1;
+    }
+    if (match) return std::string(line.substr(c2 + 1));
+  }
+  return std::nullopt;
+}
+
+uint64_t MemoryLimitBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  uint64_t limit = pages > 0 && page_size > 0
+                       ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                       : 0;
+  const std::optional<std::string> cgroups = ReadFile("/proc/self/cgroup");
+  if (!cgroups) return limit;
+  // The limit file of the process's cgroup and of each one above it, under a mount point: the
+  // tightest binds. Inside a container the cgroup namespace makes its own cgroup the root.
+  auto lower_along = [&](std::optional<std::string> path, const std::string& mount,
+                         const char* file) {
+    while (path) {
+      const std::string dir = mount + (*path == "/" ? std::string() : *path);
+      const std::optional<std::string> text = ReadFile((dir + "/" + file).c_str());
+      const std::optional<uint64_t> bytes = text ? ParseCgroupMemoryLimit(*text) : std::nullopt;
+      if (bytes && *bytes > 0 && (limit == 0 || *bytes < limit)) limit = *bytes;
+      if (*path == "/") break;
+      path->erase(std::max<size_t>(path->rfind('/'), 1));
+    }
+  };
+  const std::optional<std::string> v2 = ParseCgroupPath(*cgroups, "");
+  lower_along(v2, "/sys/fs/cgroup", "memory.max");          // a cgroup v2 system
+  lower_along(v2, "/sys/fs/cgroup/unified", "memory.max");  // hybrid: v2 beside v1
+  lower_along(ParseCgroupPath(*cgroups, "memory"), "/sys/fs/cgroup/memory",
+              "memory.limit_in_bytes");  // cgroup v1
+  return limit;
 }
 
 }  // namespace kvc

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace kvc {
@@ -38,5 +39,19 @@ struct ProcessStats {
 
 // Reads this process's figures; nullopt where /proc is missing (not Linux, or not mounted).
 std::optional<ProcessStats> ReadProcessStats();
+
+// The text of a cgroup memory limit file (v2 `memory.max`: bytes or "max"; v1
+// `memory.limit_in_bytes`: bytes, a huge number when unlimited): the limit in bytes, or nullopt
+// for "max" and for text that is not a number.
+std::optional<uint64_t> ParseCgroupMemoryLimit(std::string_view text);
+// This process's cgroup path from the text of /proc/self/cgroup: of the cgroup v1 hierarchy
+// with `controller` (e.g. "memory"), or, for an empty `controller`, of cgroup v2 (the
+// "0::/PATH" line); nullopt if there is none.
+std::optional<std::string> ParseCgroupPath(std::string_view proc_self_cgroup,
+                                           std::string_view controller);
+// The memory this process may use: the machine's physical memory, or less when a cgroup (a
+// container, a systemd MemoryMax=) limits it: the lowest limit of its cgroup v2 and the cgroups
+// above it, or its cgroup v1 memory limit. 0 if unknown.
+uint64_t MemoryLimitBytes();
 
 }  // namespace kvc

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,36 @@ TEST(ProcessStats, ReadsThisProcess) {
   const double now = static_cast<double>(std::time(nullptr));
   EXPECT_LE(p->start_time_seconds, now + 1);
   EXPECT_GT(p->start_time_seconds, now - 24 * 3600);
+}
+
+TEST(ProcessStats, ParsesCgroupMemoryLimits) {
+  EXPECT_EQ(ParseCgroupMemoryLimit("1073741824\n"), 1073741824u);
+  EXPECT_EQ(ParseCgroupMemoryLimit("9223372036854771712\n"), 9223372036854771712u);
+  EXPECT_EQ(ParseCgroupMemoryLimit("max\n"), std::nullopt);
+  EXPECT_EQ(ParseCgroupMemoryLimit(""), std::nullopt);
+  EXPECT_EQ(ParseCgroupMemoryLimit("-1\n"), std::nullopt);
+  EXPECT_EQ(ParseCgroupMemoryLimit("12 34\n"), std::nullopt);
+}
+
+TEST(ProcessStats, FindsTheCgroupPathOfAController) {
+  const std::string hybrid =
+      "9:name=systemd:/\n4:memory:/jobs/a1\n2:cpu,cpuacct:/x\n0::/user.slice/app.service\n";
+  EXPECT_EQ(ParseCgroupPath(hybrid, ""), "/user.slice/app.service");
+  EXPECT_EQ(ParseCgroupPath(hybrid, "memory"), "/jobs/a1");
+  EXPECT_EQ(ParseCgroupPath(hybrid, "cpuacct"), "/x");
+  EXPECT_EQ(ParseCgroupPath(hybrid, "pids"), std::nullopt);
+  EXPECT_EQ(ParseCgroupPath("0::/\n", ""), "/");
+  EXPECT_EQ(ParseCgroupPath("4:memory:/a\n", ""), std::nullopt) << "v1 only: no v2 path";
+  EXPECT_EQ(ParseCgroupPath("0::\n0:garbage\n", ""), std::nullopt);
+  EXPECT_EQ(ParseCgroupPath("", "memory"), std::nullopt);
+}
+
+TEST(ProcessStats, TheMemoryLimitIsAtMostThePhysicalMemory) {
+  const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                            static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const uint64_t limit = MemoryLimitBytes();
+  EXPECT_GT(limit, 0u);
+  EXPECT_LE(limit, physical);
 }
 
 }  // namespace
