@@ -3,15 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <iterator>
+#include <memory>
 #include <thread>
 
 #include "cli/flags.h"
 #include "cli/secrets.h"
 #include "codec/json_depth.h"
+#include "common/process_stats.h"
 #include "common/random.h"
 #include "components/backup_shipping/backup_shipping.h"
 #include "components/node_registry/node_registration.h"
 #include "components/queue_push/queue_push.h"
+#include "engine/cache_budget.h"
 
 namespace kvc::cli {
 
@@ -126,8 +130,46 @@ void Application::MakeComponents() {
   }
 }
 
+namespace {
+
+// "1.5 GiB": a size for people.
+std::string HumanBytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} bytes", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+// The read caches' shared budget of --read-cache-total, into c->engine.
+Status MakeReadCacheBudget(ServeConfig* c) {
+  const uint64_t memory = MemoryLimitBytes();
+  KVC_ASSIGN_OR_RETURN(const size_t total, engine::ParseCacheBudget(c->read_cache_total, memory));
+  c->engine.read_cache_budget = std::make_shared<engine::CacheBudget>(total);
+  if (total == 0 || c->engine.read_cache_bytes == 0) {
+    spdlog::info("read cache off (--read-cache-total {}, --read-cache-bytes {})",
+                 c->read_cache_total, c->engine.read_cache_bytes);
+  } else if (c->engine.read_cache_bytes == kNoOwnReadCacheCap) {
+    spdlog::info("read cache: {} shared by the databases (--read-cache-total {}; memory {})",
+                 HumanBytes(total), c->read_cache_total, HumanBytes(memory));
+  } else {
+    spdlog::info(
+        "read cache: {} shared by the databases (--read-cache-total {}; memory {}), at most {} "
+        "each (--read-cache-bytes)",
+        HumanBytes(total), c->read_cache_total, HumanBytes(memory),
+        HumanBytes(c->engine.read_cache_bytes));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Application::WireComponents() {
   ServeConfig& c = config_;
+  KVC_RETURN_IF_ERROR(MakeReadCacheBudget(&c));
   c.directory.engine = c.engine;
   c.directory.engine.task_factories.push_back(queue::Queue::Factory(c.queue));
   c.service.auth.bootstrap_token = c.access_token;

@@ -102,9 +102,13 @@ void AddLimitFlags(CLI::App* s, ServeConfig* c) {
                 "(checks re-evaluated) before its writes get 503")
       ->check(CLI::Range(size_t{0}, engine::kMaxCommitRetriesLimit))
       ->capture_default_str();
-  s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
-                "Memory for cached point reads per database (0: no cache)")
+  s->add_option("--read-cache-total", c->read_cache_total,
+                "Memory for cached point reads, shared by every database: bytes, or a "
+                "percentage of the server's memory (its cgroup limit if lower); 0: no cache")
       ->capture_default_str();
+  s->add_option("--read-cache-bytes", c->engine.read_cache_bytes,
+                "The most one database's read cache may hold, within --read-cache-total "
+                "(default: no cap of its own; 0: no cache)");
   s->add_flag("--read-cache-prewarm", c->engine.prewarm_read_cache,
               "After a start, fill each database's read cache from its data in the background, "
               "until the cache is full (default on; --read-cache-prewarm=false: off)");

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,9 @@
 #include "storage/storage.h"
 
 namespace kvc::cli {
+
+// ServeConfig::engine.read_cache_bytes when --read-cache-bytes is not given.
+inline constexpr size_t kNoOwnReadCacheCap = std::numeric_limits<size_t>::max();
 
 struct ServeConfig {
   std::string config_file;  // JSON, see schemas/config.schema.json
@@ -66,12 +70,18 @@ struct ServeConfig {
   service::MetricsOptions metrics;
   // The main (and TLS) listener: addr and tls_addr parsed by ParseListenAddresses.
   net::ServerOptions net;
-  // As the engine's defaults, but the read cache is prewarmed after a start.
+  // As the engine's defaults, but the read cache is prewarmed after a start, and a database's
+  // cache has no cap of its own: the budget of read_cache_total bounds them together.
   engine::EngineOptions engine = [] {
     engine::EngineOptions o;
     o.prewarm_read_cache = true;
+    o.read_cache_bytes = kNoOwnReadCacheCap;
     return o;
   }();
+  // The read caches' shared budget (engine/cache_budget.h; engine::ParseCacheBudget): bytes, or
+  // a percentage of the memory this process may use (MemoryLimitBytes). Application makes the
+  // budget and puts it in `engine`.
+  std::string read_cache_total = "25%";
   service::ServiceOptions service;
   service::DirectoryOptions directory;
   service::AdminApiOptions admin;

@@ -120,7 +120,7 @@ Engine::Engine(std::unique_ptr<storage::Backend> backend, const EngineOptions& o
       hub_(std::make_shared<WatchHub>()),
       // exclusive_writer: another writer's commits would make cached rows stale without the
       // bracket around our commits.
-      cache_(caps_.exclusive_writer ? options.read_cache_bytes : 0),
+      cache_(caps_.exclusive_writer ? options.read_cache_bytes : 0, options.read_cache_budget),
       listeners_(std::make_shared<const std::vector<std::shared_ptr<CommitListener>>>()) {
   std::string seed = RandomBytes(8);
   uint64_t s = 0;
@@ -236,8 +236,8 @@ void Engine::EndPrewarm(const std::string& why) {
   prewarm_running_.store(false, std::memory_order_release);
   const PrewarmProgress p = prewarm_progress();
   spdlog::info("database {}: read cache prewarmed with {} entries ({} of {} bytes) in {:.1f} s; {}",
-               database_id_, p.entries, cache_.charged_bytes(), options_.read_cache_bytes,
-               p.seconds, why);
+               database_id_, p.entries, cache_.charged_bytes(), cache_.limit_bytes(), p.seconds,
+               why);
 }
 
 Engine::PrewarmProgress Engine::prewarm_progress() const {

@@ -77,6 +77,9 @@ struct EngineOptions {
   size_t max_queued_writes = 10000;
   // 0: no read cache (also off when the backend is not the exclusive writer of its database).
   size_t read_cache_bytes = 64u << 20;
+  // Shared with the read caches of other engines (cache_budget.h); null: none, the cache has
+  // read_cache_bytes to itself. With one, read_cache_bytes still bounds this engine's cache.
+  std::shared_ptr<CacheBudget> read_cache_budget;
   // After open, fill the read cache from the database on a reader thread, in key order, until it
   // is full or every key was read, so reads after a restart hit as before it (`serve` turns this
   // on). Chunks of prewarm_chunk_rows rows, each from a snapshot of its own, queued like reads:
@@ -219,6 +222,9 @@ class Engine {
   size_t queued_reads() const;
   size_t queued_writes() const;
   const ReadCache& read_cache() const { return cache_; }
+  // Gives back read-cache memory beyond this engine's share of a budget shared with other
+  // engines (ReadCache::Trim). Thread-safe; takes only the cache's locks, briefly.
+  void TrimReadCache() { cache_.Trim(); }
   const EngineCounters& counters() const { return counters_; }
   // The read cache's prewarm (EngineOptions::prewarm_read_cache), for metrics and tests.
   struct PrewarmProgress {

@@ -126,15 +126,17 @@ struct ReadCache::Shard {
   uint64_t writes_ended KVC_GUARDED_BY(mu) = 0;  // EndWrite calls that touched this shard
   bool warm_full KVC_GUARDED_BY(mu) = false;     // a prewarm row found no room here
   size_t bytes KVC_GUARDED_BY(mu) = 0;
-  size_t capacity = 0;  // set by the ReadCache constructor, read-only after it
+  size_t capacity = 0;         // set by the ReadCache constructor, read-only after it
+  ReadCache* owner = nullptr;  // likewise
   // Admission once full: a key is admitted only if it missed recently already, so a stream of
   // keys read once (a scan of a database far larger than the cache) does not churn the cache
   // and pay for an insert and an eviction on every miss.
   std::vector<uint32_t> door KVC_GUARDED_BY(mu) = std::vector<uint32_t>(kDoorSlots, 0);
 
-  // True if a new entry of `charge` bytes for the key with hash `h` should be stored.
-  bool Admit(uint64_t h, size_t charge) KVC_REQUIRES(mu) {
-    if (bytes + charge <= capacity) return true;       // room left: no eviction needed
+  // True if a new entry of `charge` bytes for the key with hash `h` should be stored, the shard
+  // holding at most `limit` bytes.
+  bool Admit(uint64_t h, size_t charge, size_t limit) KVC_REQUIRES(mu) {
+    if (bytes + charge <= limit) return true;          // room left: no eviction needed
     uint32_t fp = static_cast<uint32_t>(h >> 32) | 1;  // never 0 (the empty slot)
     uint32_t& slot = door[(h >> 12) % kDoorSlots];
     if (slot == fp) {
@@ -168,6 +170,7 @@ struct ReadCache::Shard {
     if (!n->cached) return;
     Unlink(n);
     bytes -= n->charge;
+    owner->Account(0, n->charge);
     n->cached = false;
     n->has_row = false;
     n->hit = false;
@@ -180,8 +183,8 @@ struct ReadCache::Shard {
     if (n->pending == 0) index.Erase(n);
   }
   // Makes `row` (null: "no row") the cached answer of `n`, charged `charge` bytes, and evicts
-  // other entries down to capacity. REQUIRES: charge <= capacity (so `n`, at the front, stays).
-  void Store(Node* n, const storage::StoredRow* row, size_t charge) KVC_REQUIRES(mu) {
+  // other entries down to `limit` bytes. REQUIRES: charge <= limit (so `n`, at the front, stays).
+  void Store(Node* n, const storage::StoredRow* row, size_t charge, size_t limit) KVC_REQUIRES(mu) {
     Drop(n);
     n->cached = true;
     n->has_row = row != nullptr;
@@ -193,14 +196,15 @@ struct ReadCache::Shard {
     }
     n->charge = charge;
     bytes += charge;
+    owner->Account(charge, 0);
     PushFront(n);
-    EvictToCapacity();
+    EvictTo(limit);
   }
   // Second chance (CLOCK): an entry read since it was put at the front goes back to the front
   // once instead of being evicted, so a hit only marks its own entry (moving it to the front on
   // every hit touched its neighbours and the head: three more cache misses per cached read).
-  void EvictToCapacity() KVC_REQUIRES(mu) {
-    while (bytes > capacity && tail) {
+  void EvictTo(size_t limit) KVC_REQUIRES(mu) {
+    while (bytes > limit && tail) {
       Node* n = tail;
       if (n->hit && n != head) {
         n->hit = false;
@@ -213,12 +217,53 @@ struct ReadCache::Shard {
   }
 };
 
-ReadCache::ReadCache(size_t capacity_bytes)
-    : capacity_bytes_(capacity_bytes), shards_(new Shard[kShards]) {
-  for (size_t i = 0; i < kShards; ++i) shards_[i].capacity = capacity_bytes / kShards;
+ReadCache::ReadCache(size_t capacity_bytes, std::shared_ptr<CacheBudget> budget)
+    : capacity_bytes_(capacity_bytes),
+      budget_(std::move(budget)),
+      enabled_(capacity_bytes > 0 && (!budget_ || budget_->bytes() > 0)),
+      shards_(new Shard[kShards]) {
+  for (size_t i = 0; i < kShards; ++i) {
+    shards_[i].capacity = capacity_bytes / kShards;
+    shards_[i].owner = this;
+  }
+  if (enabled_ && budget_) budget_->Join();
 }
 
-ReadCache::~ReadCache() = default;
+ReadCache::~ReadCache() {
+  if (!enabled_ || !budget_) return;
+  budget_->Release(charged_.load(std::memory_order_relaxed));
+  budget_->Leave();
+}
+
+void ReadCache::Account(size_t add, size_t sub) {
+  if (add > 0) charged_.fetch_add(add, std::memory_order_relaxed);
+  if (sub > 0) charged_.fetch_sub(sub, std::memory_order_relaxed);
+  if (budget_) {
+    if (add > 0) budget_->Charge(add);
+    if (sub > 0) budget_->Release(sub);
+  }
+}
+
+size_t ReadCache::limit_bytes() const {
+  if (!enabled_) return 0;
+  if (!budget_) return capacity_bytes_;
+  return std::min(capacity_bytes_, budget_->AllowedFor(charged_bytes()));
+}
+
+size_t ReadCache::ShardLimit(const Shard& s) const {
+  if (!budget_) return s.capacity;
+  return std::min(s.capacity, budget_->AllowedFor(charged_bytes()) / kShards);
+}
+
+void ReadCache::Trim() {
+  if (!enabled_ || !budget_) return;
+  for (size_t i = 0; i < kShards; ++i) {
+    Shard& s = shards_[i];
+    const size_t limit = ShardLimit(s);
+    MutexLock lock(s.mu);
+    s.EvictTo(limit);
+  }
+}
 
 namespace {
 // Mixes the string hash so shard choice, doorkeeper slot and bucket use different bits.
@@ -278,16 +323,17 @@ void ReadCache::Fill(std::string_view key, uint64_t ticket,
   const size_t charge = Charge(key, RowOf(row));
   size_t hash = 0;
   Shard& s = ShardFor(key, &hash);
-  if (charge > s.capacity) return;
+  const size_t limit = ShardLimit(s);
+  if (charge > limit) return;
   MutexLock lock(s.mu);
   if (s.writes_ended != ticket) return;  // a write ended since the snapshot may have begun
   Shard::Node* n = s.index.Find(hash, key);
   if (!n) {
-    if (!s.Admit(Mix(hash), charge)) return;
+    if (!s.Admit(Mix(hash), charge, limit)) return;
     n = s.index.Add(hash, key);
   }
   if (n->pending > 0) return;  // a write is under way; its commit may not be in our snapshot
-  s.Store(n, RowOf(row), charge);
+  s.Store(n, RowOf(row), charge, limit);
 }
 
 void ReadCache::BeginWrite(const std::vector<std::string>& keys) {
@@ -312,6 +358,7 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys,
     const std::string& key = keys[i];
     size_t hash = 0;
     Shard& s = ShardFor(key, &hash);
+    const size_t limit = ShardLimit(s);
     MutexLock lock(s.mu);
     ++s.writes_ended;
     Shard::Node* n = s.index.Find(hash, key);
@@ -323,8 +370,8 @@ void ReadCache::EndWrite(const std::vector<std::string>& keys,
     const std::optional<storage::StoredRow>* row = rows ? (*rows)[i] : nullptr;
     if (row) {
       const size_t charge = Charge(key, RowOf(*row));
-      if (charge <= s.capacity && s.Admit(Mix(hash), charge)) {
-        s.Store(n, RowOf(*row), charge);
+      if (charge <= limit && s.Admit(Mix(hash), charge, limit)) {
+        s.Store(n, RowOf(*row), charge, limit);
         continue;
       }
     }
@@ -354,8 +401,9 @@ size_t ReadCache::Warm(const std::vector<uint64_t>& tickets,
     size_t hash = 0;
     const size_t i = ShardIndex(r.key, &hash);
     Shard& s = shards_[i];
+    const size_t limit = ShardLimit(s);
     MutexLock lock(s.mu);
-    if (s.bytes + charge > s.capacity) {
+    if (s.bytes + charge > limit) {
       // Skipped: other shards may have room yet. Once half of them had none, the rest are
       // nearly full too (keys spread evenly), so the caller stops.
       if (!s.warm_full) {
@@ -366,7 +414,7 @@ size_t ReadCache::Warm(const std::vector<uint64_t>& tickets,
     }
     if (s.writes_ended != tickets[i]) continue;  // a write ended since the snapshot may have begun
     if (s.index.Find(hash, r.key) != nullptr) continue;  // cached already, or a write is pending
-    s.Store(s.index.Add(hash, r.key), &r.row, charge);
+    s.Store(s.index.Add(hash, r.key), &r.row, charge, limit);
     ++stored;
   }
   *full = warm_full_shards_.load(std::memory_order_relaxed) >= kShards / 2;
@@ -379,16 +427,6 @@ size_t ReadCache::entry_count() const {
     const Shard& s = shards_[i];
     MutexLock lock(s.mu);
     n += s.index.size();
-  }
-  return n;
-}
-
-size_t ReadCache::charged_bytes() const {
-  size_t n = 0;
-  for (size_t i = 0; i < kShards; ++i) {
-    const Shard& s = shards_[i];
-    MutexLock lock(s.mu);
-    n += s.bytes;
   }
   return n;
 }

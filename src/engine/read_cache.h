@@ -21,8 +21,10 @@
 //   it always see the count move.
 // A cached row past its expiry is reported as "no row", like storage does.
 //
-// Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, split
-// evenly over the shards. A shard finds a key through an open-addressing index of full hashes;
+// Memory: entries are charged key + value + a fixed overhead against `capacity_bytes`, and
+// against the budget shared with other caches if one is given (cache_budget.h: the cache may
+// hold what the budget's sharing rule allows it, up to its capacity), split evenly over the
+// shards. A shard finds a key through an open-addressing index of full hashes;
 // a node keeps the key and the cached value in one buffer, so a hit touches the index slot, the
 // node and that buffer (read_cache.cc). Each shard evicts the oldest entries with a second chance
 // (CLOCK): an entry read since it was stored goes back to the front once instead, so a hit marks
@@ -42,19 +44,22 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/cache_budget.h"
 #include "storage/backend.h"
 
 namespace kvc::engine {
 
 class ReadCache {
  public:
-  // capacity_bytes == 0 disables the cache: lookups miss and fills are dropped.
-  explicit ReadCache(size_t capacity_bytes);
+  // capacity_bytes == 0 (or a budget of 0 bytes) disables the cache: lookups miss and fills are
+  // dropped. `budget` (optional) is shared with other caches; the cache is one of its members
+  // while it lives, if enabled.
+  explicit ReadCache(size_t capacity_bytes, std::shared_ptr<CacheBudget> budget = nullptr);
   ~ReadCache();
   ReadCache(const ReadCache&) = delete;
   ReadCache& operator=(const ReadCache&) = delete;
 
-  bool enabled() const { return capacity_bytes_ > 0; }
+  bool enabled() const { return enabled_; }
 
   enum class Lookup { kMiss, kAbsent, kPresent };
   // kPresent fills *row; kAbsent means the key has no live row.
@@ -87,9 +92,15 @@ class ReadCache {
   // Counts EndWrite calls (each counted as it starts).
   uint64_t writes_ended() const { return writes_ended_.load(std::memory_order_acquire); }
 
+  // Evicts, in every shard, what the cache holds beyond what it may hold now (its share of the
+  // budget shrank as other caches grew). Without a budget there is nothing to give back.
+  void Trim();
+
   // For tests and metrics.
   size_t entry_count() const;
-  size_t charged_bytes() const;
+  size_t charged_bytes() const { return charged_.load(std::memory_order_relaxed); }
+  // What the cache may hold now: its capacity, or less as the budget's sharing rule allows.
+  size_t limit_bytes() const;
 
  private:
   struct Shard;
@@ -98,8 +109,16 @@ class ReadCache {
   // The index of that shard.
   static size_t ShardIndex(std::string_view key, size_t* hash);
 
+  // The most shard `s` may hold now: its part of limit_bytes().
+  size_t ShardLimit(const Shard& s) const;
+  // Keeps charged_ and the budget's count in step with the shards' bytes.
+  void Account(size_t add, size_t sub);
+
   const size_t capacity_bytes_;
+  const std::shared_ptr<CacheBudget> budget_;  // null: none
+  const bool enabled_;
   std::unique_ptr<Shard[]> shards_;
+  std::atomic<size_t> charged_{0};  // the shards' bytes, summed
   std::atomic<uint64_t> writes_ended_{0};
   std::atomic<size_t> warm_full_shards_{0};  // shards where Warm found no room
 };

@@ -95,6 +95,8 @@ void Directory::Loop() {
     }
     ReapRetired();
     auto snap = snapshot();
+    // Read caches that share a budget give back what others grew into (engine/cache_budget.h).
+    for (const auto& [id, db] : snap->by_id) db.engine->TrimReadCache();
     for (auto& w : waiting) w(snap);
     lock.Lock();
   }

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -272,6 +275,116 @@ TEST(ReadCache, APrewarmStoresOnlyRowsNoWriteMayHaveChangedAndNeverEvicts) {
   EXPECT_GT(c.charged_bytes(), (size_t{1} << 20) * 9 / 10) << "most shards are about full";
   EXPECT_EQ(c.Get("cached", 1000, &out), ReadCache::Lookup::kPresent);
   EXPECT_EQ(c.Get("k0", 1000, &out), ReadCache::Lookup::kPresent);
+}
+
+// Offers `n` keys of `prefix` with 200-byte values, each twice (the doorkeeper admits a key on its
+// second miss once a shard is full).
+void FillMany(ReadCache& c, const std::string& prefix, int n) {
+  const std::string value(200, 'v');
+  for (int i = 0; i < n; ++i) {
+    const std::string k = prefix + std::to_string(i);
+    c.Fill(k, c.FillTicket(k), Row(value, i));
+    c.Fill(k, c.FillTicket(k), Row(value, i));
+  }
+}
+
+constexpr size_t kNoCap = std::numeric_limits<size_t>::max();
+
+TEST(CacheBudget, ParsesBytesAndPercentagesOfMemory) {
+  EXPECT_EQ(*ParseCacheBudget("4096", 1000), 4096u);
+  EXPECT_EQ(*ParseCacheBudget("0", 1000), 0u);
+  EXPECT_EQ(*ParseCacheBudget("25%", 1000), 250u);
+  EXPECT_EQ(*ParseCacheBudget("12.5%", 800), 100u);
+  EXPECT_EQ(*ParseCacheBudget("100%", 800), 800u);
+  for (const char* bad : {"", "%", "0%", "0.5%", "101%", "-1", "-5%", "1e3", "25 %", " 25%", "abc",
+                          "nan%", "inf%", "4096B", "1.5", "99999999999999999999999"}) {
+    const Result<size_t> r = ParseCacheBudget(bad, 1000);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("percentage of the server's memory"), std::string::npos);
+  }
+}
+
+TEST(ReadCache, ACacheAloneMayTakeTheWholeSharedBudget) {
+  const size_t total = 64 * 8192;
+  auto budget = std::make_shared<CacheBudget>(total);
+  ReadCache c(kNoCap, budget);
+  EXPECT_EQ(budget->members(), 1u);
+  EXPECT_EQ(c.limit_bytes(), total);
+  FillMany(c, "k", 20000);
+  EXPECT_LE(c.charged_bytes(), total);
+  EXPECT_GT(c.charged_bytes(), total * 9 / 10);
+  EXPECT_EQ(budget->used(), c.charged_bytes());
+}
+
+// Two databases' caches on one budget: the first, alone, fills all of it; the second then gets
+// an equal share at once, the first gives its excess back on Trim (and on its own stores), and
+// when the second goes the first may take everything again.
+TEST(ReadCache, CachesSharingABudgetEachGetAShareAndGiveBackTheExcess) {
+  const size_t total = 64 * 8192;
+  auto budget = std::make_shared<CacheBudget>(total);
+  ReadCache a(kNoCap, budget);
+  FillMany(a, "a", 20000);
+  ASSERT_GT(a.charged_bytes(), total * 9 / 10);
+  {
+    ReadCache b(kNoCap, budget);
+    EXPECT_EQ(budget->members(), 2u);
+    EXPECT_EQ(b.limit_bytes(), total / 2) << "the other leaves less than an equal share";
+    FillMany(b, "b", 20000);
+    EXPECT_LE(b.charged_bytes(), total / 2);
+    EXPECT_GT(b.charged_bytes(), total / 2 * 9 / 10);
+    EXPECT_GT(a.charged_bytes(), total / 2) << "a keeps its excess until it gives it back";
+    const size_t a_limit = std::max(total / 2, total - b.charged_bytes());  // what b leaves
+    EXPECT_EQ(a.limit_bytes(), a_limit);
+    a.Trim();
+    EXPECT_LE(a.charged_bytes(), a_limit);
+    EXPECT_GT(a.charged_bytes(), total / 2 * 9 / 10);
+    EXPECT_LE(budget->used(), total);
+    // Both keep storing: together they stay within the budget.
+    FillMany(a, "a-again", 5000);
+    FillMany(b, "b-again", 5000);
+    EXPECT_LE(b.charged_bytes(), total / 2 + total / 64);
+    EXPECT_LE(budget->used(), total + total / 32);
+    EXPECT_EQ(budget->used(), a.charged_bytes() + b.charged_bytes());
+
+    // A third cache's prewarm takes no more than its share (a third) and says it is full.
+    ReadCache c(kNoCap, budget);
+    std::vector<storage::KeyedRow> rows;
+    for (int i = 0; i < 20000; ++i) rows.push_back({"c" + std::to_string(i), Row("v", 1)});
+    bool full = false;
+    c.Warm(c.WarmTickets(), rows, 0, &full);
+    EXPECT_TRUE(full);
+    EXPECT_LE(c.charged_bytes(), total / 3);
+    EXPECT_GT(c.charged_bytes(), total / 3 * 8 / 10);
+  }
+  // b and c are gone: their charges and memberships went with them.
+  EXPECT_EQ(budget->members(), 1u);
+  EXPECT_EQ(budget->used(), a.charged_bytes());
+  EXPECT_EQ(a.limit_bytes(), total);
+  FillMany(a, "a-alone", 20000);
+  EXPECT_GT(a.charged_bytes(), total * 9 / 10);
+}
+
+TEST(ReadCache, ItsOwnCapacityBoundsACacheWithinALargerBudget) {
+  const size_t capacity = 64 * 4096;
+  auto budget = std::make_shared<CacheBudget>(size_t{1} << 30);
+  ReadCache c(capacity, budget);
+  EXPECT_EQ(c.limit_bytes(), capacity);
+  FillMany(c, "k", 20000);
+  EXPECT_LE(c.charged_bytes(), capacity);
+  EXPECT_GT(c.charged_bytes(), capacity * 9 / 10);
+}
+
+TEST(ReadCache, ABudgetOfNothingTurnsTheCacheOff) {
+  auto budget = std::make_shared<CacheBudget>(0);
+  ReadCache c(kNoCap, budget);
+  EXPECT_FALSE(c.enabled());
+  EXPECT_EQ(budget->members(), 0u);
+  EXPECT_EQ(c.limit_bytes(), 0u);
+  FillMany(c, "k", 10);
+  storage::StoredRow out;
+  EXPECT_EQ(c.Get("k1", 0, &out), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(budget->used(), 0u);
 }
 
 TEST(ReadCache, DisabledCacheNeverHits) {

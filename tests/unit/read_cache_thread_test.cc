@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -60,6 +62,52 @@ TEST(ReadCache, TwoLookupsWithoutAnEndedWriteBetweenThemSeeOneCommit) {
   writer.join();
   for (std::thread& r : readers) r.join();
   EXPECT_EQ(mixed.load(), 0) << "of " << compared.load();
+}
+
+// Two caches on one budget, each filled, written and trimmed by threads of its own (as two
+// engines' I/O threads, writers and the directory): once they stop, the budget counts exactly
+// what the two hold, and after a trim of each they hold about the budget.
+TEST(ReadCache, CachesSharingABudgetAcrossThreadsKeepItsCountExact) {
+  const size_t total = 64 * 8192;
+  auto budget = std::make_shared<CacheBudget>(total);
+  ReadCache a(std::numeric_limits<size_t>::max(), budget);
+  ReadCache b(std::numeric_limits<size_t>::max(), budget);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (ReadCache* c : {&a, &b}) {
+    threads.emplace_back([c] {  // fills of a growing key set
+      const std::string value(200, 'v');
+      for (int i = 0; i < 30000; ++i) {
+        const std::string k = "k" + std::to_string(i % 7000);
+        c->Fill(k, c->FillTicket(k), Row(value, i));
+      }
+    });
+    threads.emplace_back([c] {  // writes through, some deleting
+      for (int i = 0; i < 20000; ++i) {
+        const std::vector<std::string> keys = {"k" + std::to_string(i % 5000)};
+        const std::optional<storage::StoredRow> row =
+            i % 3 == 0 ? std::nullopt : std::optional<storage::StoredRow>(Row("w", i));
+        const std::vector<const std::optional<storage::StoredRow>*> rows = {&row};
+        c->BeginWrite(keys);
+        c->EndWrite(keys, &rows);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    while (!done) {
+      a.Trim();
+      b.Trim();
+    }
+  });
+  for (size_t i = 0; i + 1 < threads.size(); ++i) threads[i].join();
+  done = true;
+  threads.back().join();
+  EXPECT_EQ(budget->used(), a.charged_bytes() + b.charged_bytes());
+  a.Trim();
+  b.Trim();
+  a.Trim();
+  EXPECT_LE(budget->used(), total + total / 32);
+  EXPECT_GT(budget->used(), total / 2);
 }
 
 }  // namespace

@@ -372,9 +372,13 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
   F retries = F::Counter("kvconnect_commit_retries_total",
                          "Group commits run again after the storage refused them for a conflict");
   F cache_entries = F::Gauge("kvconnect_read_cache_entries", "Keys the read cache holds");
-  F cache_bytes =
-      F::Gauge("kvconnect_read_cache_bytes",
-               "Bytes the read cache's entries are charged (at most --read-cache-bytes)");
+  F cache_bytes = F::Gauge("kvconnect_read_cache_bytes",
+                           "Bytes the read cache's entries are charged (at most "
+                           "kvconnect_read_cache_limit_bytes, give or take what it gives back)");
+  F cache_limit = F::Gauge("kvconnect_read_cache_limit_bytes",
+                           "What the read cache may hold now: its share of --read-cache-total "
+                           "(what the other databases leave, or an equal part if more), at most "
+                           "--read-cache-bytes");
   F prewarm_running = F::Gauge("kvconnect_read_cache_prewarm_running",
                                "1 while the read cache is being filled from the database after "
                                "the start (--read-cache-prewarm)");
@@ -409,6 +413,7 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
       retries.Add(static_cast<double>(c.commit_retries.load()), l);
       cache_entries.Add(static_cast<double>(e.read_cache().entry_count()), l);
       cache_bytes.Add(static_cast<double>(e.read_cache().charged_bytes()), l);
+      cache_limit.Add(static_cast<double>(e.read_cache().limit_bytes()), l);
       const engine::Engine::PrewarmProgress p = e.prewarm_progress();
       prewarm_running.Add(p.running ? 1 : 0, l);
       prewarm_entries.Add(static_cast<double>(p.entries), l);
@@ -417,7 +422,7 @@ void Metrics::CollectDatabases(std::vector<ScrapedFamily>* out) {
   }
   for (F* f : {&keys, &bytes, &wal, &version, &writable, &watches, &qreads, &qwrites, &hits,
                &misses, &storage_reads, &refused, &retries, &cache_entries, &cache_bytes,
-               &prewarm_running, &prewarm_entries, &prewarm_seconds}) {
+               &cache_limit, &prewarm_running, &prewarm_entries, &prewarm_seconds}) {
     out->push_back(std::move(*f));
   }
 }
