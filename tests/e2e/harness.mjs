@@ -27,6 +27,7 @@
 //   E2E_KEEP=1          keep temporary data dirs
 
 import { spawn, spawnSync } from "node:child_process";
+import { test } from "node:test";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -641,6 +642,21 @@ export function annotate(err, ...servers) {
     return err;
   }
   return new Error(`${String(err)}\n${tails}`);
+}
+
+/**
+ * A `test` whose failure carries the output tail of the server `currentServer()` returns at that
+ * moment (a suite that restarts its server passes a getter of the variable holding it).
+ */
+export function annotatedTest(currentServer, { timeout = 120_000 } = {}) {
+  return (name, fn) =>
+    test(name, { timeout }, async () => {
+      try {
+        await fn();
+      } catch (e) {
+        throw annotate(e, currentServer());
+      }
+    });
 }
 
 // ---------------------------------------------------------------------------

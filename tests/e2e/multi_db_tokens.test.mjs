@@ -5,10 +5,10 @@
 // --all-databases token opens a database created after it; `token list` shows what each token
 // opens, `--db X` lists the tokens that open X; deleting one of a token's databases leaves it
 // the others; revoking it closes them all.
-import { after, before, describe, test } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
 import { openKv } from "@deno/kv";
-import { annotate, describeRun, expectCliOk, expectDenoOk, removeTempDirs, runDeno, startServer, waitFor } from "./harness.mjs";
+import { annotatedTest, describeRun, expectCliOk, expectDenoOk, removeTempDirs, runDeno, startServer, waitFor } from "./harness.mjs";
 import { nodeV8Codec } from "./node_v8.mjs";
 
 const TOKEN_RE = /^kvt_([0-9a-f]{16})_([0-9a-f]{64})$/;
@@ -65,15 +65,7 @@ describe("one token, several databases", { timeout: 300_000 }, () => {
     }
   }
 
-  function t(name, fn) {
-    test(name, { timeout: 120_000 }, async () => {
-      try {
-        await fn();
-      } catch (e) {
-        throw annotate(e, server);
-      }
-    });
-  }
+  const t = annotatedTest(() => server);
 
   let multi;
   t("token create --db a --db b: one DENO_KV_ACCESS_TOKEN opens a and b in Deno, c answers 403", async () => {

@@ -5,10 +5,10 @@
 // back its value from both, evicted or not; after a restart the prewarm fills both within the
 // budget. The figures come from /metrics (kvconnect_read_cache_bytes and _limit_bytes). A
 // budget the server cannot take is refused at start with a text naming the accepted forms.
-import { after, before, describe, test } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
 import {
-  annotate, expectCliOk, expectDenoOk, LOCAL_BACKEND, makeTempDir, metricValue, removeTempDirs, runDeno,
+  annotatedTest, expectCliOk, expectDenoOk, LOCAL_BACKEND, makeTempDir, metricValue, removeTempDirs, runDeno,
   runKvconnect, startServer, waitFor,
 } from "./harness.mjs";
 
@@ -44,15 +44,7 @@ describe("read caches sharing one budget", { skip: LOCAL_BACKEND, timeout: 300_0
     };
   }
 
-  function t(name, fn) {
-    test(name, { timeout: 120_000 }, async () => {
-      try {
-        await fn();
-      } catch (e) {
-        throw annotate(e, server);
-      }
-    });
-  }
+  const t = annotatedTest(() => server);
 
   t("the start names the budget", async () => {
     assert.match(server.logTail(200), /read cache: 976\.6 KiB shared by the databases \(--read-cache-total 1000000;/);
