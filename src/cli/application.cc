@@ -144,12 +144,15 @@ std::string HumanBytes(uint64_t bytes) {
   return u == 0 ? fmt::format("{} bytes", bytes) : fmt::format("{:.1f} {}", v, units[u]);
 }
 
-// The read caches' shared budget of --read-cache-total, into c->engine.
-Status MakeReadCacheBudget(ServeConfig* c) {
+// The read caches' shared budget of --read-cache-total, into c->engine. `shared_storage`: other
+// servers write the same databases (PostgreSQL nodes), so engines keep no read cache.
+Status MakeReadCacheBudget(ServeConfig* c, bool shared_storage) {
   const uint64_t memory = MemoryLimitBytes();
   KVC_ASSIGN_OR_RETURN(const size_t total, engine::ParseCacheBudget(c->read_cache_total, memory));
   c->engine.read_cache_budget = std::make_shared<engine::CacheBudget>(total);
-  if (total == 0 || c->engine.read_cache_bytes == 0) {
+  if (shared_storage) {
+    spdlog::info("read cache off: other nodes write these databases too");
+  } else if (total == 0 || c->engine.read_cache_bytes == 0) {
     spdlog::info("read cache off (--read-cache-total {}, --read-cache-bytes {})",
                  c->read_cache_total, c->engine.read_cache_bytes);
   } else if (c->engine.read_cache_bytes == kNoOwnReadCacheCap) {
@@ -169,7 +172,7 @@ Status MakeReadCacheBudget(ServeConfig* c) {
 
 Status Application::WireComponents() {
   ServeConfig& c = config_;
-  KVC_RETURN_IF_ERROR(MakeReadCacheBudget(&c));
+  KVC_RETURN_IF_ERROR(MakeReadCacheBudget(&c, storage_->nodes() != nullptr));
   c.directory.engine = c.engine;
   c.directory.engine.task_factories.push_back(queue::Queue::Factory(c.queue));
   c.service.auth.bootstrap_token = c.access_token;
@@ -191,6 +194,8 @@ Status Application::WireComponents() {
   metrics_->Start(directory_.get());
   queue_metrics_ = std::make_unique<service::QueueMetrics>(directory_.get());
   metrics_->AddCollector(queue_metrics_.get());
+  cache_budget_metrics_ = std::make_unique<service::CacheBudgetMetrics>(c.engine.read_cache_budget);
+  metrics_->AddCollector(cache_budget_metrics_.get());
   for (const service::MetricsCollector* collector : wiring_.collectors) {
     metrics_->AddCollector(collector);
   }

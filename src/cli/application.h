@@ -30,6 +30,7 @@
 #include "service/authenticator.h"
 #include "service/directory.h"
 #include "service/kvconnect/kv_service.h"
+#include "service/ops/cache_budget_metrics.h"
 #include "service/ops/health.h"
 #include "service/ops/metrics.h"
 #include "service/queue/queue_api.h"
@@ -117,6 +118,7 @@ class Application {
   components::Wiring wiring_;  // what the components registered
   std::unique_ptr<service::Directory> directory_;
   std::unique_ptr<service::QueueMetrics> queue_metrics_;  // a collector: outlives metrics_
+  std::unique_ptr<service::CacheBudgetMetrics> cache_budget_metrics_;  // likewise
   std::unique_ptr<service::Metrics> metrics_;
   std::unique_ptr<service::Health> health_;
   std::unique_ptr<service::Authenticator> auth_;  // shared by every API, so one rate limit

@@ -37,11 +37,30 @@ describe("read caches sharing one budget", { skip: LOCAL_BACKEND, timeout: 300_0
     });
     expectDenoOk(res, server);
   }
-  async function cache(db) {
-    return {
-      bytes: await metricValue(server, "kvconnect_read_cache_bytes", { database: db }),
-      limit: await metricValue(server, "kvconnect_read_cache_limit_bytes", { database: db }),
+  /** One scrape: each database's cache bytes and limit, and the server-wide budget figures. */
+  async function scrape() {
+    const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    const value = (name, db) => {
+      const labels = db === undefined ? "" : `\\{database="${db}"\\}`;
+      const m = new RegExp(`^${name}${labels} (\\S+)$`, "m").exec(text);
+      assert.ok(m, `no ${name} ${db ?? ""} in /metrics`);
+      return Number(m[1]);
     };
+    const db = (name) => ({
+      bytes: value("kvconnect_read_cache_bytes", name),
+      limit: value("kvconnect_read_cache_limit_bytes", name),
+    });
+    return {
+      a: db("default"),
+      b: db("second"),
+      total: value("kvconnect_read_cache_total_bytes"),
+      used: value("kvconnect_read_cache_total_used_bytes"),
+    };
+  }
+  async function cache(db) {
+    return (await scrape())[db === "default" ? "a" : "b"];
   }
 
   const t = annotatedTest(() => server);
@@ -66,6 +85,9 @@ describe("read caches sharing one budget", { skip: LOCAL_BACKEND, timeout: 300_0
       // The first gives its excess back at the directory's next poll (200 ms here).
       return a.bytes <= a.limit && a.bytes + b.bytes <= BUDGET * 1.02 ? { a, b } : null;
     }, { timeoutMs: 15_000, intervalMs: 100, what: "the first cache to give back its excess" });
+    const m = await scrape();
+    assert.equal(m.total, BUDGET, "kvconnect_read_cache_total_bytes");
+    assert.equal(m.used, m.a.bytes + m.b.bytes, "kvconnect_read_cache_total_used_bytes is the sum");
     assert.ok(both.b.limit >= BUDGET / 2, `second's limit ${both.b.limit}`);
     assert.ok(both.b.bytes > BUDGET * 0.4, `second holds ${both.b.bytes}`);
     assert.ok(both.a.bytes > BUDGET * 0.4, `default keeps ${both.a.bytes}`);
