@@ -48,7 +48,14 @@ std::string Describe(const Compiled& c, const std::string& key) {
   if (it == props.MemberEnd()) return {};
   std::string out;
   const auto& p = it->value;
-  if (p.HasMember("type")) out += std::string("expected ") + p["type"].GetString();
+  if (p.HasMember("type") && p["type"].IsString()) {
+    out += std::string("expected ") + p["type"].GetString();
+  } else if (p.HasMember("type") && p["type"].IsArray()) {  // ["string", "integer"]
+    out += "expected ";
+    for (const auto& t : p["type"].GetArray()) {
+      if (t.IsString()) out += std::string(&t == p["type"].Begin() ? "" : " or ") + t.GetString();
+    }
+  }
   // Choices are written as a pattern "^(a|b|c)$" (RapidJSON 1.1 leaks "enum" values).
   if (p.HasMember("pattern")) out += std::string(" matching ") + p["pattern"].GetString();
   if (p.HasMember("minimum")) out += ", at least " + std::to_string(p["minimum"].GetInt64());

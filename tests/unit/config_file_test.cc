@@ -154,6 +154,32 @@ TEST(ConfigFile, PortableV8ValuesSwitch) {
   EXPECT_FALSE(codec::ParseConfigFile(R"({"portable_v8_values": "no"})").ok());
 }
 
+// --read-cache-total (or the file's read_cache_total: a string, or an integer of bytes) reaches
+// the config as text for engine::ParseCacheBudget; the default is 25%, and --read-cache-bytes
+// defaults to no cap of its own. The schema refuses what is neither bytes nor a percentage.
+TEST(ConfigFile, ReadCacheTotal) {
+  auto total = [](std::vector<std::string> args, const std::string& file_json) {
+    Result<cli::ServeConfig> config = ParseServe(std::move(args), file_json);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() ? config->read_cache_total : std::string("(error)");
+  };
+  EXPECT_EQ(total({}, ""), "25%");
+  EXPECT_EQ(ParseServe({}, "")->engine.read_cache_bytes, cli::kNoOwnReadCacheCap);
+  EXPECT_EQ(total({"--read-cache-total", "10%"}, ""), "10%");
+  EXPECT_EQ(total({}, R"({"read_cache_total": "12.5%"})"), "12.5%");
+  EXPECT_EQ(total({}, R"({"read_cache_total": 4294967296})"), "4294967296");
+  EXPECT_EQ(total({}, R"({"read_cache_total": "0"})"), "0");
+  EXPECT_EQ(total({"--read-cache-total", "1%"}, R"({"read_cache_total": "50%"})"), "1%");
+  for (const char* bad : {R"({"read_cache_total": -1})", R"({"read_cache_total": 1.5})",
+                          R"({"read_cache_total": "1e9"})", R"({"read_cache_total": "lots"})",
+                          R"({"read_cache_total": true})"}) {
+    const Result<cli::ServeConfig> r = ParseServe({}, bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("expected string or integer"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 // --max-commit-retries (or the file's max_commit_retries) sets the engines' retry bound; the
 // default stays the engine's, and values outside 0..1000 are refused by the flag and the schema.
 TEST(ConfigFile, MaxCommitRetries) {
