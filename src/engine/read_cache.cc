@@ -256,7 +256,9 @@ size_t ReadCache::ShardLimit(const Shard& s) const {
 }
 
 void ReadCache::Trim() {
-  if (!enabled_ || !budget_) return;
+  // The directory calls this every poll for every database: most calls find nothing to give back
+  // and should not take 64 locks to learn it.
+  if (!enabled_ || !budget_ || charged_bytes() <= limit_bytes()) return;
   for (size_t i = 0; i < kShards; ++i) {
     Shard& s = shards_[i];
     const size_t limit = ShardLimit(s);

@@ -92,8 +92,9 @@ class ReadCache {
   // Counts EndWrite calls (each counted as it starts).
   uint64_t writes_ended() const { return writes_ended_.load(std::memory_order_acquire); }
 
-  // Evicts, in every shard, what the cache holds beyond what it may hold now (its share of the
-  // budget shrank as other caches grew). Without a budget there is nothing to give back.
+  // If the cache holds more than it may now (its share of the budget shrank as other caches
+  // grew), evicts in every shard what it holds beyond its part. Without a budget, or within its
+  // limit, there is nothing to give back.
   void Trim();
 
   // For tests and metrics.
