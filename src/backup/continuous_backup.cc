@@ -95,7 +95,7 @@ ContinuousBackup::~ContinuousBackup() {
 }
 
 void ContinuousBackup::Start() {
-  worker_.Start([this] { Loop(); });
+  worker_.Start("kvc-backup", [this] { Loop(); });
 }
 
 void ContinuousBackup::Stop() {

@@ -24,10 +24,12 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "common/mutex.h"
+#include "common/thread_name.h"
 
 namespace kvc {
 
@@ -37,10 +39,13 @@ class WorkerThread {
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
 
-  // Runs `loop` on a new thread.
+  // Runs `loop` on a new thread named `name` (common/thread_name.h lists the names).
   template <typename Loop>
-  void Start(Loop&& loop) {
-    thread_ = std::thread(std::forward<Loop>(loop));
+  void Start(std::string name, Loop&& loop) {
+    thread_ = std::thread([name = std::move(name), loop = std::forward<Loop>(loop)]() mutable {
+      NameThisThread(name);
+      loop();
+    });
   }
 
   bool stop_requested() const { return stop_.load(std::memory_order_acquire); }

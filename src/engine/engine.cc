@@ -10,6 +10,7 @@
 #include "codec/versionstamp.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "common/thread_name.h"
 #include "engine/expiry_task.h"
 #include "engine/mutation.h"
 
@@ -176,9 +177,15 @@ Status Engine::Start() {
   (void)spdlog::default_logger_raw();
   for (auto& r : readers_) {
     storage::Reader* raw = r.get();
-    reader_threads_.emplace_back([this, raw] { ReaderLoop(raw); });
+    reader_threads_.emplace_back([this, raw] {
+      NameThisThread("kvc-reader");
+      ReaderLoop(raw);
+    });
   }
-  writer_thread_ = std::thread([this] { WriterLoop(); });
+  writer_thread_ = std::thread([this] {
+    NameThisThread("kvc-writer");
+    WriterLoop();
+  });
   if (cache_.enabled() && options_.prewarm_read_cache) {
     prewarm_start_ns_.store(SteadyNowNs(), std::memory_order_relaxed);
     prewarm_running_.store(true, std::memory_order_release);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "net/session.h"
 
 namespace kvc::net {
@@ -203,7 +204,12 @@ class ServerImpl {
     KVC_RETURN_IF_ERROR(Listen(o.host, o.port, o.tls));
     if (!o.tls_host.empty()) KVC_RETURN_IF_ERROR(Listen(o.tls_host, o.tls_port, true));
     for (auto& l : listeners_) Accept(l.get());
-    for (auto& ioc : iocs_) threads_.emplace_back([ioc = ioc.get()] { ioc->run(); });
+    for (auto& ioc : iocs_) {
+      threads_.emplace_back([ioc = ioc.get()] {
+        NameThisThread("kvc-io");
+        ioc->run();
+      });
+    }
     return Status::Ok();
   }
 

@@ -19,6 +19,7 @@
 #include "codec/json_text.h"
 #include "common/enum_names.h"
 #include "common/random.h"
+#include "common/thread_name.h"
 
 namespace kvc::queue {
 namespace {
@@ -547,7 +548,10 @@ Result<std::shared_ptr<PushDispatcher>> PushDispatcher::Start(PushOptions option
   InitCurlOnce();
   d->curl_->multi = curl_multi_init();
   if (d->curl_->multi == nullptr) return Internal("libcurl: cannot create a multi handle");
-  d->thread_ = std::thread([raw = d.get()] { raw->Run(); });
+  d->thread_ = std::thread([raw = d.get()] {
+    NameThisThread("kvc-push");
+    raw->Run();
+  });
   return d;
 }
 

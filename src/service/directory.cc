@@ -32,7 +32,7 @@ Directory::~Directory() { Stop(); }
 
 Status Directory::Start() {
   KVC_RETURN_IF_ERROR(Reload(/*force=*/true));
-  worker_.Start([this] { Loop(); });
+  worker_.Start("kvc-directory", [this] { Loop(); });
   return Status::Ok();
 }
 

@@ -5,12 +5,19 @@
 #include <exception>
 #include <utility>
 
+#include "common/thread_name.h"
+
 namespace kvc::service {
 
 WorkPool::WorkPool(WorkPoolOptions options, const char* name)
     : options_(std::move(options)), name_(name) {
   const size_t n = options_.threads == 0 ? 1 : options_.threads;
-  for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+  for (size_t i = 0; i < n; ++i) {
+    threads_.emplace_back([this] {
+      NameThisThread("kvc-pool");
+      Loop();
+    });
+  }
 }
 
 WorkPool::~WorkPool() {

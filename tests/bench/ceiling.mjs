@@ -24,10 +24,14 @@
 //   script reads the user+system CPU time of the server process (and of the Deno client) from
 //   /proc/PID/stat, so the CPU per operation covers exactly the measured window.
 // * Prints the machine, then a markdown table: ops/s and p50/p99 of both, their ratio
-//   (kvconnect / ceiling), and the server CPU per operation of each server process. No figure
+//   (kvconnect / ceiling), and the server CPU per operation of each server process; then where
+//   the CPU went, with kvconnect's split by thread (its I/O threads, its writers, the rest),
+//   read from /proc/PID/task/*/{comm,stat} at the same marks (the server names its threads by
+//   role, src/common/thread_name.h). No figure
 //   fails the run; the exit code is 1 when a run failed or reported errors, or kvconnect's
 //   bank transfers lost money. --smoke (ctest bench_ceiling_smoke) runs every row briefly and
-//   checks that both targets ran every row without errors and the table was printed.
+//   checks that both targets ran every row without errors, that kvconnect's threads named
+//   kvc-io and kvc-writer were found, and that the table was printed.
 //
 // The numbers belong to the machine they were taken on, which must be otherwise idle.
 import { spawnSync } from "node:child_process";
@@ -41,7 +45,7 @@ import { cleanupPg, startPg } from "../e2e/pg.mjs";
 import {
   commandLine, DENO_RUN_OPTIONS, describeDenoRun, fmtInt, fmtMs, listeningPorts, log, machineInfo,
   numberOption, optionValues, postgresCpu, printMachine, procCpu, runDenoBench, runRounds, selectRows,
-  spawnHelper, tupleKey, which,
+  spawnHelper, threadCpu, threadCpuBetween, tupleKey, which,
 } from "./lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -92,8 +96,9 @@ const USAGE = `usage: KVCONNECT_BIN=build/kvconnect node tests/bench/ceiling.mjs
                     /usr/lib/postgresql/15/bin) and adds its CPU to kvconnect's
   --json FILE       also write every raw result, the machine and the table to FILE
   --smoke           brief windows (0.3 s after 0.2 s, 1,000 keys), then check that both targets
-                    ran every row without errors and the table was printed (ctest
-                    bench_ceiling_smoke); the figures mean nothing
+                    ran every row without errors, that kvconnect's I/O and writer threads were
+                    found by name, and that the table was printed (ctest bench_ceiling_smoke);
+                    the figures mean nothing
   -h, --help        this text
 
 Needs nghttpd (Debian: apt-get install nghttp2-server; NGHTTPD_BIN=<path> picks another),
@@ -286,16 +291,21 @@ function checkCannedMetadata(url) {
 
 /**
  * CPU seconds of the server, of its PostgreSQL (when `pgPid`) and of the Deno client now; null
- * where a process is gone.
+ * where a process is gone. With `byThread`, also the server's threads (lib.mjs threadCpu).
  */
-function cpuSample(serverPid, clientPid, pgPid) {
+function cpuSample(serverPid, clientPid, pgPid, byThread) {
   return {
     at: performance.now(),
     server: procCpu(serverPid)?.self ?? null,
     client: procCpu(clientPid)?.self ?? null,
     pg: pgPid ? postgresCpu(pgPid) : null,
+    threads: byThread ? threadCpu(serverPid) : null,
   };
 }
+
+// kvconnect's threads by role (src/common/thread_name.h): HTTP I/O, the databases' writers, and
+// the rest (readers, checkpoints, the catalog poll, metrics, ...).
+const THREAD_GROUPS = [["io", ["kvc-io"]], ["writer", ["kvc-writer"]]];
 
 /** CPU over the window between two samples: seconds, cores busy and µs per operation. */
 function cpuOverWindow(start, end, ops) {
@@ -304,7 +314,20 @@ function cpuOverWindow(start, end, ops) {
   const server = end.server - start.server;
   const client = start.client === null || end.client === null ? null : end.client - start.client;
   const pg = start.pg === null || end.pg === null ? null : end.pg - start.pg;
+  let threads = null;
+  if (start.threads && end.threads) {
+    const byName = threadCpuBetween(start.threads, end.threads);
+    threads = { names: Object.keys(byName).sort() };
+    let grouped = 0;
+    for (const [group, names] of THREAD_GROUPS) {
+      const secs = names.reduce((n, name) => n + (byName[name] ?? 0), 0);
+      threads[`${group}_us_per_op`] = (secs * 1e6) / ops;
+      grouped += secs;
+    }
+    threads.rest_us_per_op = (Math.max(0, server - grouped) * 1e6) / ops;
+  }
   return {
+    threads,
     pg_us_per_op: pg === null ? null : (pg * 1e6) / ops,
     wall_s: wall,
     server_s: server,
@@ -334,8 +357,8 @@ async function runOne(row, target, targets, opts) {
     opts,
     env,
     onStdoutLine: (line, proc) => {
-      if (line === "# window-start") marks.start = cpuSample(t.pid, proc.pid, t.pgPid);
-      else if (line === "# window-end") marks.end = cpuSample(t.pid, proc.pid, t.pgPid);
+      if (line === "# window-start") marks.start = cpuSample(t.pid, proc.pid, t.pgPid, target === "kvconnect");
+      else if (line === "# window-end") marks.end = cpuSample(t.pid, proc.pid, t.pgPid, target === "kvconnect");
     },
   });
   r.cpu = cpuOverWindow(marks.start, marks.end, r.result?.ops);
@@ -379,6 +402,7 @@ function summarizeSide(row, target, runs) {
     server_cores: best.cpu?.server_cores ?? null,
     client_us_per_op: best.cpu?.client_us_per_op ?? null,
     client_cores: best.cpu?.client_cores ?? null,
+    threads: best.cpu?.threads ?? null,
   };
 }
 
@@ -427,12 +451,13 @@ function reportLines(rows, opts, targets) {
   }
   p();
   p("Where the CPU went over the same windows (cores busy: CPU seconds per wall second):\n");
-  p("| row | Deno client µs/op, vs. kvconnect | Deno client µs/op, vs. ceiling | Deno cores busy | kvconnect cores busy | nghttpd cores busy |");
-  p("|---|---:|---:|---:|---:|---:|");
+  p("| row | Deno client µs/op, vs. kvconnect | Deno client µs/op, vs. ceiling | Deno cores busy | kvconnect cores busy | nghttpd cores busy | kvconnect µs/op by thread: I/O / writer / rest |");
+  p("|---|---:|---:|---:|---:|---:|---:|");
+  const byThread = (t) => (t ? `${fmtUs(t.io_us_per_op)} / ${fmtUs(t.writer_us_per_op)} / ${fmtUs(t.rest_us_per_op)}` : "—");
   for (const r of rows) {
     p(`| ${r.id} | ${fmtUs(r.kvconnect.client_us_per_op)} | ${fmtUs(r.ceiling.client_us_per_op)} | ` +
       `${fmtCores(r.kvconnect.client_cores)} / ${fmtCores(r.ceiling.client_cores)} | ${fmtCores(r.kvconnect.server_cores)} | ` +
-      `${fmtCores(r.ceiling.server_cores)} |`);
+      `${fmtCores(r.ceiling.server_cores)} | ${byThread(r.kvconnect.threads)} |`);
   }
   p();
   p(`- rows: get = \`kv.get\` of a random key out of ${fmtInt(opts.keys)}; set = durable \`kv.set\`; ` +
@@ -460,6 +485,13 @@ function smokeProblems(rows, runs, lines, opts) {
       if (!s.ok || !(s.ops_per_s > 0) || s.server_us_per_op === null) {
         const failed = runs.filter((x) => x.row === r.id && x.target === t && !x.ok);
         problems.push(`${r.id} against ${t}: ${failed.map((x) => describeOne(x)).join("; ") || "no ops or no CPU sample"}`);
+      }
+    }
+    // kvconnect's CPU split by thread needs its threads named (src/common/thread_name.h).
+    const names = r.kvconnect.threads?.names ?? [];
+    for (const want of ["kvc-io", "kvc-writer"]) {
+      if (r.kvconnect.ops_per_s !== undefined && !names.includes(want)) {
+        problems.push(`${r.id}: no kvconnect thread named ${want} over the window (threads: ${names.join(", ") || "none"})`);
       }
     }
     if (opts.storage === "postgres" && (r.kvconnect.pg_us_per_op ?? null) === null) {

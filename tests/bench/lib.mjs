@@ -213,6 +213,47 @@ export function procCpu(pid) {
   }
 }
 
+/**
+ * CPU seconds of each thread of a process so far, by thread id: {name, cpu}, where name is the
+ * thread's name (/proc/<pid>/task/<tid>/comm; kvconnect names its threads by role, e.g. kvc-io,
+ * kvc-writer, see src/common/thread_name.h). Empty if the process is gone.
+ */
+export function threadCpu(pid) {
+  const out = new Map();
+  let tids;
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const name = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
+      const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+      out.set(tid, { name, cpu: (Number(f[11]) + Number(f[12])) / CLK_TCK });
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}
+
+/**
+ * The CPU seconds each thread name took between two threadCpu() samples: the threads alive at
+ * the end, less what each had at the start (0 for threads started in between). Threads that
+ * ended in between are missing: their time is only in the process total.
+ */
+export function threadCpuBetween(start, end) {
+  const byName = {};
+  for (const [tid, t] of end) {
+    const before = start.get(tid);
+    const used = t.cpu - (before && before.name === t.name ? before.cpu : 0);
+    byName[t.name] = (byName[t.name] ?? 0) + Math.max(0, used);
+  }
+  return byName;
+}
+
 /** A backend of the `postgres` database (postgres.mjs's wait-event sampler), by its title. */
 function isSamplerBackend(pid) {
   try {

@@ -15,9 +15,11 @@
 //   server's CPU time from /proc at both marks.
 // * Prints the bench result, the server CPU per operation, then from `perf report`: the top
 //   functions by self time (children excluded), the top by inclusive time (callers charged with
-//   their callees), and the self time by library (kvconnect, libc, libsqlite3, libnghttp2,
-//   libprotobuf, libcrypto, the kernel, ...). perf.data stays in --out (default: a new
-//   directory under the system's temporary directory, printed) for `perf report -i`.
+//   their callees), the self time by library (kvconnect, libc, libsqlite3, libnghttp2,
+//   libprotobuf, libcrypto, the kernel, ...), and by thread and library (the server's threads
+//   are named by role: kvc-io, kvc-writer, kvc-checkpoint, ...; src/common/thread_name.h).
+//   perf.data stays in --out (default: a new directory under the system's temporary directory,
+//   printed) for `perf report -i`.
 //
 // Needs `perf` (Debian linux-perf) and a kernel that lets this user profile the process
 // (kernel.perf_event_paranoid <= 1, or root). Not part of ctest: it reports, it checks nothing.
@@ -138,6 +140,8 @@ async function main() {
     console.log(report(perf, data, ["--children", "--sort", "symbol", "-g", "none"], opts.top));
     console.log("\n## Self time by library\n");
     console.log(report(perf, data, ["--no-children", "--sort", "dso", "-g", "none"], 20));
+    console.log("\n## Self time by thread (kvconnect names its threads by role: kvc-io, kvc-writer, ...)\n");
+    console.log(report(perf, data, ["--no-children", "--sort", "comm,dso", "-g", "none"], 30));
     console.log(`\nperf.data: ${data}`);
     return 0;
   } finally {

@@ -15,6 +15,7 @@
 #include "codec/v8/v8_json.h"
 #include "codec/versionstamp.h"
 #include "common/clock.h"
+#include "common/thread_name.h"
 #include "engine/commit_listener.h"
 #include "service/admin/dump.h"
 #include "service/http_status.h"
@@ -253,6 +254,7 @@ void AdminApi::StartBackup(const JsonCallPtr& call, const storage::DatabaseRecor
   if (min_interval.count() > 0) last_backup_[rec.id] = now;
   if (backup_thread_.joinable()) backup_thread_.join();  // finished: it cleared backup_busy_
   backup_thread_ = std::thread([this, call, rec, to = *to] {
+    NameThisThread("kvc-backup-job");
     auto finish = [this](const JsonCallPtr& c, Result<std::string> r) {
       backup_busy_.store(false);
       if (r.ok()) {

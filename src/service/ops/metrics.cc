@@ -180,7 +180,7 @@ std::shared_ptr<engine::CommitListener> Metrics::commit_listener() { return comm
 
 void Metrics::Start(Directory* directory) {
   directory_ = directory;
-  worker_.Start([this] { StatsLoop(); });
+  worker_.Start("kvc-stats", [this] { StatsLoop(); });
 }
 
 void Metrics::Stop() { worker_.Stop(mu_, cv_); }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/thread_name.h"
 #include "storage/change_log.h"
 #include "storage/postgres/pg_conn.h"
 #include "storage/postgres/pg_queue.h"
@@ -829,7 +830,10 @@ class PgChangeFeed : public ChangeFeed {
 
   Status Start() {
     if (::pipe(stop_pipe_) != 0) return IoError("pipe for the change feed failed");
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      NameThisThread("kvc-pg-feed");
+      Loop();
+    });
     return Status::Ok();
   }
 

@@ -31,7 +31,7 @@ void PgNodeRegistry::Start(NodeInfo self, int64_t heartbeat_ms, int64_t max_repl
     MutexLock lock(mu_);
     live_ = {self_};
   }
-  worker_.Start([this] { Loop(); });
+  worker_.Start("kvc-nodes", [this] { Loop(); });
 }
 
 std::vector<NodeInfo> PgNodeRegistry::LiveNodes() const {

@@ -27,7 +27,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(
   // A connection learns that the file is in WAL mode when it first reads it; until then a
   // checkpoint on it does nothing (and says so only by reporting -1 frames).
   KVC_RETURN_IF_ERROR(c->conn_.Exec("select count(*) from sqlite_schema"));
-  c->worker_.Start([raw = c.get()] { raw->Loop(); });
+  c->worker_.Start("kvc-checkpoint", [raw = c.get()] { raw->Loop(); });
   sqlite3_wal_autocheckpoint(writer, 0);
   sqlite3_wal_hook(writer, &Checkpointer::OnCommit, c.get());
   return c;
