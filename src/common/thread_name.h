@@ -8,7 +8,7 @@
 //   kvc-directory   the catalog poll                kvc-stats       process metrics sampler
 //   kvc-backup      continuous backup               kvc-nodes       PostgreSQL node registry
 //   kvc-push        queue push delivery             kvc-pool        blocking work pool
-//   kvc-pg-writer   PostgreSQL writer connection    kvc-backup-job  an admin API backup run
+//   kvc-pg-feed     PostgreSQL change feed          kvc-backup-job  an admin API backup run
 //
 // Thread-safety: names the calling thread only; thread-safe.
 #pragma once
