@@ -25,12 +25,12 @@ constexpr uint8_t kTagTrue = 0x27;
 constexpr size_t kMaxShortIntBytes = 8;
 constexpr uint64_t kSignBit = uint64_t{1} << 63;
 
-constexpr char kHexDigits[] = "0123456789abcdef";
+constexpr char kHexLower[] = "0123456789abcdef";
 
 void AppendHex(std::string_view bytes, std::string* out) {
   for (unsigned char c : bytes) {
-    out->push_back(kHexDigits[c >> 4]);
-    out->push_back(kHexDigits[c & 0x0F]);
+    out->push_back(kHexLower[c >> 4]);
+    out->push_back(kHexLower[c & 0x0F]);
   }
 }
 
@@ -117,8 +117,8 @@ std::string FloatToString(double value) {
 
 std::string HexByte(uint8_t b) {
   std::string s = "0x";
-  s.push_back(kHexDigits[b >> 4]);
-  s.push_back(kHexDigits[b & 0x0F]);
+  s.push_back(kHexLower[b >> 4]);
+  s.push_back(kHexLower[b & 0x0F]);
   return s;
 }
 
