@@ -205,12 +205,17 @@ export const CLK_TCK = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf
  */
 export function procCpu(pid) {
   try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = text.slice(text.lastIndexOf(")") + 2).split(" ");  // f[0] is field 3 (state)
+    const f = statFields(`/proc/${pid}/stat`);
     return { ppid: Number(f[1]), self: (Number(f[11]) + Number(f[12])) / CLK_TCK, children: (Number(f[13]) + Number(f[14])) / CLK_TCK };
   } catch {
     return null;
   }
+}
+
+/** The fields of a /proc stat file after the command name: [0] is field 3 (state). Throws if gone. */
+function statFields(file) {
+  const text = fs.readFileSync(file, "utf8");
+  return text.slice(text.lastIndexOf(")") + 2).split(" ");
 }
 
 /**
@@ -229,8 +234,7 @@ export function threadCpu(pid) {
   for (const tid of tids) {
     try {
       const name = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
-      const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
+      const f = statFields(`/proc/${pid}/task/${tid}/stat`);
       out.set(tid, { name, cpu: (Number(f[11]) + Number(f[12])) / CLK_TCK });
     } catch {
       // the thread ended between the listing and the read
